@@ -1,0 +1,1 @@
+"""driver_integration package."""
