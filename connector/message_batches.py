@@ -1,0 +1,396 @@
+"""Replayed frames -> whole messages -> pyarrow RecordBatches (sans-IO, numpy only).
+
+The bulk path of the source: no Python code runs per frame or per row.
+
+* ``walk_frames`` finds the frame starts in a block of consecutive frames. A frame's successor is
+  at ``offset + align(frame_length, 32)``; the chain is followed for every 32-byte slot at once by
+  pointer doubling (log2(frames) numpy gathers), with a single-check fast path for equal frames.
+* ``assemble_messages`` groups DATA frames into messages by their BEGIN/END flags exactly like
+  Aeron's FragmentAssembler (fragments of an unfinished message are dropped when a new BEGIN
+  arrives; PAD frames carry nothing) and gathers the payload bytes with one boolean mask.
+* ``MessageBatchBuilder`` stages copied blocks, assembles them in large chunks and carries a
+  message cut by the chunk end into the next chunk.
+
+Row meaning (see docs/options.md): ``position`` is the stream position just after the message's
+last frame (Aeron's ``Header.position()`` for a reassembled message), so a range [start, end)
+holds exactly the messages with ``start < position <= end``; ``reserved_value`` is that of the
+message's first frame; session and stream id come from the recording descriptor because a replay
+rewrites them in every frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+HEADER_LENGTH = 32
+FRAME_ALIGNMENT = 32
+FLAG_BEGIN = 0x80
+FLAG_END = 0x40
+TYPE_PAD = 0x00
+TYPE_DATA = 0x01
+
+DEFAULT_TARGET_BATCH_BYTES = 8 << 20
+# Arrow `binary` has int32 offsets: one batch must hold < 2 GiB of payload.
+MAX_BATCH_PAYLOAD_BYTES = (1 << 31) - 1
+
+BASE_FIELDS = (
+    pa.field("recording_id", pa.int64()),
+    pa.field("position", pa.int64()),
+    pa.field("payload", pa.binary()),
+    pa.field("session_id", pa.int32()),
+    pa.field("stream_id", pa.int32()),
+    pa.field("reserved_value", pa.int64()),
+)
+TIMESTAMP_FIELD = pa.field("timestamp", pa.timestamp("us", tz="UTC"))
+
+
+def arrow_schema(include_timestamp: bool) -> pa.Schema:
+    return pa.schema(BASE_FIELDS + ((TIMESTAMP_FIELD,) if include_timestamp else ()))
+
+
+class FrameStreamError(ValueError):
+    """Replayed bytes are not a well-formed, gap-free sequence of Aeron frames."""
+
+
+@dataclass(frozen=True)
+class FrameTable:
+    """Header fields of every frame of a buffer, in order (numpy arrays of equal length)."""
+
+    offsets: np.ndarray   # int64 byte offset of the frame in the buffer
+    lengths: np.ndarray   # int64 frame_length (header + payload, unaligned)
+    flags: np.ndarray     # uint8
+    types: np.ndarray     # uint16
+    reserved: np.ndarray  # int64 reserved_value
+
+    @property
+    def count(self) -> int:
+        return int(self.offsets.size)
+
+
+def _as_bytes_array(buffer) -> np.ndarray:
+    array = np.frombuffer(buffer, dtype=np.uint8) if not isinstance(buffer, np.ndarray) else buffer
+    if array.dtype != np.uint8 or array.ndim != 1:
+        raise TypeError("frames must be a 1-d uint8 buffer")
+    return array
+
+
+def walk_frames(buffer) -> FrameTable:
+    """Every frame of a buffer that holds whole, consecutive frames from its first byte."""
+    data = _as_bytes_array(buffer)
+    size = data.size
+    if size % FRAME_ALIGNMENT:
+        raise FrameStreamError(f"a block of frames must be a multiple of {FRAME_ALIGNMENT} bytes, got {size}")
+    slot_count = size // FRAME_ALIGNMENT
+    if slot_count == 0:
+        empty = np.empty(0, np.int64)
+        return FrameTable(empty, empty, np.empty(0, np.uint8), np.empty(0, np.uint16), empty)
+    contiguous = np.ascontiguousarray(data)
+    slot_lengths = contiguous.view("<i4")[:: FRAME_ALIGNMENT // 4].astype(np.int64)
+    starts = _uniform_frame_starts(slot_lengths)
+    if starts is None:
+        starts = _chained_frame_starts(slot_lengths)
+    offsets = starts * FRAME_ALIGNMENT
+    words = contiguous.view("<i8")
+    flags = contiguous[offsets + 5]
+    types = contiguous[offsets + 6].astype(np.uint16) | (contiguous[offsets + 7].astype(np.uint16) << 8)
+    reserved = words[starts * (FRAME_ALIGNMENT // 8) + 3].copy()
+    unknown = (types != TYPE_DATA) & (types != TYPE_PAD)
+    if unknown.any():
+        at = int(offsets[np.argmax(unknown)])
+        raise FrameStreamError(f"frame at byte {at} has type {int(types[np.argmax(unknown)])}; "
+                               "a recording holds only DATA (1) and PAD (0) frames")
+    return FrameTable(offsets, slot_lengths[starts], flags, types, reserved)
+
+
+def _uniform_frame_starts(slot_lengths: np.ndarray) -> np.ndarray | None:
+    """Fast path: all frames have the first frame's length (fixed-size messages)."""
+    first = int(slot_lengths[0])
+    if first < HEADER_LENGTH:
+        return None
+    stride = (first + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT
+    if slot_lengths.size % stride or not np.all(slot_lengths[::stride] == first):
+        return None
+    return np.arange(0, slot_lengths.size, stride, dtype=np.int64)
+
+
+def _chained_frame_starts(slot_lengths: np.ndarray) -> np.ndarray:
+    slot_count = slot_lengths.size
+    end, bad = slot_count, slot_count + 1
+    slots = np.arange(slot_count, dtype=np.int64)
+    successors = slots + (slot_lengths + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT
+    well_formed = (slot_lengths >= HEADER_LENGTH) & (successors <= slot_count)
+    jump = np.empty(slot_count + 2, dtype=np.int64)
+    jump[:slot_count] = np.where(well_formed, successors, bad)
+    jump[end], jump[bad] = end, bad
+    # After round i, `chain` holds frames 0 .. 2**i - 1 and `jump` skips 2**i frames ahead.
+    chain = np.zeros(1, dtype=np.int64)
+    while True:
+        ahead = jump[chain]
+        inside = ahead[ahead < slot_count]
+        chain = np.concatenate((chain, inside))
+        if inside.size < ahead.size:
+            break
+        jump = jump[jump]
+    last = int(chain[-1])
+    if jump_once(slot_lengths, last) != end:
+        raise FrameStreamError(
+            f"malformed frame at byte {last * FRAME_ALIGNMENT}: frame_length {int(slot_lengths[last])} "
+            f"does not end inside the {slot_count * FRAME_ALIGNMENT}-byte block")
+    return chain
+
+
+def jump_once(slot_lengths: np.ndarray, slot: int) -> int:
+    length = int(slot_lengths[slot])
+    if length < HEADER_LENGTH:
+        return -1
+    return slot + (length + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT
+
+
+def aligned(length: np.ndarray | int):
+    return (length + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT * FRAME_ALIGNMENT
+
+
+@dataclass(frozen=True)
+class AssembledMessages:
+    """Complete messages found in a buffer, plus where an unfinished trailing message begins."""
+
+    end_positions: np.ndarray  # int64, position after each message's last frame
+    reserved: np.ndarray       # int64, reserved_value of each message's first frame
+    value_offsets: np.ndarray  # int32, len = messages + 1, into `payload`
+    payload: np.ndarray        # uint8, the payloads back to back
+    carry_offset: int          # byte offset of an unfinished message's BEGIN frame, or buffer size
+    leading_fragments: int     # DATA frames before the first BEGIN (a message begun earlier)
+    dropped_fragments: int     # other DATA frames that belong to no complete message
+
+    @property
+    def count(self) -> int:
+        return int(self.end_positions.size)
+
+
+def assemble_messages(buffer, base_position: int, min_end_position: int | None = None) -> AssembledMessages:
+    """Whole messages of a buffer of frames that starts at stream position ``base_position``.
+
+    Only messages ending after ``min_end_position`` are returned (those ending at or before it
+    belong to an earlier range).
+    """
+    data = _as_bytes_array(buffer)
+    frames = walk_frames(data)
+    is_data = frames.types == TYPE_DATA
+    data_index = np.flatnonzero(is_data)
+    flags = frames.flags[data_index]
+    begins = (flags & FLAG_BEGIN) != 0
+    ends = (flags & FLAG_END) != 0
+    message_of = np.cumsum(begins, dtype=np.int64) - 1   # -1: before the first BEGIN
+    begin_at = np.flatnonzero(begins)                     # index (among DATA frames) of each BEGIN
+    ends_before = np.cumsum(ends, dtype=np.int64) - ends  # END frames strictly before each frame
+    leading = int(begin_at[0]) if begin_at.size else int(data_index.size)
+
+    if begin_at.size == 0:
+        return _no_messages(data.size, leading)
+
+    message_ends_before = ends_before[begin_at]
+    safe_message = np.maximum(message_of, 0)
+    # A frame belongs to its message if no END of that message came before it.
+    in_message = (message_of >= 0) & (ends_before - message_ends_before[safe_message] == 0)
+    ends_in_message = np.add.reduceat(ends.astype(np.int64), begin_at)
+    complete = ends_in_message > 0
+
+    frame_offsets = frames.offsets[data_index]
+    frame_lengths = frames.lengths[data_index]
+    end_frame = in_message & ends
+    message_end_positions = np.full(begin_at.size, -1, dtype=np.int64)
+    message_end_positions[message_of[end_frame]] = (
+        base_position + frame_offsets[end_frame] + aligned(frame_lengths[end_frame]))
+    keep = complete.copy()
+    if min_end_position is not None:
+        keep &= message_end_positions > min_end_position
+
+    carry_offset = data.size
+    if not complete[-1]:
+        carry_offset = int(frame_offsets[begin_at[-1]])
+    selected = in_message & keep[safe_message]
+    carried_frames = 0 if complete[-1] else int(data_index.size - begin_at[-1])
+    in_complete_message = int(np.count_nonzero(in_message & complete[safe_message]))
+    dropped = int(data_index.size) - leading - in_complete_message - carried_frames
+
+    payload_starts = frame_offsets[selected] + HEADER_LENGTH
+    payload_ends = frame_offsets[selected] + frame_lengths[selected]
+    payload = _gather(data, payload_starts, payload_ends)
+    kept_messages = np.flatnonzero(keep)
+    selected_message = message_of[selected]
+    lengths = payload_ends - payload_starts
+    if kept_messages.size:
+        first_of_each = np.flatnonzero(np.r_[True, selected_message[1:] != selected_message[:-1]])
+        message_lengths = np.add.reduceat(lengths, first_of_each)
+    else:
+        message_lengths = np.empty(0, np.int64)
+    if int(message_lengths.sum()) > MAX_BATCH_PAYLOAD_BYTES:
+        raise FrameStreamError("more than 2 GiB of payload in one batch; lower the staging size")
+    value_offsets = np.zeros(kept_messages.size + 1, dtype=np.int32)
+    np.cumsum(message_lengths, out=value_offsets[1:])
+    reserved = frames.reserved[data_index[begin_at[kept_messages]]]
+    return AssembledMessages(
+        end_positions=message_end_positions[kept_messages],
+        reserved=reserved,
+        value_offsets=value_offsets,
+        payload=payload,
+        carry_offset=carry_offset,
+        leading_fragments=leading,
+        dropped_fragments=dropped,
+    )
+
+
+def _no_messages(size: int, leading: int) -> AssembledMessages:
+    empty = np.empty(0, np.int64)
+    return AssembledMessages(empty, empty, np.zeros(1, np.int32), np.empty(0, np.uint8), size, leading, 0)
+
+
+def _gather(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """data[starts[0]:stops[0]] + data[starts[1]:stops[1]] + ... for disjoint, ordered ranges."""
+    if starts.size == 0:
+        return np.empty(0, np.uint8)
+    lengths = stops - starts
+    width = int(lengths[0])
+    if starts.size > 1 and width > 0 and np.all(lengths == width):
+        strides = np.diff(starts)
+        stride = int(strides[0])
+        if np.all(strides == stride):
+            # Equal payloads at a fixed stride (fixed-size messages): copy through a 2-d view.
+            base = data[int(starts[0]):]
+            rows = np.lib.stride_tricks.as_strided(base, shape=(starts.size, width), strides=(stride, 1))
+            return rows.copy().reshape(-1)  # a copy: the staging buffer is reused
+    # Mask = (gap before range, range) pairs expanded by np.repeat, packed to an Arrow bitmap,
+    # and applied by Arrow's filter kernel (a numpy cumsum or boolean index is 2-4x slower).
+    gaps = starts - np.r_[0, stops[:-1]]
+    counts = np.empty(2 * starts.size + 1, dtype=np.int64)
+    counts[0:-1:2], counts[1:-1:2], counts[-1] = gaps, lengths, data.size - int(stops[-1])
+    pattern = np.zeros(counts.size, dtype=np.bool_)
+    pattern[1:-1:2] = True
+    bits = np.packbits(np.repeat(pattern, counts), bitorder="little")
+    arrow_mask = pa.Array.from_buffers(pa.bool_(), data.size, [None, pa.py_buffer(bits)])
+    arrow_data = pa.Array.from_buffers(pa.uint8(), data.size, [None, pa.py_buffer(data)])
+    return pc.filter(arrow_data, arrow_mask).to_numpy(zero_copy_only=True)
+
+
+def to_record_batch(messages: AssembledMessages, *, recording_id: int, session_id: int, stream_id: int,
+                    include_timestamp: bool) -> pa.RecordBatch:
+    count = messages.count
+    payload = pa.Array.from_buffers(
+        pa.binary(), count, [None, pa.py_buffer(messages.value_offsets), pa.py_buffer(messages.payload)])
+    columns = [
+        pa.array(np.full(count, recording_id, dtype=np.int64)),
+        pa.array(messages.end_positions),
+        payload,
+        pa.array(np.full(count, session_id, dtype=np.int32)),
+        pa.array(np.full(count, stream_id, dtype=np.int32)),
+        pa.array(messages.reserved),
+    ]
+    if include_timestamp:
+        micros = messages.reserved // 1000
+        columns.append(pa.Array.from_buffers(TIMESTAMP_FIELD.type, count, [None, pa.py_buffer(micros)]))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_timestamp))
+
+
+@dataclass
+class BuilderStats:
+    messages: int = 0
+    payload_bytes: int = 0
+    leading_fragments: int = 0
+    dropped_fragments: int = 0
+    unfinished_bytes: int = 0
+
+
+@dataclass
+class MessageBatchBuilder:
+    """Stages replayed blocks of one recording and turns them into RecordBatches of whole messages.
+
+    Blocks must be contiguous (each starts where the previous ended), so nothing can be skipped
+    silently. ``allow_leading_fragments`` says whether frames of a message begun before the
+    first block may be dropped (true only at the recording's first position, where the head of
+    that message was never recorded).
+    """
+
+    recording_id: int
+    session_id: int
+    stream_id: int
+    start_position: int
+    min_end_position: int
+    include_timestamp: bool = False
+    allow_leading_fragments: bool = False
+    target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES
+    stats: BuilderStats = field(default_factory=BuilderStats)
+
+    def __post_init__(self) -> None:
+        self._staging = np.empty(max(self.target_batch_bytes * 2, 1 << 16), dtype=np.uint8)
+        self._staged = 0
+        self._staging_position = self.start_position
+        self._first_chunk = True
+
+    @property
+    def next_position(self) -> int:
+        return self._staging_position + self._staged
+
+    def add_block(self, block, position: int) -> list[pa.RecordBatch]:
+        if position != self.next_position:
+            raise FrameStreamError(
+                f"recording {self.recording_id}: replay block at position {position}, expected "
+                f"{self.next_position} (a gap or overlap would lose or duplicate messages)")
+        incoming = _as_bytes_array(block)
+        self._append(incoming)
+        if self._staged >= self.target_batch_bytes:
+            return self._assemble(final=False)
+        return []
+
+    def finish(self) -> list[pa.RecordBatch]:
+        """Assemble what is staged; an unfinished last message is left for the next range."""
+        batches = self._assemble(final=True)
+        self.stats.unfinished_bytes = self._staged
+        return batches
+
+    def _append(self, incoming: np.ndarray) -> None:
+        needed = self._staged + incoming.size
+        if needed > self._staging.size:
+            grown = np.empty(max(needed, self._staging.size * 2), dtype=np.uint8)
+            grown[: self._staged] = self._staging[: self._staged]
+            self._staging = grown
+        self._staging[self._staged:needed] = incoming
+        self._staged = needed
+
+    def _assemble(self, final: bool) -> list[pa.RecordBatch]:
+        if self._staged == 0:
+            return []
+        view = self._staging[: self._staged]
+        messages = assemble_messages(view, self._staging_position, self.min_end_position)
+        if messages.leading_fragments:
+            if not (self._first_chunk and self.allow_leading_fragments):
+                raise FrameStreamError(
+                    f"recording {self.recording_id}: {messages.leading_fragments} fragment(s) at position "
+                    f"{self._staging_position} continue a message whose first fragment was not replayed")
+            self.stats.leading_fragments += messages.leading_fragments
+        self._first_chunk = False
+        self.stats.dropped_fragments += messages.dropped_fragments
+        self.stats.messages += messages.count
+        self.stats.payload_bytes += int(messages.payload.size)
+        carry = messages.carry_offset
+        remaining = self._staged - carry
+        if remaining:
+            self._staging[:remaining] = view[carry:].copy()
+        self._staging_position += carry
+        self._staged = remaining
+        if messages.count == 0:
+            return []
+        return [to_record_batch(messages, recording_id=self.recording_id, session_id=self.session_id,
+                                stream_id=self.stream_id, include_timestamp=self.include_timestamp)]
+
+
+def first_frame_continues_a_message(block) -> bool:
+    """True when a block starts with a DATA fragment that is not the first of its message."""
+    data = _as_bytes_array(block)
+    if data.size < HEADER_LENGTH:
+        return False
+    frame_type = int(data[6]) | (int(data[7]) << 8)
+    return frame_type == TYPE_DATA and not (int(data[5]) & FLAG_BEGIN)
