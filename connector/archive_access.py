@@ -1,0 +1,318 @@
+"""The only module of the connector that talks to the archive.
+
+``ArchiveAccess`` is what the source needs from an archive, in the source's own terms; unit tests
+implement it with a fake. ``open_archive(connection)`` builds the real one over
+``aeron_spark.archive.client.ArchiveClient``; wiring a different client is a change to this file
+only.
+
+Real-client facts used here:
+* live positions come from the archive's rec-pos counters (type 100, key recordingId @0) read
+  through the client's CountersReader, so ``latestOffset`` costs no control round trip;
+* each replay gets its own ``session-id`` on the replay channel and a subscription to that
+  session only: replays of other partitions on the same channel/stream then never become images
+  of this subscription (an unpolled IPC image would hold their publications back);
+* a replay is bounded by a limit counter holding the range end, so the archive never sends a
+  byte past it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import ContextManager, Protocol
+
+from aeron_spark.archive.recording_descriptor import RecordingDescriptor
+
+from .options import ArchiveConnection, DEFAULT_CONTROL_STREAM_ID, ReplaySettings
+
+LOG = logging.getLogger(__name__)
+
+RECORDING_POSITION_TYPE_ID = 100
+# Application counter type for our bounded-replay limits (Aeron reserves < 1000 for itself).
+REPLAY_LIMIT_COUNTER_TYPE_ID = 1_977_100
+LIST_PAGE_SIZE = 256
+REPLAY_BLOCK_LIMIT = 1 << 20
+
+
+class ArchiveUnavailable(RuntimeError):
+    """The archive cannot be reached or located."""
+
+
+class ReplayFailed(RuntimeError):
+    """A replay stopped before delivering its whole range."""
+
+
+class ArchiveAccess(Protocol):
+    @property
+    def archive_id(self) -> int: ...
+
+    def describe(self, recording_id: int) -> RecordingDescriptor | None:
+        """The recording's current descriptor, None if the catalog has no such (valid) recording."""
+
+    def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
+        """Recordings with id >= from_recording_id, this stream id and an original channel
+        containing the fragment (Aeron's ListRecordingsForUri), all pages."""
+
+    def live_position(self, recording_id: int) -> int | None:
+        """The recorded position of an active recording, None once it is not being recorded."""
+
+    def replay(self, recording_id: int, start: int, end: int,
+               settings: ReplaySettings) -> ContextManager[Iterator[tuple[int, bytes]]]:
+        """Frames of [start, end) as (position, block) pairs, contiguous, in order."""
+
+    def close(self) -> None: ...
+
+
+# --- locating the archive ----------------------------------------------------------------------
+
+
+def resolve_connection(connection: ArchiveConnection) -> ArchiveConnection:
+    """Fill control channel / stream id / aeron dir from the archive's mark file when asked to."""
+    if connection.archive_dir is None:
+        return connection
+    from pathlib import Path
+    mark = read_mark_file_location(Path(connection.archive_dir) / "archive-mark.dat")
+    return ArchiveConnection(
+        archive_dir=connection.archive_dir,
+        control_channel=connection.control_channel or mark.control_channel,
+        control_stream_id=connection.control_stream_id if connection.control_stream_id is not None
+        else mark.control_stream_id,
+        response_channel=connection.response_channel,
+        response_stream_id=connection.response_stream_id,
+        aeron_dir=connection.aeron_dir or mark.aeron_dir,
+        timeout_ms=connection.timeout_ms,
+    )
+
+
+class MarkFileLocation:
+    def __init__(self, control_channel: str, control_stream_id: int, aeron_dir: str | None) -> None:
+        self.control_channel = control_channel
+        self.control_stream_id = control_stream_id
+        self.aeron_dir = aeron_dir
+
+
+def read_mark_file_location(path) -> MarkFileLocation:
+    """Control channel, control stream id and aeron dir of the archive owning a mark file.
+
+    Uses aeron_spark.archive.mark_file when it offers ``read_location``; otherwise reads the
+    documented layouts (wire-and-disk reference §4.8): an 8-byte SBE header (template 200,
+    schema 100) then a 128-byte block in 1.47+, the block at 0 before; var-length strings
+    controlChannel, localControlChannel, eventsChannel, aeronDirectory after the block.
+    """
+    try:
+        from aeron_spark.archive import mark_file as archive_mark_file  # type: ignore[attr-defined]
+        reader = getattr(archive_mark_file, "read_location", None)
+    except ImportError:
+        reader = None
+    if reader is not None:
+        location = reader(path)
+        return MarkFileLocation(location.control_channel, location.control_stream_id, location.aeron_dir)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8192)
+    except FileNotFoundError:
+        raise ArchiveUnavailable(f"option archive.dir: no archive mark file at {path}") from None
+    _, template_id, schema_id, _ = struct.unpack_from("<HHHH", head, 0)
+    block = 8 if (template_id, schema_id) == (200, 100) else 0
+    control_stream_id = struct.unpack_from("<i", head, block + 32)[0]
+    offset = block + 128
+    strings = []
+    for _ in range(4):
+        if offset + 4 > len(head):
+            strings.append("")
+            continue
+        length = struct.unpack_from("<I", head, offset)[0]
+        strings.append(head[offset + 4: offset + 4 + length].decode("ascii", "replace"))
+        offset += 4 + length
+    control_channel, _, _, aeron_dir = strings
+    if not control_channel:
+        raise ArchiveUnavailable(f"archive mark file {path} names no control channel; set archive.controlChannel")
+    return MarkFileLocation(control_channel, control_stream_id or DEFAULT_CONTROL_STREAM_ID, aeron_dir or None)
+
+
+def default_response_channel(control_channel: str) -> str:
+    return "aeron:ipc" if control_channel.startswith("aeron:ipc") else "aeron:udp?endpoint=localhost:0"
+
+
+# --- the real archive ---------------------------------------------------------------------------
+
+
+def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
+    resolved = resolve_connection(connection)
+    if not resolved.control_channel:
+        raise ArchiveUnavailable("no archive control channel: set archive.controlChannel or archive.dir")
+    from aeron_spark.archive.client import ArchiveClient  # imported late: executors may not need it
+    try:
+        client = ArchiveClient.connect(
+            control_channel=resolved.control_channel,
+            control_stream_id=resolved.control_stream_id or DEFAULT_CONTROL_STREAM_ID,
+            response_channel=resolved.response_channel or default_response_channel(resolved.control_channel),
+            response_stream_id=resolved.response_stream_id,
+            aeron_dir=resolved.aeron_dir,
+            timeout=resolved.timeout_ms / 1000.0,
+        )
+    except Exception as error:
+        raise ArchiveUnavailable(
+            f"cannot connect to the archive at {resolved.control_channel} stream {resolved.control_stream_id} "
+            f"(aeron.dir={resolved.aeron_dir}): {error}") from error
+    return ClientArchiveAccess(client)
+
+
+_shared: dict[ArchiveConnection, ArchiveAccess] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_archive(connection: ArchiveConnection) -> ArchiveAccess:
+    """One connection per Python worker process (Spark reuses workers across tasks)."""
+    with _shared_lock:
+        access = _shared.get(connection)
+        if access is None:
+            access = open_archive(connection)
+            _shared[connection] = access
+        return access
+
+
+def forget_shared_archive(connection: ArchiveConnection) -> None:
+    with _shared_lock:
+        access = _shared.pop(connection, None)
+    if access is not None:
+        with contextlib.suppress(Exception):
+            access.close()
+
+
+class ClientArchiveAccess:
+    def __init__(self, client) -> None:
+        self._client = client
+        self._counter_ids: dict[int, int] = {}
+
+    @property
+    def archive_id(self) -> int:
+        return self._client.archive_id
+
+    def describe(self, recording_id: int) -> RecordingDescriptor | None:
+        return self._client.list_recording(recording_id)
+
+    def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
+        found: list[RecordingDescriptor] = []
+        next_id = from_recording_id
+        while True:
+            page = self._client.list_recordings_for_uri(next_id, LIST_PAGE_SIZE, channel_fragment, stream_id)
+            found.extend(page)
+            if len(page) < LIST_PAGE_SIZE:
+                return found
+            next_id = page[-1].recording_id + 1
+
+    def live_position(self, recording_id: int) -> int | None:
+        counters = self._client.aeron.counters_reader
+        counter_id = self._counter_ids.get(recording_id)
+        if counter_id is None:
+            counter_id = self._find_rec_pos(counters, recording_id)
+        if counter_id is not None:
+            value = counters.value(counter_id)
+            # Confirm after reading: a freed counter id may be reused by another recording.
+            if self._find_rec_pos(counters, recording_id) == counter_id:
+                self._counter_ids[recording_id] = counter_id
+                return value
+        self._counter_ids.pop(recording_id, None)
+        position = self._client.recording_position(recording_id)
+        return None if position is None or position < 0 else position
+
+    def _find_rec_pos(self, counters, recording_id: int) -> int | None:
+        archive_id = self.archive_id
+
+        def is_this_recording(key) -> bool:
+            key = bytes(key)
+            if len(key) < 16 or struct.unpack_from("<q", key, 0)[0] != recording_id:
+                return False
+            identity_length = struct.unpack_from("<i", key, 12)[0]
+            tail = 16 + identity_length
+            if archive_id != -1 and len(key) >= tail + 8:
+                return struct.unpack_from("<q", key, tail)[0] == archive_id
+            return True
+
+        counter_id = counters.find(RECORDING_POSITION_TYPE_ID, is_this_recording)
+        return None if counter_id is None or counter_id < 0 else counter_id
+
+    @contextlib.contextmanager
+    def replay(self, recording_id: int, start: int, end: int,
+               settings: ReplaySettings) -> Iterator[Iterator[tuple[int, bytes]]]:
+        descriptor = self.describe(recording_id)
+        if descriptor is None:
+            raise ReplayFailed(f"recording {recording_id} is not in the archive catalog")
+        aeron = self._client.aeron
+        session_id = random.randint(1, (1 << 31) - 1)
+        channel = _with_param(settings.channel, "session-id", str(session_id))
+        subscription = aeron.add_subscription(channel, settings.stream_id)
+        limit = aeron.add_counter(REPLAY_LIMIT_COUNTER_TYPE_ID, struct.pack("<q", recording_id),
+                                  f"aeron-archive source replay limit: {recording_id} [{start}, {end})")
+        limit.value = end
+        replay_session_id = None
+        try:
+            replay_session_id = self._client.start_bounded_replay(
+                recording_id, start, end - start, limit.counter_id, channel, settings.stream_id)
+            image = _await_image(subscription, session_id, settings.idle_timeout_ms, recording_id)
+            yield _replayed_blocks(image, descriptor, start, end, settings.idle_timeout_ms)
+        finally:
+            if replay_session_id is not None:
+                with contextlib.suppress(Exception):
+                    self._client.stop_replay(replay_session_id)
+            for resource in (subscription, limit):
+                with contextlib.suppress(Exception):
+                    resource.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+
+def _with_param(channel: str, name: str, value: str) -> str:
+    separator = "|" if "?" in channel else "?"
+    return f"{channel}{separator}{name}={value}"
+
+
+def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: int):
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while time.monotonic() < deadline:
+        for image in subscription.images:
+            if image.session_id == session_id:
+                return image
+        time.sleep(0.001)
+    raise ReplayFailed(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
+
+
+def _replayed_blocks(image, descriptor: RecordingDescriptor, start: int, end: int,
+                     idle_timeout_ms: int) -> Iterator[tuple[int, bytes]]:
+    term_length = descriptor.term_buffer_length
+    bits = term_length.bit_length() - 1
+    initial_term_id = descriptor.initial_term_id
+    received: list[tuple[int, bytes]] = []
+
+    def on_block(view, term_offset: int, _session_id: int, term_id: int) -> None:
+        term_count = (term_id - initial_term_id) & 0xFFFFFFFF
+        position = (term_count << bits) + term_offset
+        received.append((position, bytes(view)))  # the view is only valid during the callback
+
+    position = start
+    idle_since = time.monotonic()
+    while position < end:
+        received.clear()
+        image.block_poll(on_block, REPLAY_BLOCK_LIMIT)
+        if not received:
+            if image.is_closed or image.is_end_of_stream:
+                raise ReplayFailed(f"recording {descriptor.recording_id}: replay ended at {position}, before {end}")
+            if time.monotonic() - idle_since > idle_timeout_ms / 1000.0:
+                raise ReplayFailed(f"recording {descriptor.recording_id}: replay made no progress at {position} "
+                                   f"for {idle_timeout_ms} ms (replay.idleTimeoutMs)")
+            time.sleep(0.0005)
+            continue
+        idle_since = time.monotonic()
+        for block_position, block in received:
+            if block_position + len(block) > end:
+                block = block[: end - block_position]
+            yield block_position, block
+            position = block_position + len(block)

@@ -1,0 +1,158 @@
+"""Driver-side view of the archive: which recordings to read and where they begin and end.
+
+Like Kafka's KafkaOffsetReader: lists recordings (``recordingIds``, or ``channel`` + ``streamId``
+with discovery of recordings that start later, at most once per ``discoveryIntervalMs``), and
+turns them into positions. Live recordings are followed through their rec-pos counters (no
+control round trip); a recording whose counter is gone is described again to get its stop
+position, so a stopped recording is read to its end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from aeron_spark.archive.recording_descriptor import RecordingDescriptor
+
+from .archive_access import ArchiveAccess
+from .data_loss import DataLossPolicy
+from .offsets import EARLIEST, LATEST, RecordingPositions
+from .options import PositionSpec, SourceOptions
+from .partition_planner import RecordingLayout
+
+
+class RecordingNotFound(LookupError):
+    pass
+
+
+class OffsetReader:
+    def __init__(self, options: SourceOptions, access: Callable[[], ArchiveAccess],
+                 clock_ms: Callable[[], float] | None = None) -> None:
+        self.options = options
+        self._access_factory = access
+        self._access: ArchiveAccess | None = None
+        self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000.0)
+        self._policy = DataLossPolicy(options.fail_on_data_loss)
+        self.descriptors: dict[int, RecordingDescriptor] = {}
+        self._next_discovery_id = 0
+        self._last_discovery_ms: float | None = None
+
+    @property
+    def access(self) -> ArchiveAccess:
+        if self._access is None:
+            self._access = self._access_factory()
+        return self._access
+
+    def known_recordings(self, force_discovery: bool = False) -> dict[int, RecordingDescriptor]:
+        """Descriptors of every recording this source reads (discovering new ones if due)."""
+        if self.options.recording_ids is not None:
+            for recording_id in self.options.recording_ids:
+                if recording_id not in self.descriptors:
+                    descriptor = self.access.describe(recording_id)
+                    if descriptor is None:
+                        raise RecordingNotFound(
+                            f"option recordingIds: recording {recording_id} is not in the archive "
+                            f"(archive id {self.access.archive_id})")
+                    self.descriptors[recording_id] = descriptor
+            return dict(self.descriptors)
+        now = self._clock_ms()
+        due = (self._last_discovery_ms is None
+               or now - self._last_discovery_ms >= self.options.discovery_interval_ms)
+        if force_discovery or due:
+            found = self.access.list_matching(self.options.channel or "", self.options.stream_id or 0,
+                                              self._next_discovery_id)
+            for descriptor in found:
+                self.descriptors.setdefault(descriptor.recording_id, descriptor)
+                self._next_discovery_id = max(self._next_discovery_id, descriptor.recording_id + 1)
+            self._last_discovery_ms = now
+        return dict(self.descriptors)
+
+    def describe(self, recording_id: int) -> RecordingDescriptor | None:
+        descriptor = self.descriptors.get(recording_id)
+        if descriptor is None:
+            descriptor = self.access.describe(recording_id)
+            if descriptor is not None:
+                self.descriptors[recording_id] = descriptor
+        return descriptor
+
+    def refresh(self, recording_id: int) -> RecordingDescriptor | None:
+        descriptor = self.access.describe(recording_id)
+        if descriptor is None:
+            self.descriptors.pop(recording_id, None)
+        else:
+            self.descriptors[recording_id] = descriptor
+        return descriptor
+
+    def latest_positions(self, recording_ids: Iterable[int]) -> tuple[dict[int, int], set[int]]:
+        """Latest position per recording, and the recordings that left the catalog."""
+        latest: dict[int, int] = {}
+        vanished: set[int] = set()
+        for recording_id in recording_ids:
+            descriptor = self.describe(recording_id)
+            if descriptor is not None and descriptor.is_active:
+                live = self.access.live_position(recording_id)
+                if live is not None:
+                    latest[recording_id] = live
+                    continue
+                descriptor = self.refresh(recording_id)  # stopped since: its stop position is final
+            if descriptor is None:
+                vanished.add(recording_id)
+            elif descriptor.is_active:
+                latest[recording_id] = descriptor.start_position  # recording, nothing counted yet
+            else:
+                latest[recording_id] = descriptor.stop_position
+        return latest, vanished
+
+    def layouts(self, recording_ids: Iterable[int]) -> dict[int, RecordingLayout]:
+        layouts: dict[int, RecordingLayout] = {}
+        for recording_id in recording_ids:
+            descriptor = self.describe(recording_id)
+            if descriptor is not None:
+                layouts[recording_id] = RecordingLayout(recording_id, descriptor.start_position,
+                                                        descriptor.term_buffer_length)
+        return layouts
+
+    def resolve(self, spec: PositionSpec, option_name: str) -> RecordingPositions:
+        """startingPositions / endingPositions -> concrete positions of every known recording."""
+        recordings = self.known_recordings(force_discovery=True)
+        named = dict(spec.specific)
+        unknown = sorted(set(named) - set(recordings))
+        if unknown:
+            raise RecordingNotFound(
+                f"option {option_name} names recording(s) {unknown}, which "
+                + ("are not in the archive" if self.options.recording_ids is not None
+                   else f"do not match channel={self.options.channel!r} streamId={self.options.stream_id}"))
+        default = EARLIEST if option_name == "startingPositions" else LATEST
+        wanted = {rid: spec.for_recording(rid, default) for rid in recordings}
+        needs_latest = [rid for rid, marker in wanted.items() if marker == LATEST]
+        latest, vanished = self.latest_positions(needs_latest)
+        positions: dict[int, int] = {}
+        for recording_id, marker in wanted.items():
+            descriptor = recordings[recording_id]
+            if recording_id in vanished:
+                continue
+            if marker == EARLIEST:
+                positions[recording_id] = descriptor.start_position
+            elif marker == LATEST:
+                positions[recording_id] = latest[recording_id]
+            else:
+                positions[recording_id] = self._checked_position(option_name, descriptor, marker)
+        return RecordingPositions(positions)
+
+    def _checked_position(self, option_name: str, descriptor: RecordingDescriptor, position: int) -> int:
+        if position < descriptor.start_position:
+            self._policy.report(
+                f"option {option_name}: position {position} of recording {descriptor.recording_id} is before "
+                f"its start position {descriptor.start_position}")
+            return descriptor.start_position
+        if not descriptor.is_active and position > descriptor.stop_position:
+            raise ValueError(
+                f"option {option_name}: position {position} of recording {descriptor.recording_id} is after "
+                f"its stop position {descriptor.stop_position}; accepted: {descriptor.start_position}.."
+                f"{descriptor.stop_position}")
+        return position
+
+    def close(self) -> None:
+        if self._access is not None:
+            self._access.close()
+            self._access = None
