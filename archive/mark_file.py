@@ -111,6 +111,11 @@ class ArchiveMarkInfo:
         return self.activity_age_ms(now_ms) <= LIVENESS_TIMEOUT_MS and pid_is_alive(self.pid)
 
     @property
+    def aeron_dir(self) -> str | None:
+        """The Aeron directory, None when the archive did not record one."""
+        return self.aeron_directory or None
+
+    @property
     def version_text(self) -> str:
         v = self.version
         return f"{v >> 16}.{(v >> 8) & 0xFF}.{v & 0xFF}"
@@ -202,6 +207,12 @@ def read_mark_file(archive_dir: str | os.PathLike) -> ArchiveMarkInfo:
         raise MarkFileError(f"no archive mark file in {Path(archive_dir)}: {MARK_FILE_NAME} is "
                             f"missing (no archive has run on this directory)") from None
     return decode_mark_file(data, path)
+
+
+def read_location(path: str | os.PathLike) -> ArchiveMarkInfo:
+    """`read_mark_file` for a path naming either the mark file or its directory (connector hook)."""
+    target = Path(path)
+    return read_mark_file(target.parent if target.name == MARK_FILE_NAME else target)
 
 
 def read_error_log(archive_dir: str | os.PathLike) -> list[ErrorObservation]:

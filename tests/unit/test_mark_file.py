@@ -195,3 +195,12 @@ def test_pid_is_alive():
     assert pid_is_alive(os.getpid())
     assert not pid_is_alive(dead_pid())
     assert not pid_is_alive(0) and not pid_is_alive(-5)
+
+
+def test_read_location_accepts_file_or_directory(tmp_path):
+    from aeron_spark.archive.mark_file import read_location
+    with ArchiveMarkFile.create(tmp_path, **SETTINGS):
+        for where in (tmp_path, tmp_path / MARK_FILE_NAME):
+            location = read_location(where)
+            assert (location.control_channel, location.control_stream_id) == (SETTINGS["control_channel"], 10)
+            assert location.aeron_dir == "/dev/shm/aeron-test"
