@@ -1,0 +1,807 @@
+"""One frozen dataclass per schema-101 wire message, and the table that describes their bytes.
+
+Field names are the SBE names snake_cased, in wire order (fixed fields, then var-length
+fields). Enum-typed fields hold the enum member when the value is known, else a plain int.
+Fields that a decoded message's version or block did not carry hold their null value
+(NULL_VALUE -1, or 0 for ``version``); absent var fields hold "" / b"".
+
+The template 22 wire message is :class:`RecordingDescriptorMessage` (SBE name
+``RecordingDescriptor``), so that it does not shadow the shared
+:class:`aeron_spark.archive.recording_descriptor.RecordingDescriptor` it converts to and from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from aeron_spark.archive.codecs.constants import (
+    LAST_NARROW_ENUM_SCHEMA_VERSION as NARROW,
+    BooleanType,
+    ControlResponseCode,
+    RecordingSignal,
+    SourceLocation,
+)
+from aeron_spark.archive.codecs.schema import (
+    MessageSpec,
+    ascii_text,
+    enum32,
+    int32,
+    int64,
+    raw_bytes,
+    version_t,
+)
+from aeron_spark.archive.recording_descriptor import RecordingDescriptor
+
+_message = dataclass(frozen=True, slots=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests (client -> archive)
+# ---------------------------------------------------------------------------------------------
+
+@_message
+class ConnectRequest:
+    TEMPLATE_ID: ClassVar[int] = 2
+    correlation_id: int
+    response_stream_id: int
+    version: int  # protocol semantic version; 0 (null) from 1.15.x clients
+    response_channel: str
+
+
+@_message
+class AuthConnectRequest:
+    TEMPLATE_ID: ClassVar[int] = 58
+    correlation_id: int
+    response_stream_id: int
+    version: int
+    response_channel: str
+    encoded_credentials: bytes
+    client_info: str  # schema v12+
+
+
+@_message
+class ChallengeResponse:
+    TEMPLATE_ID: ClassVar[int] = 60
+    control_session_id: int
+    correlation_id: int
+    encoded_credentials: bytes
+
+
+@_message
+class CloseSessionRequest:
+    TEMPLATE_ID: ClassVar[int] = 3
+    control_session_id: int
+
+
+@_message
+class KeepAliveRequest:
+    TEMPLATE_ID: ClassVar[int] = 61
+    control_session_id: int
+    correlation_id: int
+
+
+@_message
+class StartRecordingRequest:
+    TEMPLATE_ID: ClassVar[int] = 4
+    control_session_id: int
+    correlation_id: int
+    stream_id: int
+    source_location: SourceLocation | int
+    channel: str
+
+
+@_message
+class StartRecordingRequest2:
+    TEMPLATE_ID: ClassVar[int] = 63
+    control_session_id: int
+    correlation_id: int
+    stream_id: int
+    source_location: SourceLocation | int
+    auto_stop: BooleanType | int
+    channel: str
+
+
+@_message
+class StopRecordingRequest:
+    TEMPLATE_ID: ClassVar[int] = 5
+    control_session_id: int
+    correlation_id: int
+    stream_id: int
+    channel: str
+
+
+@_message
+class StopRecordingSubscriptionRequest:
+    TEMPLATE_ID: ClassVar[int] = 14
+    control_session_id: int
+    correlation_id: int
+    subscription_id: int
+
+
+@_message
+class StopRecordingByIdentityRequest:
+    TEMPLATE_ID: ClassVar[int] = 65
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class ReplayRequest:
+    TEMPLATE_ID: ClassVar[int] = 6
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    position: int
+    length: int
+    replay_stream_id: int
+    file_io_max_length: int  # v7+
+    replay_token: int  # v10+
+    replay_channel: str
+
+
+@_message
+class BoundedReplayRequest:
+    TEMPLATE_ID: ClassVar[int] = 18
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    position: int
+    length: int
+    limit_counter_id: int
+    replay_stream_id: int
+    file_io_max_length: int  # v7+
+    replay_token: int  # v10+
+    replay_channel: str
+
+
+@_message
+class StopReplayRequest:
+    TEMPLATE_ID: ClassVar[int] = 7
+    control_session_id: int
+    correlation_id: int
+    replay_session_id: int
+
+
+@_message
+class StopAllReplaysRequest:
+    TEMPLATE_ID: ClassVar[int] = 19
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class ListRecordingsRequest:
+    TEMPLATE_ID: ClassVar[int] = 8
+    control_session_id: int
+    correlation_id: int
+    from_recording_id: int
+    record_count: int
+
+
+@_message
+class ListRecordingsForUriRequest:
+    TEMPLATE_ID: ClassVar[int] = 9
+    control_session_id: int
+    correlation_id: int
+    from_recording_id: int
+    record_count: int
+    stream_id: int
+    channel: str
+
+
+@_message
+class ListRecordingRequest:
+    TEMPLATE_ID: ClassVar[int] = 10
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class ExtendRecordingRequest:
+    TEMPLATE_ID: ClassVar[int] = 11
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    stream_id: int
+    source_location: SourceLocation | int
+    channel: str
+
+
+@_message
+class ExtendRecordingRequest2:
+    TEMPLATE_ID: ClassVar[int] = 64
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    stream_id: int
+    source_location: SourceLocation | int
+    auto_stop: BooleanType | int
+    channel: str
+
+
+@_message
+class RecordingPositionRequest:
+    TEMPLATE_ID: ClassVar[int] = 12
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class StopPositionRequest:
+    TEMPLATE_ID: ClassVar[int] = 15
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class StartPositionRequest:
+    TEMPLATE_ID: ClassVar[int] = 52
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class MaxRecordedPositionRequest:
+    TEMPLATE_ID: ClassVar[int] = 67
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class TruncateRecordingRequest:
+    TEMPLATE_ID: ClassVar[int] = 13
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    position: int
+
+
+@_message
+class PurgeRecordingRequest:
+    TEMPLATE_ID: ClassVar[int] = 104
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class ListRecordingSubscriptionsRequest:
+    TEMPLATE_ID: ClassVar[int] = 17
+    control_session_id: int
+    correlation_id: int
+    pseudo_index: int
+    subscription_count: int
+    apply_stream_id: BooleanType | int
+    stream_id: int
+    channel: str
+
+
+@_message
+class FindLastMatchingRecordingRequest:
+    TEMPLATE_ID: ClassVar[int] = 16
+    control_session_id: int
+    correlation_id: int
+    min_recording_id: int
+    session_id: int
+    stream_id: int
+    channel: str
+
+
+@_message
+class DetachSegmentsRequest:
+    TEMPLATE_ID: ClassVar[int] = 53
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    new_start_position: int
+
+
+@_message
+class DeleteDetachedSegmentsRequest:
+    TEMPLATE_ID: ClassVar[int] = 54
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class PurgeSegmentsRequest:
+    TEMPLATE_ID: ClassVar[int] = 55
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    new_start_position: int
+
+
+@_message
+class AttachSegmentsRequest:
+    TEMPLATE_ID: ClassVar[int] = 56
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class MigrateSegmentsRequest:
+    TEMPLATE_ID: ClassVar[int] = 57
+    control_session_id: int
+    correlation_id: int
+    src_recording_id: int
+    dst_recording_id: int
+
+
+@_message
+class ReplicateRequest:
+    TEMPLATE_ID: ClassVar[int] = 50
+    control_session_id: int
+    correlation_id: int
+    src_recording_id: int
+    dst_recording_id: int
+    src_control_stream_id: int
+    src_control_channel: str
+    live_destination: str
+
+
+@_message
+class TaggedReplicateRequest:
+    TEMPLATE_ID: ClassVar[int] = 62
+    control_session_id: int
+    correlation_id: int
+    src_recording_id: int
+    dst_recording_id: int
+    channel_tag_id: int
+    subscription_tag_id: int
+    src_control_stream_id: int
+    src_control_channel: str
+    live_destination: str
+
+
+@_message
+class ReplicateRequest2:
+    TEMPLATE_ID: ClassVar[int] = 66
+    control_session_id: int
+    correlation_id: int
+    src_recording_id: int
+    dst_recording_id: int
+    stop_position: int
+    channel_tag_id: int
+    subscription_tag_id: int
+    src_control_stream_id: int
+    file_io_max_length: int  # v7+
+    replication_session_id: int  # v8+
+    src_control_channel: str
+    live_destination: str
+    replication_channel: str
+    encoded_credentials: bytes  # v8+
+    src_response_channel: str  # v10+
+
+
+@_message
+class StopReplicationRequest:
+    TEMPLATE_ID: ClassVar[int] = 51
+    control_session_id: int
+    correlation_id: int
+    replication_id: int
+
+
+@_message
+class ArchiveIdRequest:
+    TEMPLATE_ID: ClassVar[int] = 68
+    control_session_id: int
+    correlation_id: int
+
+
+@_message
+class ReplayTokenRequest:
+    TEMPLATE_ID: ClassVar[int] = 105
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+
+
+@_message
+class UpdateChannelRequest:
+    TEMPLATE_ID: ClassVar[int] = 107
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    channel: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses and events (archive -> client; 101-103 on the recording-events stream)
+# ---------------------------------------------------------------------------------------------
+
+@_message
+class ControlResponse:
+    TEMPLATE_ID: ClassVar[int] = 1
+    control_session_id: int
+    correlation_id: int
+    relevant_id: int  # result for OK, ArchiveErrorCode for ERROR
+    code: ControlResponseCode | int
+    version: int  # v4+; 0 from a 1.15.x archive
+    error_message: str
+
+
+@_message
+class Challenge:
+    TEMPLATE_ID: ClassVar[int] = 59
+    control_session_id: int
+    correlation_id: int
+    version: int  # the Java archive leaves it 0
+    encoded_challenge: bytes
+
+
+@_message
+class RecordingDescriptorMessage:
+    """Template 22 (SBE ``RecordingDescriptor``): one ListRecordings* answer."""
+
+    TEMPLATE_ID: ClassVar[int] = 22
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    start_timestamp: int
+    stop_timestamp: int
+    start_position: int
+    stop_position: int
+    initial_term_id: int
+    segment_file_length: int
+    term_buffer_length: int
+    mtu_length: int
+    session_id: int
+    stream_id: int
+    stripped_channel: str
+    original_channel: str
+    source_identity: str
+
+    def to_descriptor(self) -> RecordingDescriptor:
+        """The shared descriptor dataclass, keeping this message's session and correlation ids."""
+        return RecordingDescriptor(
+            recording_id=self.recording_id,
+            start_timestamp=self.start_timestamp,
+            stop_timestamp=self.stop_timestamp,
+            start_position=self.start_position,
+            stop_position=self.stop_position,
+            initial_term_id=self.initial_term_id,
+            segment_file_length=self.segment_file_length,
+            term_buffer_length=self.term_buffer_length,
+            mtu_length=self.mtu_length,
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            stripped_channel=self.stripped_channel,
+            original_channel=self.original_channel,
+            source_identity=self.source_identity,
+            control_session_id=self.control_session_id,
+            correlation_id=self.correlation_id,
+        )
+
+    @classmethod
+    def from_descriptor(
+        cls,
+        descriptor: RecordingDescriptor,
+        *,
+        control_session_id: int | None = None,
+        correlation_id: int | None = None,
+    ) -> "RecordingDescriptorMessage":
+        """The wire message for ``descriptor``; the archive overwrites the session and
+        correlation ids with the requester's, so pass them here (default: the descriptor's)."""
+        return cls(
+            control_session_id=(
+                descriptor.control_session_id if control_session_id is None
+                else control_session_id),
+            correlation_id=(
+                descriptor.correlation_id if correlation_id is None else correlation_id),
+            recording_id=descriptor.recording_id,
+            start_timestamp=descriptor.start_timestamp,
+            stop_timestamp=descriptor.stop_timestamp,
+            start_position=descriptor.start_position,
+            stop_position=descriptor.stop_position,
+            initial_term_id=descriptor.initial_term_id,
+            segment_file_length=descriptor.segment_file_length,
+            term_buffer_length=descriptor.term_buffer_length,
+            mtu_length=descriptor.mtu_length,
+            session_id=descriptor.session_id,
+            stream_id=descriptor.stream_id,
+            stripped_channel=descriptor.stripped_channel,
+            original_channel=descriptor.original_channel,
+            source_identity=descriptor.source_identity,
+        )
+
+
+@_message
+class RecordingSubscriptionDescriptor:
+    TEMPLATE_ID: ClassVar[int] = 23
+    control_session_id: int
+    correlation_id: int
+    subscription_id: int
+    stream_id: int
+    stripped_channel: str
+
+
+@_message
+class RecordingSignalEvent:
+    TEMPLATE_ID: ClassVar[int] = 24
+    control_session_id: int
+    correlation_id: int
+    recording_id: int
+    subscription_id: int
+    position: int
+    signal: RecordingSignal | int
+
+
+@_message
+class Ping:
+    TEMPLATE_ID: ClassVar[int] = 106
+    control_session_id: int
+
+
+@_message
+class RecordingStarted:
+    TEMPLATE_ID: ClassVar[int] = 101
+    recording_id: int
+    start_position: int
+    session_id: int
+    stream_id: int
+    channel: str
+    source_identity: str
+
+
+@_message
+class RecordingProgress:
+    TEMPLATE_ID: ClassVar[int] = 102
+    recording_id: int
+    start_position: int
+    position: int
+
+
+@_message
+class RecordingStopped:
+    TEMPLATE_ID: ClassVar[int] = 103
+    recording_id: int
+    start_position: int
+    stop_position: int
+
+
+ControlMessage = (
+    ConnectRequest | AuthConnectRequest | ChallengeResponse | CloseSessionRequest
+    | KeepAliveRequest | StartRecordingRequest | StartRecordingRequest2 | StopRecordingRequest
+    | StopRecordingSubscriptionRequest | StopRecordingByIdentityRequest | ReplayRequest
+    | BoundedReplayRequest | StopReplayRequest | StopAllReplaysRequest | ListRecordingsRequest
+    | ListRecordingsForUriRequest | ListRecordingRequest | ExtendRecordingRequest
+    | ExtendRecordingRequest2 | RecordingPositionRequest | StopPositionRequest
+    | StartPositionRequest | MaxRecordedPositionRequest | TruncateRecordingRequest
+    | PurgeRecordingRequest | ListRecordingSubscriptionsRequest
+    | FindLastMatchingRecordingRequest | DetachSegmentsRequest | DeleteDetachedSegmentsRequest
+    | PurgeSegmentsRequest | AttachSegmentsRequest | MigrateSegmentsRequest | ReplicateRequest
+    | TaggedReplicateRequest | ReplicateRequest2 | StopReplicationRequest | ArchiveIdRequest
+    | ReplayTokenRequest | UpdateChannelRequest | ControlResponse | Challenge
+    | RecordingDescriptorMessage | RecordingSubscriptionDescriptor | RecordingSignalEvent | Ping
+    | RecordingStarted | RecordingProgress | RecordingStopped
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# The schema table: offsets inside the root block (after the 8-byte header), sinceVersion of
+# fields, and the first schema version of each message (1.15 = 0, 1.16-1.21 = 2, 1.22-1.23 = 3,
+# 1.24-1.31 = 4, 1.32 = 5, 1.33 = 6, 1.44 = 9, 1.45 = 10, 1.48 = 11, 1.49 = 13).
+# ---------------------------------------------------------------------------------------------
+
+def _session_correlation_recording(message_type: type, since: int = 0) -> MessageSpec:
+    """The many requests whose block is exactly controlSessionId, correlationId, recordingId."""
+    return MessageSpec(
+        message_type.TEMPLATE_ID, message_type,
+        (int64("controlSessionId", 0), int64("correlationId", 8), int64("recordingId", 16)),
+        (), since)
+
+
+def _session_correlation_recording_position(
+    message_type: type, position_name: str, since: int
+) -> MessageSpec:
+    return MessageSpec(
+        message_type.TEMPLATE_ID, message_type,
+        (int64("controlSessionId", 0), int64("correlationId", 8), int64("recordingId", 16),
+         int64(position_name, 24)),
+        (), since)
+
+
+_SPECS: tuple[MessageSpec, ...] = (
+    # -- requests
+    MessageSpec(2, ConnectRequest,
+                (int64("correlationId", 0), int32("responseStreamId", 8),
+                 version_t("version", 12, since=2)),
+                (ascii_text("responseChannel"),),
+                since_version=0, removed_in=14),
+    MessageSpec(58, AuthConnectRequest,
+                (int64("correlationId", 0), int32("responseStreamId", 8), version_t("version", 12)),
+                (ascii_text("responseChannel"), raw_bytes("encodedCredentials"),
+                 ascii_text("clientInfo", since=12)),
+                since_version=4),
+    MessageSpec(60, ChallengeResponse,
+                (int64("controlSessionId", 0), int64("correlationId", 8)),
+                (raw_bytes("encodedCredentials"),),
+                since_version=4),
+    MessageSpec(3, CloseSessionRequest, (int64("controlSessionId", 0),), ()),
+    MessageSpec(61, KeepAliveRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8)), (), since_version=4),
+    MessageSpec(4, StartRecordingRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int32("streamId", 16),
+                 enum32("sourceLocation", 20, SourceLocation, narrow_until=NARROW)),
+                (ascii_text("channel"),)),
+    MessageSpec(63, StartRecordingRequest2,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int32("streamId", 16),
+                 enum32("sourceLocation", 20, SourceLocation),
+                 enum32("autoStop", 24, BooleanType)),
+                (ascii_text("channel"),),
+                since_version=4),
+    MessageSpec(5, StopRecordingRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int32("streamId", 16)),
+                (ascii_text("channel"),)),
+    MessageSpec(14, StopRecordingSubscriptionRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("subscriptionId", 16)),
+                ()),
+    _session_correlation_recording(StopRecordingByIdentityRequest, since=4),
+    MessageSpec(6, ReplayRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int64("recordingId", 16),
+                 int64("position", 24), int64("length", 32), int32("replayStreamId", 40),
+                 int32("fileIoMaxLength", 44, since=7), int64("replayToken", 48, since=10)),
+                (ascii_text("replayChannel"),)),
+    MessageSpec(18, BoundedReplayRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int64("recordingId", 16),
+                 int64("position", 24), int64("length", 32), int32("limitCounterId", 40),
+                 int32("replayStreamId", 44), int32("fileIoMaxLength", 48, since=7),
+                 int64("replayToken", 52, since=10)),
+                (ascii_text("replayChannel"),),
+                since_version=2),
+    MessageSpec(7, StopReplayRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("replaySessionId", 16)),
+                ()),
+    _session_correlation_recording(StopAllReplaysRequest, since=2),
+    MessageSpec(8, ListRecordingsRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("fromRecordingId", 16), int32("recordCount", 24)),
+                ()),
+    MessageSpec(9, ListRecordingsForUriRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("fromRecordingId", 16), int32("recordCount", 24), int32("streamId", 28)),
+                (ascii_text("channel"),)),
+    _session_correlation_recording(ListRecordingRequest),
+    MessageSpec(11, ExtendRecordingRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int64("recordingId", 16),
+                 int32("streamId", 24),
+                 enum32("sourceLocation", 28, SourceLocation, narrow_until=NARROW)),
+                (ascii_text("channel"),)),
+    MessageSpec(64, ExtendRecordingRequest2,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int64("recordingId", 16),
+                 int32("streamId", 24), enum32("sourceLocation", 28, SourceLocation),
+                 enum32("autoStop", 32, BooleanType)),
+                (ascii_text("channel"),),
+                since_version=4),
+    _session_correlation_recording(RecordingPositionRequest),
+    _session_correlation_recording(StopPositionRequest),
+    _session_correlation_recording(StartPositionRequest, since=3),
+    _session_correlation_recording(MaxRecordedPositionRequest, since=9),
+    _session_correlation_recording_position(TruncateRecordingRequest, "position", since=0),
+    _session_correlation_recording(PurgeRecordingRequest, since=5),
+    MessageSpec(17, ListRecordingSubscriptionsRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int32("pseudoIndex", 16),
+                 int32("subscriptionCount", 20),
+                 enum32("applyStreamId", 24, BooleanType, narrow_until=NARROW),
+                 int32("streamId", 28)),
+                (ascii_text("channel"),),
+                since_version=2),
+    MessageSpec(16, FindLastMatchingRecordingRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("minRecordingId", 16), int32("sessionId", 24), int32("streamId", 28)),
+                (ascii_text("channel"),)),
+    _session_correlation_recording_position(DetachSegmentsRequest, "newStartPosition", since=3),
+    _session_correlation_recording(DeleteDetachedSegmentsRequest, since=3),
+    _session_correlation_recording_position(PurgeSegmentsRequest, "newStartPosition", since=3),
+    _session_correlation_recording(AttachSegmentsRequest, since=3),
+    MessageSpec(57, MigrateSegmentsRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("srcRecordingId", 16), int64("dstRecordingId", 24)),
+                (),
+                since_version=3),
+    MessageSpec(50, ReplicateRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("srcRecordingId", 16), int64("dstRecordingId", 24),
+                 int32("srcControlStreamId", 32)),
+                (ascii_text("srcControlChannel"), ascii_text("liveDestination")),
+                since_version=3),
+    MessageSpec(62, TaggedReplicateRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("srcRecordingId", 16), int64("dstRecordingId", 24),
+                 int64("channelTagId", 32), int64("subscriptionTagId", 40),
+                 int32("srcControlStreamId", 48)),
+                (ascii_text("srcControlChannel"), ascii_text("liveDestination")),
+                since_version=4),
+    MessageSpec(66, ReplicateRequest2,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("srcRecordingId", 16), int64("dstRecordingId", 24),
+                 int64("stopPosition", 32), int64("channelTagId", 40),
+                 int64("subscriptionTagId", 48), int32("srcControlStreamId", 56),
+                 int32("fileIoMaxLength", 60, since=7), int32("replicationSessionId", 64, since=8)),
+                (ascii_text("srcControlChannel"), ascii_text("liveDestination"),
+                 ascii_text("replicationChannel"), raw_bytes("encodedCredentials", since=8),
+                 ascii_text("srcResponseChannel", since=10)),
+                since_version=6),
+    MessageSpec(51, StopReplicationRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("replicationId", 16)),
+                (),
+                since_version=3),
+    MessageSpec(68, ArchiveIdRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8)), (), since_version=9),
+    _session_correlation_recording(ReplayTokenRequest, since=10),
+    MessageSpec(107, UpdateChannelRequest,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("recordingId", 16)),
+                (ascii_text("channel"),),
+                since_version=13),
+    # -- responses and events
+    MessageSpec(1, ControlResponse,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int64("relevantId", 16),
+                 enum32("code", 24, ControlResponseCode), version_t("version", 28, since=4)),
+                (ascii_text("errorMessage"),)),
+    MessageSpec(59, Challenge,
+                (int64("controlSessionId", 0), int64("correlationId", 8), version_t("version", 16)),
+                (raw_bytes("encodedChallenge"),),
+                since_version=4),
+    MessageSpec(22, RecordingDescriptorMessage,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int64("recordingId", 16),
+                 int64("startTimestamp", 24), int64("stopTimestamp", 32),
+                 int64("startPosition", 40), int64("stopPosition", 48),
+                 int32("initialTermId", 56), int32("segmentFileLength", 60),
+                 int32("termBufferLength", 64), int32("mtuLength", 68), int32("sessionId", 72),
+                 int32("streamId", 76)),
+                (ascii_text("strippedChannel"), ascii_text("originalChannel"),
+                 ascii_text("sourceIdentity"))),
+    MessageSpec(23, RecordingSubscriptionDescriptor,
+                (int64("controlSessionId", 0), int64("correlationId", 8),
+                 int64("subscriptionId", 16), int32("streamId", 24)),
+                (ascii_text("strippedChannel"),),
+                since_version=2),
+    MessageSpec(24, RecordingSignalEvent,
+                (int64("controlSessionId", 0), int64("correlationId", 8), int64("recordingId", 16),
+                 int64("subscriptionId", 24), int64("position", 32),
+                 enum32("signal", 40, RecordingSignal)),
+                (),
+                since_version=3),
+    MessageSpec(106, Ping, (int64("controlSessionId", 0),), (), since_version=11),
+    MessageSpec(101, RecordingStarted,
+                (int64("recordingId", 0), int64("startPosition", 8), int32("sessionId", 16),
+                 int32("streamId", 20)),
+                (ascii_text("channel"), ascii_text("sourceIdentity"))),
+    MessageSpec(102, RecordingProgress,
+                (int64("recordingId", 0), int64("startPosition", 8), int64("position", 16)), ()),
+    MessageSpec(103, RecordingStopped,
+                (int64("recordingId", 0), int64("startPosition", 8), int64("stopPosition", 16)),
+                ()),
+)
+
+#: Every wire template by id.
+MESSAGE_SPECS: dict[int, MessageSpec] = {spec.template_id: spec for spec in _SPECS}
+#: Message dataclass -> its spec.
+SPEC_BY_TYPE: dict[type, MessageSpec] = {spec.message_type: spec for spec in _SPECS}
+
+REQUEST_TEMPLATE_IDS: tuple[int, ...] = (
+    2, 58, 60, 3, 61, 4, 63, 5, 14, 65, 6, 18, 7, 19, 8, 9, 10, 11, 64, 12, 15, 52, 67, 13, 104,
+    17, 16, 53, 54, 55, 56, 57, 50, 62, 66, 51, 68, 105, 107,
+)
+RESPONSE_TEMPLATE_IDS: tuple[int, ...] = (1, 59, 22, 23, 24, 106)
+RECORDING_EVENT_TEMPLATE_IDS: tuple[int, ...] = (101, 102, 103)
+
+assert len(MESSAGE_SPECS) == len(_SPECS), "duplicate template id in the schema table"
+assert all(spec.template_id == spec.message_type.TEMPLATE_ID for spec in _SPECS)
+assert set(MESSAGE_SPECS) == set(
+    REQUEST_TEMPLATE_IDS + RESPONSE_TEMPLATE_IDS + RECORDING_EVENT_TEMPLATE_IDS)
