@@ -7,7 +7,7 @@ is smaller than the first step available, one step (to the next term boundary or
 position, whichever is nearer) is taken anyway so that a query always progresses.
 
 The budget is shared like Kafka's maxOffsetsPerTrigger: in proportion to each recording's
-backlog, then what rounding left over goes to recordings in id order.
+backlog, then what rounding left over goes, a step at a time, to the recordings furthest below their share.
 """
 
 from __future__ import annotations
@@ -38,11 +38,15 @@ class Backlog:
 
     def first_step(self) -> int:
         """The nearest nameable frame boundary after start (for guaranteed progress)."""
-        if self.available == 0:
-            return self.start
+        return self.next_step_after(self.start)
+
+    def next_step_after(self, position: int) -> int:
+        """The nearest nameable frame boundary after ``position`` (a term boundary or latest)."""
+        if position >= self.latest:
+            return position
         if self.term_length <= 0:
             return self.latest
-        return min(self.latest, (self.start // self.term_length + 1) * self.term_length)
+        return min(self.latest, (position // self.term_length + 1) * self.term_length)
 
 
 def total_available(backlogs: Iterable[Backlog]) -> int:
@@ -54,19 +58,23 @@ def cap_by_bytes(backlogs: list[Backlog], max_bytes: int) -> dict[int, int]:
     total = total_available(backlogs)
     if total <= max_bytes:
         return {b.recording_id: b.latest for b in backlogs}
-    ends: dict[int, int] = {}
-    for backlog in backlogs:
-        share = max_bytes * backlog.available // total
-        ends[backlog.recording_id] = backlog.furthest_end_within(share)
-    used = sum(ends[b.recording_id] - b.start for b in backlogs)
-    for backlog in sorted(backlogs, key=lambda b: b.recording_id):
-        left = max_bytes - used
-        if left <= 0:
+    shares = {b.recording_id: max_bytes * b.available // total for b in backlogs}
+    ends = {b.recording_id: b.furthest_end_within(shares[b.recording_id]) for b in backlogs}
+    left = max_bytes - sum(ends[b.recording_id] - b.start for b in backlogs)
+    # Rounding down left budget unused: hand it out one step at a time, largest shortfall first.
+    while True:
+        by_shortfall = sorted(backlogs, key=lambda b: (-(shares[b.recording_id] - (ends[b.recording_id] - b.start)),
+                                                       b.recording_id))
+        for backlog in by_shortfall:
+            current = ends[backlog.recording_id]
+            step = backlog.next_step_after(current)
+            if step > current and step - current <= left:
+                ends[backlog.recording_id] = step
+                left -= step - current
+                break
+        else:
             break
-        current = ends[backlog.recording_id]
-        extended = backlog.furthest_end_within(current - backlog.start + left)
-        used += extended - current
-        ends[backlog.recording_id] = extended
+    used = max_bytes - left
     if used == 0:
         for backlog in sorted(backlogs, key=lambda b: b.recording_id):
             if backlog.available:

@@ -111,7 +111,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if self._available_now_target is not None:
             candidates = set(self._available_now_target)
         else:
-            candidates = set(reader.known_recordings()) | set(start)
+            candidates = set(reader.known_recordings(already_read=set(start))) | set(start)
         latest, vanished = reader.latest_positions(sorted(candidates))
         lost = vanished & set(start)
         for recording_id in sorted(lost):

@@ -43,12 +43,19 @@ class OffsetReader:
             self._access = self._access_factory()
         return self._access
 
-    def known_recordings(self, force_discovery: bool = False) -> dict[int, RecordingDescriptor]:
-        """Descriptors of every recording this source reads (discovering new ones if due)."""
+    def known_recordings(self, force_discovery: bool = False,
+                         already_read: frozenset[int] | set[int] = frozenset()) -> dict[int, RecordingDescriptor]:
+        """Descriptors of every recording this source reads (discovering new ones if due).
+
+        A named recording that is missing is an error, unless the query has already read from it
+        (``already_read``): then it left the archive, which the caller reports as data loss.
+        """
         if self.options.recording_ids is not None:
             for recording_id in self.options.recording_ids:
                 if recording_id not in self.descriptors:
                     descriptor = self.access.describe(recording_id)
+                    if descriptor is None and recording_id in already_read:
+                        continue
                     if descriptor is None:
                         raise RecordingNotFound(
                             f"option recordingIds: recording {recording_id} is not in the archive "

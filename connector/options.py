@@ -311,7 +311,9 @@ def _parse_recording_ids(text: str) -> tuple[int, ...]:
         items = [item.strip() for item in text.split(",")]
     ids: list[int] = []
     for item in items:
-        if isinstance(item, bool) or not (isinstance(item, int) or (isinstance(item, str) and re.fullmatch(r"\d+", item))):
+        is_id = (isinstance(item, int) and not isinstance(item, bool) and item >= 0) or (
+            isinstance(item, str) and re.fullmatch(r"\d+", item) is not None)
+        if not is_id:
             raise OptionError(f"option recordingIds={text!r}: {item!r} is not a recording id; accepted: {accepted}")
         ids.append(int(item))
     if not ids:
