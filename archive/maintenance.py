@@ -1,0 +1,269 @@
+"""Recording maintenance: truncate, purge, detach / delete detached / attach segments.
+
+Plain functions over an open writable `Catalog` and the archive directory; the sidecar's
+conductor calls them (and checks what only it knows, e.g. that no replay reads the recording).
+The catalog is always changed before the files: a crash in between leaves orphaned bytes past
+the stop (or below the start) position, never a descriptor that points at missing data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from aeron_spark.archive.catalog import Catalog, UnknownRecordingError
+from aeron_spark.archive.recording_descriptor import RecordingDescriptor
+from aeron_spark.driver_integration import frame, position as positions
+
+log = logging.getLogger(__name__)
+
+DELETE_SUFFIX = ".del"
+
+
+class MaintenanceError(Exception):
+    """A maintenance request that cannot be carried out; names the recording and position."""
+
+    def __init__(self, recording_id: int, message: str) -> None:
+        super().__init__(f"recording {recording_id}: {message}")
+        self.recording_id = recording_id
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    recording_id: int
+    start_position: int
+    stop_position: int
+    deleted_files: list[Path] = field(default_factory=list)
+    truncated_file: Path | None = None
+    attached_files: list[Path] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- segment files
+
+def segment_files(archive_dir: str | os.PathLike, recording_id: int) -> dict[int, Path]:
+    """``{base position: path}`` of the recording's ``<id>-<base>.rec`` files, by base."""
+    found = {}
+    prefix = f"{recording_id}-"
+    for entry in os.scandir(archive_dir):
+        if entry.name.startswith(prefix) and entry.name.endswith(positions.SEGMENT_FILE_SUFFIX):
+            try:
+                owner, base = positions.parse_segment_file_name(entry.name)
+            except ValueError:
+                continue
+            if owner == recording_id:
+                found[base] = Path(entry.path)
+    return dict(sorted(found.items()))
+
+
+def _pending_deletes(archive_dir: str | os.PathLike, recording_id: int) -> list[Path]:
+    prefix = f"{recording_id}-"
+    suffix = positions.SEGMENT_FILE_SUFFIX + DELETE_SUFFIX
+    return [Path(e.path) for e in os.scandir(archive_dir)
+            if e.name.startswith(prefix) and e.name.endswith(suffix)
+            and e.name[len(prefix):-len(suffix)].isdigit()]
+
+
+def _segment_base(d: RecordingDescriptor, position: int) -> int:
+    return positions.segment_file_base_position(d.start_position, position, d.term_buffer_length,
+                                                d.segment_file_length)
+
+
+def _delete(paths: list[Path]) -> list[Path]:
+    deleted = []
+    for path in paths:
+        try:
+            path.unlink()
+            deleted.append(path)
+        except FileNotFoundError:
+            pass
+    return deleted
+
+
+def _truncate_segment(path: Path, offset: int, segment_length: int) -> None:
+    """Cuts the file at ``offset`` then restores its full (sparse) length, as Aeron does."""
+    with open(path, "r+b") as f:
+        f.truncate(offset)
+        f.seek(segment_length - 1)
+        f.write(b"\x00")
+
+
+# --------------------------------------------------------------------------- checks
+
+def _stopped_recording(catalog: Catalog, recording_id: int, action: str) -> RecordingDescriptor:
+    descriptor = _recording(catalog, recording_id)
+    if descriptor.is_active:
+        raise MaintenanceError(recording_id, f"cannot {action} an active recording; stop it first")
+    return descriptor
+
+
+def _recording(catalog: Catalog, recording_id: int) -> RecordingDescriptor:
+    descriptor = catalog.descriptor(recording_id)
+    if descriptor is None:
+        raise UnknownRecordingError(recording_id)
+    return descriptor
+
+
+def is_frame_boundary(archive_dir: str | os.PathLike, d: RecordingDescriptor, position: int) -> bool:
+    """Whether a frame of the recording starts (or the recording ends) exactly at ``position``.
+
+    Term boundaries are always frame boundaries, so the frames are walked from the start of the
+    position's term (or the recording's start, if later).
+    """
+    if position in (d.start_position, d.stop_position):
+        return True
+    term_mask = d.term_buffer_length - 1
+    walk_from = max(position - (position & term_mask), d.start_position)
+    if walk_from == position:
+        return True
+    base = _segment_base(d, position)
+    path = Path(archive_dir) / positions.segment_file_name(d.recording_id, base)
+    try:
+        with open(path, "rb") as f:
+            f.seek(walk_from - base)
+            data = f.read(position - walk_from)
+    except FileNotFoundError:
+        return False
+    if len(data) != position - walk_from:
+        return False
+    return frame.scan_frames(data).end == len(data)
+
+
+# --------------------------------------------------------------------------- operations
+
+def truncate_recording(catalog: Catalog, archive_dir: str | os.PathLike, recording_id: int,
+                       position: int) -> MaintenanceResult:
+    """Shortens a stopped recording to ``position`` (a frame boundary in [start, stop]).
+
+    To its start position the recording becomes empty and all its segment files go. Otherwise
+    segments wholly past the position are deleted and the one holding it is cut there.
+    """
+    d = _stopped_recording(catalog, recording_id, "truncate")
+    if position % frame.FRAME_ALIGNMENT:
+        raise MaintenanceError(recording_id, f"truncate position {position} is not aligned to "
+                                             f"{frame.FRAME_ALIGNMENT} bytes")
+    if not d.start_position <= position <= d.stop_position:
+        raise MaintenanceError(recording_id, f"truncate position {position} is outside the "
+                                             f"recording [{d.start_position}, {d.stop_position}]")
+    if not is_frame_boundary(archive_dir, d, position):
+        raise MaintenanceError(recording_id, f"truncate position {position} is not at the start of "
+                                             f"a recorded frame")
+    catalog.update_stop_position(recording_id, position)
+    files = segment_files(archive_dir, recording_id)
+    truncated = None
+    if position == d.start_position:
+        doomed = list(files.values())
+    else:
+        base = _segment_base(d, position)
+        offset = position - base
+        doomed = [path for b, path in files.items() if b > base or (b == base and offset == 0)]
+        if offset and base in files:
+            _truncate_segment(files[base], offset, d.segment_file_length)
+            truncated = files[base]
+    deleted = _delete(doomed)
+    log.info("recording %d truncated from %d to %d: %d segment files deleted%s", recording_id,
+             d.stop_position, position, len(deleted),
+             f", {truncated.name} cut at {position - _segment_base(d, position)}" if truncated else "")
+    return MaintenanceResult(recording_id, d.start_position, position, deleted, truncated)
+
+
+def purge_recording(catalog: Catalog, archive_dir: str | os.PathLike,
+                    recording_id: int) -> MaintenanceResult:
+    """Invalidates a stopped recording's descriptor and deletes all its segment files."""
+    d = _stopped_recording(catalog, recording_id, "purge")
+    catalog.invalidate(recording_id)
+    deleted = _delete(list(segment_files(archive_dir, recording_id).values())
+                      + _pending_deletes(archive_dir, recording_id))
+    log.info("recording %d purged: %d files deleted", recording_id, len(deleted))
+    return MaintenanceResult(recording_id, d.start_position, d.stop_position, deleted)
+
+
+def detach_segments(catalog: Catalog, archive_dir: str | os.PathLike, recording_id: int,
+                    new_start_position: int, *,
+                    recorded_position: int | None = None) -> MaintenanceResult:
+    """Moves the start position forward to a segment base; the segments below stay on disk.
+
+    For an active recording pass its current ``recorded_position``. The segment holding the
+    stop (or recorded) position always stays attached: a segment base at or below that position
+    is at or below that segment's base.
+    """
+    d = _recording(catalog, recording_id)
+    end = d.stop_position
+    if d.is_active:
+        if recorded_position is None:
+            raise MaintenanceError(recording_id, "is active: detaching needs its recorded position")
+        end = recorded_position
+    if new_start_position < d.start_position:
+        raise MaintenanceError(recording_id, f"detach position {new_start_position} is below the "
+                                             f"start position {d.start_position}")
+    if new_start_position > end:
+        raise MaintenanceError(recording_id, f"detach position {new_start_position} is beyond the "
+                                             f"{'stop' if not d.is_active else 'recorded'} position {end}")
+    if _segment_base(d, new_start_position) != new_start_position:
+        raise MaintenanceError(
+            recording_id, f"detach position {new_start_position} is not a segment base (segments "
+                          f"of {d.segment_file_length} bytes from {_segment_base(d, d.start_position)})")
+    if new_start_position != d.start_position:
+        catalog.update_start_position(recording_id, new_start_position)
+        log.info("recording %d: segments below %d detached (start was %d)", recording_id,
+                 new_start_position, d.start_position)
+    return MaintenanceResult(recording_id, new_start_position, d.stop_position)
+
+
+def delete_detached_segments(catalog: Catalog, archive_dir: str | os.PathLike,
+                             recording_id: int) -> MaintenanceResult:
+    """Deletes the segment files wholly below the segment holding the start position."""
+    d = _recording(catalog, recording_id)
+    first_base = _segment_base(d, d.start_position)
+    doomed = [path for base, path in segment_files(archive_dir, recording_id).items() if base < first_base]
+    deleted = _delete(doomed)
+    log.info("recording %d: %d detached segment files deleted", recording_id, len(deleted))
+    return MaintenanceResult(recording_id, d.start_position, d.stop_position, deleted)
+
+
+def attach_segments(catalog: Catalog, archive_dir: str | os.PathLike,
+                    recording_id: int) -> MaintenanceResult:
+    """Re-attaches detached segments: walks back from the start while a full-length
+    ``<id>-<base>.rec`` exists, then starts the recording at the first frame in the earliest one."""
+    d = _recording(catalog, recording_id)
+    directory = Path(archive_dir)
+    segment_length = d.segment_file_length
+    base = _segment_base(d, d.start_position) - segment_length
+    attached: list[Path] = []
+    while base >= 0:
+        path = directory / positions.segment_file_name(recording_id, base)
+        try:
+            if path.stat().st_size != segment_length:
+                log.warning("recording %d: %s is %d bytes, not the segment length %d; not attached",
+                            recording_id, path.name, path.stat().st_size, segment_length)
+                break
+        except FileNotFoundError:
+            break
+        attached.append(path)
+        base -= segment_length
+    if not attached:
+        return MaintenanceResult(recording_id, d.start_position, d.stop_position)
+    earliest = attached[-1]
+    earliest_base = positions.parse_segment_file_name(earliest.name)[1]
+    new_start = earliest_base + _first_frame_offset(earliest, segment_length)
+    catalog.update_start_position(recording_id, new_start)
+    log.info("recording %d: %d segments attached, start moved from %d to %d", recording_id,
+             len(attached), d.start_position, new_start)
+    return MaintenanceResult(recording_id, new_start, d.stop_position, attached_files=attached[::-1])
+
+
+def _first_frame_offset(path: Path, segment_length: int) -> int:
+    """Offset of the first written frame: bytes before a recording's first frame are zero."""
+    chunk = 1024 * 1024
+    with open(path, "rb") as f:
+        for offset in range(0, segment_length, chunk):
+            data = f.read(chunk)
+            slots = len(data) // frame.HEADER_LENGTH
+            lengths = np.frombuffer(data, dtype="<i4", count=slots * 8).reshape(slots, 8)[:, 0]
+            written = np.flatnonzero(lengths)
+            if len(written):
+                return offset + int(written[0]) * frame.HEADER_LENGTH
+    return 0
