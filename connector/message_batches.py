@@ -2,9 +2,9 @@
 
 The bulk path of the source: no Python code runs per frame or per row.
 
-* ``walk_frames`` finds the frame starts in a block of consecutive frames. A frame's successor is
-  at ``offset + align(frame_length, 32)``; the chain is followed for every 32-byte slot at once by
-  pointer doubling (log2(frames) numpy gathers), with a single-check fast path for equal frames.
+* ``walk_frames`` reads the headers of every frame of a block of consecutive frames; the frame
+  starts come from driver_integration.frame.scan_frames (equal-length runs / pointer doubling,
+  no per-frame Python).
 * ``assemble_messages`` groups DATA frames into messages by their BEGIN/END flags exactly like
   Aeron's FragmentAssembler (fragments of an unfinished message are dropped when a new BEGIN
   arrives; PAD frames carry nothing) and gathers the payload bytes with one boolean mask.
@@ -26,12 +26,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-HEADER_LENGTH = 32
-FRAME_ALIGNMENT = 32
-FLAG_BEGIN = 0x80
-FLAG_END = 0x40
-TYPE_PAD = 0x00
-TYPE_DATA = 0x01
+from aeron_spark.driver_integration.frame import (
+    BEGIN_FRAG_FLAG as FLAG_BEGIN,
+    END_FRAG_FLAG as FLAG_END,
+    FRAME_ALIGNMENT,
+    HDR_TYPE_DATA as TYPE_DATA,
+    HDR_TYPE_PAD as TYPE_PAD,
+    HEADER_LENGTH,
+    StopReason,
+    scan_frames,
+)
 
 DEFAULT_TARGET_BATCH_BYTES = 8 << 20
 # Arrow `binary` has int32 offsets: one batch must hold < 2 GiB of payload.
@@ -89,65 +93,22 @@ def walk_frames(buffer) -> FrameTable:
         empty = np.empty(0, np.int64)
         return FrameTable(empty, empty, np.empty(0, np.uint8), np.empty(0, np.uint16), empty)
     contiguous = np.ascontiguousarray(data)
-    slot_lengths = contiguous.view("<i4")[:: FRAME_ALIGNMENT // 4].astype(np.int64)
-    starts = _uniform_frame_starts(slot_lengths)
-    if starts is None:
-        starts = _chained_frame_starts(slot_lengths)
-    offsets = starts * FRAME_ALIGNMENT
-    words = contiguous.view("<i8")
+    scan = scan_frames(contiguous)
+    if scan.stop_reason is not StopReason.END:
+        raise FrameStreamError(
+            f"malformed frame at byte {scan.end} of a {size}-byte block: {scan.stop_reason.value} "
+            f"(frame_length {scan.stop_frame_length})")
+    offsets = scan.offsets
+    lengths = contiguous.view("<i4")[offsets // 4].astype(np.int64)
     flags = contiguous[offsets + 5]
     types = contiguous[offsets + 6].astype(np.uint16) | (contiguous[offsets + 7].astype(np.uint16) << 8)
-    reserved = words[starts * (FRAME_ALIGNMENT // 8) + 3].copy()
+    reserved = contiguous.view("<i8")[offsets // 8 + 3].copy()
     unknown = (types != TYPE_DATA) & (types != TYPE_PAD)
     if unknown.any():
         at = int(offsets[np.argmax(unknown)])
         raise FrameStreamError(f"frame at byte {at} has type {int(types[np.argmax(unknown)])}; "
                                "a recording holds only DATA (1) and PAD (0) frames")
-    return FrameTable(offsets, slot_lengths[starts], flags, types, reserved)
-
-
-def _uniform_frame_starts(slot_lengths: np.ndarray) -> np.ndarray | None:
-    """Fast path: all frames have the first frame's length (fixed-size messages)."""
-    first = int(slot_lengths[0])
-    if first < HEADER_LENGTH:
-        return None
-    stride = (first + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT
-    if slot_lengths.size % stride or not np.all(slot_lengths[::stride] == first):
-        return None
-    return np.arange(0, slot_lengths.size, stride, dtype=np.int64)
-
-
-def _chained_frame_starts(slot_lengths: np.ndarray) -> np.ndarray:
-    slot_count = slot_lengths.size
-    end, bad = slot_count, slot_count + 1
-    slots = np.arange(slot_count, dtype=np.int64)
-    successors = slots + (slot_lengths + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT
-    well_formed = (slot_lengths >= HEADER_LENGTH) & (successors <= slot_count)
-    jump = np.empty(slot_count + 2, dtype=np.int64)
-    jump[:slot_count] = np.where(well_formed, successors, bad)
-    jump[end], jump[bad] = end, bad
-    # After round i, `chain` holds frames 0 .. 2**i - 1 and `jump` skips 2**i frames ahead.
-    chain = np.zeros(1, dtype=np.int64)
-    while True:
-        ahead = jump[chain]
-        inside = ahead[ahead < slot_count]
-        chain = np.concatenate((chain, inside))
-        if inside.size < ahead.size:
-            break
-        jump = jump[jump]
-    last = int(chain[-1])
-    if jump_once(slot_lengths, last) != end:
-        raise FrameStreamError(
-            f"malformed frame at byte {last * FRAME_ALIGNMENT}: frame_length {int(slot_lengths[last])} "
-            f"does not end inside the {slot_count * FRAME_ALIGNMENT}-byte block")
-    return chain
-
-
-def jump_once(slot_lengths: np.ndarray, slot: int) -> int:
-    length = int(slot_lengths[slot])
-    if length < HEADER_LENGTH:
-        return -1
-    return slot + (length + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT
+    return FrameTable(offsets, lengths, flags, types, reserved)
 
 
 def aligned(length: np.ndarray | int):
