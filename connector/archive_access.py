@@ -6,8 +6,9 @@ implement it with a fake. ``open_archive(connection)`` builds the real one over
 only.
 
 Real-client facts used here:
-* live positions come from the archive's rec-pos counters (type 100, key recordingId @0) read
-  through the client's CountersReader, so ``latestOffset`` costs no control round trip;
+* live positions come from the archive's rec-pos counters (type 100; archive.recording_position
+  finds them by recording id and archive id) read through the client's CountersReader, so
+  ``latestOffset`` costs no control round trip;
 * each replay gets its own ``session-id`` on the replay channel and a subscription to that
   session only: replays of other partitions on the same channel/stream then never become images
   of this subscription (an unpolled IPC image would hold their publications back);
@@ -26,13 +27,14 @@ import time
 from collections.abc import Iterator
 from typing import ContextManager, Protocol
 
+from aeron_spark.archive import recording_position
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
+from aeron_spark.driver_integration.position import compute_position, position_bits_to_shift
 
 from .options import ArchiveConnection, DEFAULT_CONTROL_STREAM_ID, ReplaySettings
 
 LOG = logging.getLogger(__name__)
 
-RECORDING_POSITION_TYPE_ID = 100
 # Application counter type for our bounded-replay limits (Aeron reserves < 1000 for itself).
 REPLAY_LIMIT_COUNTER_TYPE_ID = 1_977_100
 LIST_PAGE_SIZE = 256
@@ -75,8 +77,10 @@ def resolve_connection(connection: ArchiveConnection) -> ArchiveConnection:
     """Fill control channel / stream id / aeron dir from the archive's mark file when asked to."""
     if connection.archive_dir is None:
         return connection
-    from pathlib import Path
-    mark = read_mark_file_location(Path(connection.archive_dir) / "archive-mark.dat")
+    mark = read_mark_file_location(connection.archive_dir)
+    if not mark.control_channel and not connection.control_channel:
+        raise ArchiveUnavailable(f"the archive mark file in {connection.archive_dir} names no control channel; "
+                                 "set archive.controlChannel")
     return ArchiveConnection(
         archive_dir=connection.archive_dir,
         control_channel=connection.control_channel or mark.control_channel,
@@ -89,50 +93,15 @@ def resolve_connection(connection: ArchiveConnection) -> ArchiveConnection:
     )
 
 
-class MarkFileLocation:
-    def __init__(self, control_channel: str, control_stream_id: int, aeron_dir: str | None) -> None:
-        self.control_channel = control_channel
-        self.control_stream_id = control_stream_id
-        self.aeron_dir = aeron_dir
-
-
-def read_mark_file_location(path) -> MarkFileLocation:
-    """Control channel, control stream id and aeron dir of the archive owning a mark file.
-
-    Uses aeron_spark.archive.mark_file when it offers ``read_location``; otherwise reads the
-    documented layouts (wire-and-disk reference §4.8): an 8-byte SBE header (template 200,
-    schema 100) then a 128-byte block in 1.47+, the block at 0 before; var-length strings
-    controlChannel, localControlChannel, eventsChannel, aeronDirectory after the block.
-    """
+def read_mark_file_location(path):
+    """The archive's ArchiveMarkInfo (control channel, control stream id, aeron dir) from its mark file."""
+    from aeron_spark.archive.mark_file import MarkFileError, read_location
     try:
-        from aeron_spark.archive import mark_file as archive_mark_file  # type: ignore[attr-defined]
-        reader = getattr(archive_mark_file, "read_location", None)
-    except ImportError:
-        reader = None
-    if reader is not None:
-        location = reader(path)
-        return MarkFileLocation(location.control_channel, location.control_stream_id, location.aeron_dir)
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(8192)
-    except FileNotFoundError:
-        raise ArchiveUnavailable(f"option archive.dir: no archive mark file at {path}") from None
-    _, template_id, schema_id, _ = struct.unpack_from("<HHHH", head, 0)
-    block = 8 if (template_id, schema_id) == (200, 100) else 0
-    control_stream_id = struct.unpack_from("<i", head, block + 32)[0]
-    offset = block + 128
-    strings = []
-    for _ in range(4):
-        if offset + 4 > len(head):
-            strings.append("")
-            continue
-        length = struct.unpack_from("<I", head, offset)[0]
-        strings.append(head[offset + 4: offset + 4 + length].decode("ascii", "replace"))
-        offset += 4 + length
-    control_channel, _, _, aeron_dir = strings
-    if not control_channel:
-        raise ArchiveUnavailable(f"archive mark file {path} names no control channel; set archive.controlChannel")
-    return MarkFileLocation(control_channel, control_stream_id or DEFAULT_CONTROL_STREAM_ID, aeron_dir or None)
+        return read_location(path)
+    except MarkFileError as error:
+        raise ArchiveUnavailable(f"option archive.dir: {error}") from None
+    except (OSError, ValueError) as error:
+        raise ArchiveUnavailable(f"option archive.dir: cannot read the archive mark file {path}: {error}") from None
 
 
 def default_response_channel(control_channel: str) -> str:
@@ -211,32 +180,16 @@ class ClientArchiveAccess:
         counters = self._client.aeron.counters_reader
         counter_id = self._counter_ids.get(recording_id)
         if counter_id is None:
-            counter_id = self._find_rec_pos(counters, recording_id)
-        if counter_id is not None:
-            value = counters.value(counter_id)
-            # Confirm after reading: a freed counter id may be reused by another recording.
-            if self._find_rec_pos(counters, recording_id) == counter_id:
+            counter_id = recording_position.find_counter_id_by_recording(counters, recording_id, self.archive_id)
+        if counter_id >= 0:
+            value = recording_position.recorded_position(counters, counter_id)
+            # Checked after reading: a freed counter id may be reused by another recording.
+            if recording_position.is_active(counters, counter_id, recording_id):
                 self._counter_ids[recording_id] = counter_id
                 return value
         self._counter_ids.pop(recording_id, None)
-        position = self._client.recording_position(recording_id)
+        position = self._client.recording_position(recording_id)  # a counter not visible yet
         return None if position is None or position < 0 else position
-
-    def _find_rec_pos(self, counters, recording_id: int) -> int | None:
-        archive_id = self.archive_id
-
-        def is_this_recording(key) -> bool:
-            key = bytes(key)
-            if len(key) < 16 or struct.unpack_from("<q", key, 0)[0] != recording_id:
-                return False
-            identity_length = struct.unpack_from("<i", key, 12)[0]
-            tail = 16 + identity_length
-            if archive_id != -1 and len(key) >= tail + 8:
-                return struct.unpack_from("<q", key, tail)[0] == archive_id
-            return True
-
-        counter_id = counters.find(RECORDING_POSITION_TYPE_ID, is_this_recording)
-        return None if counter_id is None or counter_id < 0 else counter_id
 
     @contextlib.contextmanager
     def replay(self, recording_id: int, start: int, end: int,
@@ -287,15 +240,13 @@ def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: i
 
 def _replayed_blocks(image, descriptor: RecordingDescriptor, start: int, end: int,
                      idle_timeout_ms: int) -> Iterator[tuple[int, bytes]]:
-    term_length = descriptor.term_buffer_length
-    bits = term_length.bit_length() - 1
+    bits = position_bits_to_shift(descriptor.term_buffer_length)
     initial_term_id = descriptor.initial_term_id
     received: list[tuple[int, bytes]] = []
 
     def on_block(view, term_offset: int, _session_id: int, term_id: int) -> None:
-        term_count = (term_id - initial_term_id) & 0xFFFFFFFF
-        position = (term_count << bits) + term_offset
-        received.append((position, bytes(view)))  # the view is only valid during the callback
+        # Copied: the view points into the term buffer and is only valid during the callback.
+        received.append((compute_position(term_id, term_offset, bits, initial_term_id), bytes(view)))
 
     position = start
     idle_since = time.monotonic()
