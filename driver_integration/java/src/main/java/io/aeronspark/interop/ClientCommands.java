@@ -92,6 +92,77 @@ final class ClientCommands
         return InteropPeer.EXIT_OK;
     }
 
+    /** Starts a recording and returns at once: for streams another process publishes. */
+    static int startRecording(final Options options)
+    {
+        final String channel = options.requiredString("channel");
+        final int streamId = options.requiredInt("stream-id");
+        final SourceLocation sourceLocation = sourceLocation(options, channel);
+        try (ArchiveConnection connection = ArchiveConnection.open(options, true))
+        {
+            final long subscriptionId = connection.archive.startRecording(channel, streamId, sourceLocation);
+            Json.event("recording-started")
+                .put("subscriptionId", subscriptionId)
+                .put("channel", channel)
+                .put("streamId", streamId)
+                .put("sourceLocation", sourceLocation.name())
+                .emit();
+        }
+        return InteropPeer.EXIT_OK;
+    }
+
+    /**
+     * Stops a recording by channel and stream. With {@code --recording-id} and {@code --await-position}
+     * it first waits until that recording reached the position (RecordingPositionRequest, so it also
+     * works for an archive behind another driver), then until the catalog shows its stop position.
+     */
+    static int stopRecording(final Options options)
+    {
+        final String channel = options.requiredString("channel");
+        final int streamId = options.requiredInt("stream-id");
+        final Deadline deadline = new Deadline(options.longValue("timeout-ms", 30_000));
+        try (ArchiveConnection connection = ArchiveConnection.open(options, true))
+        {
+            final AeronArchive archive = connection.archive;
+            final boolean awaitRecording = options.has("recording-id");
+            final long recordingId = options.longValue("recording-id", -1);
+            if (options.has("await-position"))
+            {
+                final long target = options.requiredLong("await-position");
+                if (!awaitRecording)
+                {
+                    throw new UsageException("stop-recording: --await-position needs --recording-id");
+                }
+                while (archive.getRecordingPosition(recordingId) < target)
+                {
+                    // Not active any more (e.g. the publisher went away): the catalog has the answer.
+                    final Descriptor descriptor = describe(archive, recordingId);
+                    if (descriptor != null && descriptor.stopPosition != AeronArchive.NULL_POSITION)
+                    {
+                        if (descriptor.stopPosition < target)
+                        {
+                            throw new IllegalStateException("recording " + recordingId + " stopped at " +
+                                descriptor.stopPosition + " before reaching " + target);
+                        }
+                        break;
+                    }
+                    deadline.pause("recording " + recordingId + " to reach position " + target);
+                }
+            }
+            archive.stopRecording(channel, streamId);
+            final Json stopped = Json.event("recording-stopped").put("channel", channel).put("streamId", streamId);
+            if (awaitRecording)
+            {
+                final Descriptor descriptor = awaitStopped(archive, recordingId, deadline);
+                stopped.put("recordingId", recordingId)
+                    .put("startPosition", descriptor.startPosition)
+                    .put("stopPosition", descriptor.stopPosition);
+            }
+            stopped.emit();
+        }
+        return InteropPeer.EXIT_OK;
+    }
+
     static int list(final Options options)
     {
         final long fromRecordingId = options.longValue("from-recording-id", 0);

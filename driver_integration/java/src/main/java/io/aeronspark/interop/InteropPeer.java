@@ -13,6 +13,8 @@ import java.util.Set;
  * driver   --aeron-dir A
  * record   (--aeron-dir A | --embedded-driver) [archive client options] --channel CH --stream-id N
  *          --messages K --size B [--fragmented]
+ * start-recording [client options] --channel CH --stream-id N [--source-location local|remote]
+ * stop-recording  [client options] --channel CH --stream-id N [--recording-id ID [--await-position P]]
  * list     (--aeron-dir A | --embedded-driver) [archive client options] [--recording-id ID]
  * replay   (--aeron-dir A | --embedded-driver) [archive client options] --recording-id ID [--position P]
  *          [--length L] --replay-channel CH --replay-stream-id N
@@ -68,6 +70,12 @@ public final class InteropPeer
                     return ClientCommands.record(Options.parse(command, args, 1, union(CLIENT_CONNECTION, set(
                         "channel", "stream-id", "messages", "size", "first-index", "source-location")),
                         union(CLIENT_FLAGS, set("fragmented"))));
+                case "start-recording":
+                    return ClientCommands.startRecording(Options.parse(command, args, 1, union(CLIENT_CONNECTION, set(
+                        "channel", "stream-id", "source-location")), CLIENT_FLAGS));
+                case "stop-recording":
+                    return ClientCommands.stopRecording(Options.parse(command, args, 1, union(CLIENT_CONNECTION, set(
+                        "channel", "stream-id", "recording-id", "await-position")), CLIENT_FLAGS));
                 case "list":
                     return ClientCommands.list(Options.parse(command, args, 1, union(CLIENT_CONNECTION, set(
                         "recording-id", "from-recording-id", "count")), CLIENT_FLAGS));
@@ -121,8 +129,9 @@ public final class InteropPeer
         {
             System.err.println("interop-peer: " + problem);
         }
-        System.err.println("usage: interop-peer archive|driver|record|list|replay|publish|golden [--option value]...");
-        System.err.println("subcommands: archive driver record list replay publish golden (see docs/interop.md)");
+        System.err.println("usage: interop-peer SUBCOMMAND [--option value]...");
+        System.err.println("subcommands: archive driver record start-recording stop-recording list replay publish golden" +
+            " (see docs/interop.md)");
         return problem == null ? EXIT_OK : EXIT_USAGE;
     }
 
