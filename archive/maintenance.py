@@ -9,7 +9,9 @@ the stop (or below the start) position, never a descriptor that points at missin
 from __future__ import annotations
 
 import logging
+import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -267,3 +269,131 @@ def _first_frame_offset(path: Path, segment_length: int) -> int:
             if len(written):
                 return offset + int(written[0]) * frame.HEADER_LENGTH
     return 0
+
+
+# --------------------------------------------------------------------------- verification
+
+@dataclass
+class VerifyResult:
+    """What `verify_recording` found. ``data_end``: where the chain of complete frames from the
+    start position ends (the recomputed stop position of an active recording)."""
+
+    recording_id: int
+    errors: list[str] = field(default_factory=list)
+    data_end: int = 0
+    frames: int = 0
+    segments: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def verify_recording(archive_dir: str | os.PathLike, d: RecordingDescriptor, *,
+                     checksum: Callable[[memoryview], int] | None = None) -> VerifyResult:
+    """Checks a recording's positions and every frame of its segment files.
+
+    Start and stop must be 32-aligned with stop >= start; the frames from the start must chain
+    without gaps up to the stop position (for an active recording: as far as they go) with each
+    header's termOffset, termId and streamId matching its position; with ``checksum``, each DATA
+    frame's session-id field must hold the checksum of its payload (aligned length - 32 bytes).
+    Missing or short segment files are errors. Nothing is changed.
+    """
+    result = VerifyResult(d.recording_id, data_end=d.start_position)
+    if d.start_position < 0 or d.start_position % frame.FRAME_ALIGNMENT:
+        result.errors.append(f"start position {d.start_position} is negative or not 32-byte aligned")
+    if not d.is_active and (d.stop_position < d.start_position or d.stop_position % frame.FRAME_ALIGNMENT):
+        result.errors.append(f"stop position {d.stop_position} is below the start position "
+                             f"{d.start_position} or not 32-byte aligned")
+    try:
+        positions.validate_segment_length(d.segment_file_length, d.term_buffer_length)
+    except ValueError as error:
+        result.errors.append(str(error))
+    if result.errors:
+        return result
+    files = segment_files(archive_dir, d.recording_id)
+    bits = positions.position_bits_to_shift(d.term_buffer_length)
+    position = d.start_position
+    while d.is_active or position < d.stop_position:
+        base = _segment_base(d, position)
+        path = files.get(base)
+        if path is None:
+            if not d.is_active or any(b > base for b in files):
+                result.errors.append(f"segment file {positions.segment_file_name(d.recording_id, base)} "
+                                     f"is missing (needed from position {position})")
+            break
+        result.segments += 1
+        window_end = d.segment_file_length if d.is_active else min(d.segment_file_length, d.stop_position - base)
+        end = _verify_segment(path, base, position - base, window_end, d, bits, checksum, result)
+        position = base + end
+        if end < window_end or end == 0:
+            break
+    result.data_end = position
+    if not d.is_active and position < d.stop_position and not any("missing" in e for e in result.errors):
+        result.errors.append(f"recorded frames end at position {position}, before the stop position "
+                             f"{d.stop_position}")
+    return result
+
+
+def _verify_segment(path: Path, base: int, start: int, end: int, d: RecordingDescriptor, bits: int,
+                    checksum, result: VerifyResult) -> int:
+    """Verifies frames in [start, end) of one segment file; returns where the chain stopped."""
+    size = path.stat().st_size
+    if size != d.segment_file_length:
+        result.errors.append(f"{path.name} is {size} bytes, expected the segment length "
+                             f"{d.segment_file_length}")
+        end = min(end, size - size % frame.FRAME_ALIGNMENT)
+        if end <= start:
+            return start
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        scan = frame.scan_frames(mapped, start, end)
+        offsets = scan.offsets
+        result.frames += len(offsets)
+        if len(offsets):
+            _check_headers(mapped, offsets, base, d, bits, path, result)
+            if checksum is not None:
+                _check_checksums(mapped, offsets, base, path, checksum, result)
+        if scan.end < end and not d.is_active:
+            result.errors.append(
+                f"{path.name}: frame chain breaks at position {base + scan.end} "
+                f"({scan.stop_reason.value}; frame_length {scan.stop_frame_length})")
+        del offsets
+        return scan.end
+
+
+def _check_headers(mapped, offsets: np.ndarray, base: int, d: RecordingDescriptor, bits: int,
+                   path: Path, result: VerifyResult) -> None:
+    words = np.frombuffer(mapped, dtype="<i4")
+    slots = offsets // 4
+    frame_positions = base + offsets
+    expected_term_offsets = frame_positions & (d.term_buffer_length - 1)
+    expected_term_ids = ((frame_positions >> bits) + d.initial_term_id + (1 << 31)) % (1 << 32) - (1 << 31)
+    for name, field_word, expected in (
+            ("termOffset", frame.TERM_OFFSET_OFFSET // 4, expected_term_offsets),
+            ("termId", frame.TERM_ID_OFFSET // 4, expected_term_ids),
+            ("streamId", frame.STREAM_ID_OFFSET // 4, np.full(len(offsets), d.stream_id))):
+        actual = words[slots + field_word].astype(np.int64)
+        bad = np.flatnonzero(actual != expected)
+        if len(bad):
+            first = int(bad[0])
+            result.errors.append(
+                f"{path.name}: {len(bad)} frame(s) with a wrong {name}, first at position "
+                f"{int(frame_positions[first])}: {int(actual[first])}, expected {int(expected[first])}")
+    del words
+
+
+def _check_checksums(mapped, offsets: np.ndarray, base: int, path: Path, checksum,
+                     result: VerifyResult) -> None:
+    view = memoryview(mapped)
+    bad = []
+    for offset in offsets.tolist():
+        header = frame.DataFrameHeader.unpack(view, offset)
+        if not header.is_data:
+            continue
+        payload = view[offset + frame.HEADER_LENGTH:offset + header.aligned_length]
+        if checksum(payload) != header.session_id:
+            bad.append(base + offset)
+    view.release()
+    if bad:
+        result.errors.append(f"{path.name}: {len(bad)} DATA frame(s) fail the checksum, first at "
+                             f"position {bad[0]}")

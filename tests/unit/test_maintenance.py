@@ -195,3 +195,68 @@ def test_segment_files_ignores_other_recordings_and_odd_names(catalog, tmp_path)
     for name in ("1-0.rec", "11-0.rec", "1-012.rec", "1-x.rec", "1-65536.rec", "1-0.rec.del"):
         (tmp_path / name).write_bytes(b"")
     assert list(segment_files(tmp_path, 1)) == [0, 65536]
+
+
+# ---------------------------------------------------------------- verify
+
+def crc_of(payload) -> int:
+    import zlib
+    value = zlib.crc32(payload)
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def test_verify_accepts_a_good_recording_across_segments(catalog, tmp_path):
+    from aeron_spark.archive.maintenance import verify_recording
+    rid = make_recording(catalog, tmp_path, 1024, 2 * SEGMENT + 4096)
+    result = verify_recording(tmp_path, catalog.descriptor(rid))
+    assert result.ok, result.errors
+    assert result.frames == (2 * SEGMENT + 4096 - 1024) // 1024 and result.segments == 3
+    assert result.data_end == 2 * SEGMENT + 4096
+
+
+def test_verify_recomputes_the_end_of_an_active_recording(catalog, tmp_path):
+    from aeron_spark.archive.maintenance import verify_recording
+    rid = make_recording(catalog, tmp_path, 0, SEGMENT + 8192, active=True)
+    result = verify_recording(tmp_path, catalog.descriptor(rid))
+    assert result.ok and result.data_end == SEGMENT + 8192
+
+
+def test_verify_reports_wrong_headers_gaps_and_missing_segments(catalog, tmp_path):
+    from aeron_spark.archive.maintenance import verify_recording
+    rid = make_recording(catalog, tmp_path, 0, 2 * SEGMENT + 4096)
+    with open(tmp_path / f"{rid}-0.rec", "r+b") as f:
+        f.seek(5 * 1024 + frame.STREAM_ID_OFFSET)
+        f.write((999).to_bytes(4, "little"))
+        f.seek(7 * 1024 + frame.TERM_ID_OFFSET)
+        f.write((1).to_bytes(4, "little"))
+    with open(tmp_path / f"{rid}-{SEGMENT}.rec", "r+b") as f:
+        f.seek(3 * 1024)
+        f.write(bytes(4))  # a hole in the frame chain
+    errors = verify_recording(tmp_path, catalog.descriptor(rid)).errors
+    assert any("wrong streamId, first at position 5120: 999, expected 1001" in e for e in errors)
+    assert any("wrong termId, first at position 7168: 1, expected 5" in e for e in errors)
+    assert any(f"frame chain breaks at position {SEGMENT + 3072}" in e for e in errors)
+    (tmp_path / f"{rid}-{SEGMENT}.rec").unlink()
+    errors = verify_recording(tmp_path, catalog.descriptor(rid)).errors
+    assert any(f"segment file {rid}-{SEGMENT}.rec is missing" in e for e in errors)
+
+
+def test_verify_checks_checksums_in_the_session_id_field(catalog, tmp_path):
+    from aeron_spark.archive.maintenance import verify_recording
+    rid = make_recording(catalog, tmp_path, 0, 4096)
+    errors = verify_recording(tmp_path, catalog.descriptor(rid), checksum=crc_of).errors
+    assert errors and "4 DATA frame(s) fail the checksum, first at position 0" in errors[0]
+    with open(tmp_path / f"{rid}-0.rec", "r+b") as f:
+        for pos in range(0, 4096, 1024):
+            f.seek(pos + 32)
+            payload = f.read(1024 - 32)
+            f.seek(pos + frame.SESSION_ID_OFFSET)
+            f.write(crc_of(payload).to_bytes(4, "little", signed=True))
+    assert verify_recording(tmp_path, catalog.descriptor(rid), checksum=crc_of).ok
+
+
+def test_verify_rejects_misaligned_positions(catalog, tmp_path):
+    from aeron_spark.archive.maintenance import verify_recording
+    rid = make_recording(catalog, tmp_path, 0, 4096)
+    bad = catalog.descriptor(rid).with_changes(stop_position=4010)
+    assert "stop position 4010" in verify_recording(tmp_path, bad).errors[0]
