@@ -7,10 +7,7 @@ teardown, also when the test fails.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,8 +17,6 @@ from aeron_spark.driver_integration.interop_peer import (
     ensure_peer_built,
     running_java_archive,
 )
-
-GOLDEN_FILE = Path(__file__).with_name("golden_1_15_1.json")
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +31,3 @@ def java_archive(peer_installation: PeerInstallation,
     """One real 1.15.1 ArchivingMediaDriver per test module, on free ports, stopped by PID after."""
     with running_java_archive(peer_installation, tmp_path_factory.mktemp("java-archive")) as archive:
         yield archive
-
-
-@pytest.fixture(scope="session")
-def golden_messages() -> list[dict[str, Any]]:
-    """The 1.15.1 message bytes captured from the jar (tests/interop/golden_1_15_1.json)."""
-    return list(json.loads(GOLDEN_FILE.read_text())["messages"])

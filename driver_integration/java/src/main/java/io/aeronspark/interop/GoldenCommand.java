@@ -48,7 +48,7 @@ final class GoldenCommand
             {
                 deadline.pause("the capture publication to connect");
             }
-            final Capture capture = new Capture(subscription, deadline);
+            final Capture capture = new Capture(subscription, publication, deadline);
             final ArchiveProxy proxy = new ArchiveProxy(publication);
             emitRequests(proxy, capture);
         }
@@ -61,6 +61,16 @@ final class GoldenCommand
         final String responseChannel = "aeron:udp?endpoint=localhost:8020";
         final String recordedChannel = "aeron:udp?endpoint=localhost:40123|session-id=7";
         final String replayChannel = "aeron:udp?endpoint=localhost:8021";
+
+        // 1.15.1 ArchiveProxy.stopReplay offers replayRequestEncoder.encodedLength() bytes of body
+        // (a bug): from a proxy that never sent a ReplayRequest only the 8-byte header goes out.
+        new ArchiveProxy(capture.subscriptionPublication).stopReplay(
+            (1L << 32) | 0x0BAD_CAFEL, 1000, CONTROL_SESSION_ID);
+        capture.emit("StopReplayRequest", fields()
+            .put("controlSessionId", CONTROL_SESSION_ID).put("correlationId", 1000L)
+            .put("replaySessionId", (1L << 32) | 0x0BAD_CAFEL),
+            "1.15.1 client bug: stopReplay sends header + replayRequestEncoder.encodedLength() bytes; " +
+            "this proxy never encoded a ReplayRequest, so only the 8-byte header is sent and the body is missing");
 
         proxy.connect(responseChannel, 20, 1001);
         capture.emit("ConnectRequest", fields()
@@ -96,7 +106,9 @@ final class GoldenCommand
         proxy.stopReplay((3L << 32) | 0x1234_5678L, 1007, CONTROL_SESSION_ID);
         capture.emit("StopReplayRequest", fields()
             .put("controlSessionId", CONTROL_SESSION_ID).put("correlationId", 1007L)
-            .put("replaySessionId", (3L << 32) | 0x1234_5678L));
+            .put("replaySessionId", (3L << 32) | 0x1234_5678L),
+            "1.15.1 client bug: stopReplay sends header + replayRequestEncoder.encodedLength() bytes, so the " +
+            "24-byte block is followed by the tail of the previous ReplayRequest (its bytes 32..)");
 
         proxy.listRecordings(0, 10, 1008, CONTROL_SESSION_ID);
         capture.emit("ListRecordingsRequest", fields()
@@ -244,16 +256,23 @@ final class GoldenCommand
     private static final class Capture
     {
         private final Subscription subscription;
+        private final ExclusivePublication subscriptionPublication;
         private final Deadline deadline;
         private byte[] received;
 
-        Capture(final Subscription subscription, final Deadline deadline)
+        Capture(final Subscription subscription, final ExclusivePublication publication, final Deadline deadline)
         {
             this.subscription = subscription;
+            this.subscriptionPublication = publication;
             this.deadline = deadline;
         }
 
         void emit(final String name, final Json fields)
+        {
+            emit(name, fields, null);
+        }
+
+        void emit(final String name, final Json fields, final String note)
         {
             received = null;
             while (received == null)
@@ -267,7 +286,12 @@ final class GoldenCommand
                     deadline.pause("the captured " + name);
                 }
             }
-            golden(name, "client->archive", "1.15.1 ArchiveProxy", received, fields).emit();
+            final Json line = golden(name, "client->archive", "1.15.1 ArchiveProxy", received, fields);
+            if (note != null)
+            {
+                line.put("note", note);
+            }
+            line.emit();
         }
     }
 }
