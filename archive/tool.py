@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import mmap
 import pkgutil
 import sys
 from collections.abc import Callable, Sequence
@@ -24,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from aeron_spark.archive import mark_file
+from aeron_spark.archive import checksum, maintenance, mark_file
 from aeron_spark.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogEntry, CatalogError
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
+from aeron_spark.driver_integration import frame, position as positions
 
 EXIT_OK = 0
 EXIT_VERIFICATION_FAILED = 1
@@ -235,6 +237,182 @@ register_command("count-entries", help="print the number of valid recordings", r
 register_command("max-entries", help="print how many recordings the catalog file holds",
                  run=max_entries)
 register_command("pid", help="print the archive's pid from the mark file", run=pid)
+
+
+
+def _dump_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recording_id", type=recording_id_argument, metavar="ID")
+    parser.add_argument("--limit", type=int, default=None, metavar="N",
+                        help="print at most N frames (default: all)")
+
+
+def dump(args: argparse.Namespace, output: Output) -> int:
+    """The descriptor, then one line per recorded frame from start to stop (or to the data end)."""
+    with open_catalog_read_only(args.dir) as catalog:
+        entry = require_entry(catalog, args.recording_id)
+    d = entry.descriptor
+    output.line(format_descriptor(d, entry.valid))
+    files = maintenance.segment_files(args.dir, d.recording_id)
+    printed = 0
+    position = d.start_position
+    while (args.limit is None or printed < args.limit) and (d.is_active or position < d.stop_position):
+        base = positions.segment_file_base_position(d.start_position, position, d.term_buffer_length,
+                                                    d.segment_file_length)
+        path = files.get(base)
+        if path is None:
+            output.line(f"segment file {positions.segment_file_name(d.recording_id, base)} is missing")
+            break
+        end = d.segment_file_length if d.is_active else min(d.segment_file_length, d.stop_position - base)
+        end = min(end, path.stat().st_size)
+        if end <= position - base:
+            break
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            offset = position - base
+            for offset, header in frame.walk_frames(view, position - base, end):
+                if args.limit is not None and printed >= args.limit:
+                    break
+                payload = bytes(view[offset + frame.HEADER_LENGTH:
+                                     offset + min(header.frame_length, frame.HEADER_LENGTH + 16)])
+                output.line(
+                    f"position={base + offset} length={header.frame_length} "
+                    f"type={_FRAME_TYPES.get(header.frame_type, hex(header.frame_type))} "
+                    f"flags=0x{header.flags:02x} termOffset={header.term_offset} "
+                    f"session={header.session_id} stream={header.stream_id} termId={header.term_id} "
+                    f"reserved={header.reserved_value} payload={header.payload_length}"
+                    f"{' ' + payload.hex() if payload else ''}"
+                    f"{'...' if header.payload_length > 16 else ''}")
+                printed += 1
+                offset += header.aligned_length
+            view.release()
+        if offset < end or end < d.segment_file_length:
+            break
+        position = base + end
+    output.line(f"{printed} frames")
+    return EXIT_OK
+
+
+_FRAME_TYPES = {frame.HDR_TYPE_PAD: "PAD", frame.HDR_TYPE_DATA: "DATA"}
+
+
+def _verify_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
+                        help="verify only this recording")
+    parser.add_argument("--checksum", nargs="?", const="CRC-32C", default=None, metavar="NAME",
+                        help="also check each DATA frame's checksum (default algorithm CRC-32C)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="report only: change nothing even when no archive is running")
+
+
+def verify(args: argparse.Namespace, output: Output) -> int:
+    """Checks positions and frames of every recording (valid and invalid); exit 1 on any error.
+
+    With no archive running (and without --dry-run) it acts like Aeron's ArchiveTool verify:
+    failing recordings are marked invalid, invalid ones that pass are marked valid again, and an
+    active recording left by a crash gets its stop position from the data.
+    """
+    checksum_function = None
+    if args.checksum is not None:
+        checksum_function = checksum.checksum_from_name(args.checksum).compute
+    running = archive_is_running(args.dir)
+    if running is not None or args.dry_run:
+        if running is not None:
+            output.line(f"archive pid {running.pid} is running on {args.dir}: verifying read-only")
+        with open_catalog_read_only(args.dir) as catalog:
+            return _verify_catalog(catalog, args, output, checksum_function, fix=False,
+                                   archive_running=running is not None)
+    with mark_file.maintenance_lock(args.dir):
+        if not (args.dir / CATALOG_FILE_NAME).exists():
+            raise ToolError(f"no archive in {args.dir}: {CATALOG_FILE_NAME} is missing")
+        with Catalog.open(args.dir) as catalog:
+            return _verify_catalog(catalog, args, output, checksum_function, fix=True,
+                                   archive_running=False)
+
+
+def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output, checksum_function,
+                    *, fix: bool, archive_running: bool) -> int:
+    failed = False
+    for problem in catalog.problems:
+        output.line(f"ERROR: {problem}")
+        failed = True
+    entries = ([require_entry(catalog, args.recording_id)] if args.recording_id is not None
+               else list(catalog.entries()))
+    for entry in entries:
+        d = entry.descriptor
+        result = maintenance.verify_recording(args.dir, d, checksum=checksum_function)
+        state = "" if entry.valid else " (invalid)"
+        if result.ok:
+            output.line(f"recording {d.recording_id}{state}: OK, {result.frames} frames in "
+                        f"{result.segments} segments, positions [{d.start_position}, {result.data_end})")
+        for error in result.errors:
+            output.line(f"recording {d.recording_id}{state}: ERROR: {error}")
+        failed |= not result.ok
+        if not fix:
+            continue
+        if d.is_active and result.ok and entry.valid:
+            catalog.recording_stopped(d.recording_id, result.data_end)
+            output.line(f"recording {d.recording_id}: was left active; stop position set to "
+                        f"{result.data_end}")
+        if entry.valid and not result.ok:
+            catalog.invalidate(d.recording_id)
+            output.line(f"recording {d.recording_id}: marked INVALID")
+        elif not entry.valid and result.ok and maintenance.segment_files(args.dir, d.recording_id):
+            catalog.mark_valid(d.recording_id)
+            output.line(f"recording {d.recording_id}: marked VALID again")
+    return EXIT_VERIFICATION_FAILED if failed else EXIT_OK
+
+
+def _checksum_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
+                        help="only this recording")
+    parser.add_argument("--checksum", default="CRC-32C", metavar="NAME",
+                        help="checksum algorithm (default CRC-32C)")
+
+
+def checksum_command(args: argparse.Namespace, output: Output) -> int:
+    """Recomputes each DATA frame's checksum and stores it in the frame's session-id field."""
+    algorithm = checksum.checksum_from_name(args.checksum)
+    with mark_file.maintenance_lock(args.dir):
+        with open_catalog_read_only(args.dir) as catalog:
+            # Invalid entries too: a recording that `verify --checksum` failed before checksums
+            # were written becomes valid again at the next verify.
+            entries = ([require_entry(catalog, args.recording_id)] if args.recording_id is not None
+                       else list(catalog.entries()))
+        for entry in entries:
+            stamped = _stamp_recording(args.dir, entry.descriptor, algorithm)
+            output.line(f"recording {entry.descriptor.recording_id}: {stamped} segment(s) "
+                        f"checksummed with {algorithm.name}")
+    return EXIT_OK
+
+
+def _stamp_recording(directory: Path, d: RecordingDescriptor, algorithm) -> int:
+    stamped = 0
+    for base, path in maintenance.segment_files(directory, d.recording_id).items():
+        segment_end = base + d.segment_file_length
+        if segment_end <= d.start_position or (not d.is_active and base >= d.stop_position):
+            continue
+        start = max(d.start_position, base) - base
+        end = d.segment_file_length if d.is_active else min(d.stop_position, segment_end) - base
+        end = min(end, path.stat().st_size)
+        if end <= start:
+            continue
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mapped:
+            view = memoryview(mapped)
+            whole = frame.scan_frames(view, start, end).end  # only complete frames
+            if whole > start:
+                checksum.stamp_checksums(view[start:whole], algorithm)
+                mapped.flush()
+            view.release()
+        stamped += 1
+    return stamped
+
+
+register_command("dump", help="print a recording's descriptor and its frames",
+                 configure=_dump_configure, run=dump)
+register_command("verify", help="check recordings' positions, frames and (optionally) checksums; "
+                                "exit 1 on errors", configure=_verify_configure, run=verify)
+register_command("checksum", help="recompute and store frame checksums (only while no archive runs)",
+                 configure=_checksum_configure, run=checksum_command)
 
 
 if __name__ == "__main__":
