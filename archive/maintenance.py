@@ -17,14 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from aeron_spark.archive import segment
 from aeron_spark.archive.catalog import Catalog, UnknownRecordingError
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration import frame, position as positions
 
 log = logging.getLogger(__name__)
-
-DELETE_SUFFIX = ".del"
-
 
 class MaintenanceError(Exception):
     """A maintenance request that cannot be carried out; names the recording and position."""
@@ -48,22 +46,13 @@ class MaintenanceResult:
 
 def segment_files(archive_dir: str | os.PathLike, recording_id: int) -> dict[int, Path]:
     """``{base position: path}`` of the recording's ``<id>-<base>.rec`` files, by base."""
-    found = {}
-    prefix = f"{recording_id}-"
-    for entry in os.scandir(archive_dir):
-        if entry.name.startswith(prefix) and entry.name.endswith(positions.SEGMENT_FILE_SUFFIX):
-            try:
-                owner, base = positions.parse_segment_file_name(entry.name)
-            except ValueError:
-                continue
-            if owner == recording_id:
-                found[base] = Path(entry.path)
-    return dict(sorted(found.items()))
+    return {f.base_position: f.path for f in segment.list_segment_files(archive_dir, recording_id)}
 
 
 def _pending_deletes(archive_dir: str | os.PathLike, recording_id: int) -> list[Path]:
+    """``<id>-<base>.rec.del`` files a crash left between rename and unlink."""
     prefix = f"{recording_id}-"
-    suffix = positions.SEGMENT_FILE_SUFFIX + DELETE_SUFFIX
+    suffix = positions.SEGMENT_FILE_SUFFIX + segment.DELETE_SUFFIX
     return [Path(e.path) for e in os.scandir(archive_dir)
             if e.name.startswith(prefix) and e.name.endswith(suffix)
             and e.name[len(prefix):-len(suffix)].isdigit()]
@@ -72,25 +61,6 @@ def _pending_deletes(archive_dir: str | os.PathLike, recording_id: int) -> list[
 def _segment_base(d: RecordingDescriptor, position: int) -> int:
     return positions.segment_file_base_position(d.start_position, position, d.term_buffer_length,
                                                 d.segment_file_length)
-
-
-def _delete(paths: list[Path]) -> list[Path]:
-    deleted = []
-    for path in paths:
-        try:
-            path.unlink()
-            deleted.append(path)
-        except FileNotFoundError:
-            pass
-    return deleted
-
-
-def _truncate_segment(path: Path, offset: int, segment_length: int) -> None:
-    """Cuts the file at ``offset`` then restores its full (sparse) length, as Aeron does."""
-    with open(path, "r+b") as f:
-        f.truncate(offset)
-        f.seek(segment_length - 1)
-        f.write(b"\x00")
 
 
 # --------------------------------------------------------------------------- checks
@@ -154,18 +124,19 @@ def truncate_recording(catalog: Catalog, archive_dir: str | os.PathLike, recordi
         raise MaintenanceError(recording_id, f"truncate position {position} is not at the start of "
                                              f"a recorded frame")
     catalog.update_stop_position(recording_id, position)
-    files = segment_files(archive_dir, recording_id)
     truncated = None
     if position == d.start_position:
-        doomed = list(files.values())
+        deleted = segment.delete_segment_files_from(archive_dir, recording_id, 0)
     else:
         base = _segment_base(d, position)
         offset = position - base
-        doomed = [path for b, path in files.items() if b > base or (b == base and offset == 0)]
-        if offset and base in files:
-            _truncate_segment(files[base], offset, d.segment_file_length)
-            truncated = files[base]
-    deleted = _delete(doomed)
+        deleted = segment.delete_segment_files_from(
+            archive_dir, recording_id, base + (d.segment_file_length if offset else 0))
+        holding = segment.segment_file_path(archive_dir, recording_id, base)
+        if offset and holding.exists():
+            segment.truncate_segment_file(holding, offset, d.segment_file_length,
+                                          file_sync=catalog.file_sync)
+            truncated = holding
     log.info("recording %d truncated from %d to %d: %d segment files deleted%s", recording_id,
              d.stop_position, position, len(deleted),
              f", {truncated.name} cut at {position - _segment_base(d, position)}" if truncated else "")
@@ -177,8 +148,10 @@ def purge_recording(catalog: Catalog, archive_dir: str | os.PathLike,
     """Invalidates a stopped recording's descriptor and deletes all its segment files."""
     d = _stopped_recording(catalog, recording_id, "purge")
     catalog.invalidate(recording_id)
-    deleted = _delete(list(segment_files(archive_dir, recording_id).values())
-                      + _pending_deletes(archive_dir, recording_id))
+    deleted = segment.delete_segment_files_from(archive_dir, recording_id, 0)
+    for leftover in _pending_deletes(archive_dir, recording_id):
+        leftover.unlink(missing_ok=True)
+        deleted.append(leftover)
     log.info("recording %d purged: %d files deleted", recording_id, len(deleted))
     return MaintenanceResult(recording_id, d.start_position, d.stop_position, deleted)
 
@@ -220,8 +193,7 @@ def delete_detached_segments(catalog: Catalog, archive_dir: str | os.PathLike,
     """Deletes the segment files wholly below the segment holding the start position."""
     d = _recording(catalog, recording_id)
     first_base = _segment_base(d, d.start_position)
-    doomed = [path for base, path in segment_files(archive_dir, recording_id).items() if base < first_base]
-    deleted = _delete(doomed)
+    deleted = segment.delete_segment_files_below(archive_dir, recording_id, first_base)
     log.info("recording %d: %d detached segment files deleted", recording_id, len(deleted))
     return MaintenanceResult(recording_id, d.start_position, d.stop_position, deleted)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from aeron_spark.archive.catalog import Catalog, UnknownRecordingError
+from aeron_spark.archive.segment import SegmentWriter
 from aeron_spark.archive.maintenance import (
     MaintenanceError, attach_segments, delete_detached_segments, detach_segments,
     is_frame_boundary, purge_recording, segment_files, truncate_recording)
@@ -18,20 +19,14 @@ INITIAL_TERM_ID = 5
 
 
 def write_frames(directory: Path, recording_id: int, start: int, stop: int) -> None:
-    """Writes 1024-byte-aligned DATA frames covering [start, stop) into full-length segments."""
+    """Records 1024-byte-aligned DATA frames covering [start, stop) with the real segment writer."""
     bits = positions.position_bits_to_shift(TERM)
-    for pos in range(start, stop, 1024):
-        base = positions.segment_file_base_position(start, pos, TERM, SEGMENT)
-        path = directory / positions.segment_file_name(recording_id, base)
-        if not path.exists():
-            with open(path, "wb") as f:
-                f.truncate(SEGMENT)
-        header = frame.DataFrameHeader(
-            frame_length=FRAME_LENGTH, term_offset=pos & (TERM - 1), session_id=77, stream_id=1001,
-            term_id=positions.compute_term_id_from_position(pos, bits, INITIAL_TERM_ID))
-        with open(path, "r+b") as f:
-            f.seek(pos - base)
-            f.write(header.pack() + bytes([pos // 1024 % 251]) * (FRAME_LENGTH - 32))
+    with SegmentWriter(directory, recording_id, start, TERM, SEGMENT) as writer:
+        for pos in range(start, stop, 1024):
+            header = frame.DataFrameHeader(
+                frame_length=FRAME_LENGTH, term_offset=pos & (TERM - 1), session_id=77,
+                stream_id=1001, term_id=positions.compute_term_id_from_position(pos, bits, INITIAL_TERM_ID))
+            writer.append(header.pack() + bytes([pos // 1024 % 251]) * (1024 - 32))
 
 
 def make_recording(catalog: Catalog, directory: Path, start: int, stop: int, *,
