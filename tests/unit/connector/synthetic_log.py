@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-HEADER = struct.Struct("<iBBHiiiiq")
+HEADER_FORMAT = "<iBBHiiiiq"  # a format string, not a Struct: Spark tests ship this module by value
 
 
 @dataclass(frozen=True)
@@ -70,14 +70,14 @@ class SyntheticLog:
 
     def _pad(self, length: int) -> None:
         position = self.position
-        header = HEADER.pack(length, 0, 0xC0, 0, position % self.term_length, self.session_id,
+        header = struct.pack(HEADER_FORMAT, length, 0, 0xC0, 0, position % self.term_length, self.session_id,
                              self.stream_id, self._term_id(position), 0)
         self.data += header + bytes(length - 32)
 
     def _frame(self, flags: int, frame_type: int, payload: bytes, reserved_value: int) -> None:
         position = self.position
         length = 32 + len(payload)
-        header = HEADER.pack(length, 0, flags, frame_type, position % self.term_length, self.session_id,
+        header = struct.pack(HEADER_FORMAT, length, 0, flags, frame_type, position % self.term_length, self.session_id,
                              self.stream_id, self._term_id(position), reserved_value)
         self.data += header + payload + bytes(_aligned(length) - length)
 
