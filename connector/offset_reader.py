@@ -131,7 +131,9 @@ class OffsetReader:
                    else f"do not match channel={self.options.channel!r} streamId={self.options.stream_id}"))
         default = EARLIEST if option_name == "startingPositions" else LATEST
         wanted = {rid: spec.for_recording(rid, default) for rid in recordings}
-        needs_latest = [rid for rid, marker in wanted.items() if marker == LATEST]
+        is_ending = option_name == "endingPositions"
+        needs_latest = [rid for rid, marker in wanted.items()
+                        if marker == LATEST or (is_ending and marker >= 0 and recordings[rid].is_active)]
         latest, vanished = self.latest_positions(needs_latest)
         positions: dict[int, int] = {}
         for recording_id, marker in wanted.items():
@@ -143,7 +145,13 @@ class OffsetReader:
             elif marker == LATEST:
                 positions[recording_id] = latest[recording_id]
             else:
-                positions[recording_id] = self._checked_position(option_name, descriptor, marker)
+                position = self._checked_position(option_name, descriptor, marker)
+                if is_ending and descriptor.is_active and position > latest[recording_id]:
+                    raise ValueError(
+                        f"option endingPositions: position {position} of recording {recording_id} is beyond "
+                        f"what is recorded ({latest[recording_id]}); accepted: a position up to the recorded "
+                        "one, or latest")
+                positions[recording_id] = position
         return RecordingPositions(positions)
 
     def _checked_position(self, option_name: str, descriptor: RecordingDescriptor, position: int) -> int:

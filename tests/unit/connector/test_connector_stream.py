@@ -323,3 +323,17 @@ def test_batch_reader_reads_between_starting_and_ending_positions():
                              batch.column("payload").to_pylist()))
     assert rows == messages_of(1, log1, 0, log1.messages[30].end_position) + messages_of(2, log2)
     assert sessions == {(1, 100), (2, 7)}
+
+
+def test_batch_ending_positions_must_be_recorded_already():
+    archive = FakeArchive()
+    log = make_log(10)
+    archive.add(1, log, CHANNEL)  # active
+    archive.add(2, make_log(10, seed=3), CHANNEL, active=False)
+    for ending, message in (({"1": log.position + 64}, "beyond what is recorded"),
+                            ({"2": 1 << 30}, "after its stop position")):
+        raw = {"archive.controlChannel": "aeron:ipc", "recordingIds": "1,2", "endingPositions": json.dumps(ending)}
+        options = SourceOptions.parse(CaseInsensitiveDict(raw), ReadMode.BATCH)
+        reader = AeronArchiveBatchReader(options, driver_opener=lambda c: archive)
+        with pytest.raises(ValueError, match=message):
+            reader.partitions()
