@@ -216,6 +216,7 @@ class Catalog:
         self._next_recording_id = next_recording_id
         self._valid_count = valid_count
         self.problems = problems
+        self._damaged_ids: set[int | None] = set()
         self._lock = threading.Lock()
 
     # ---- opening
@@ -299,6 +300,7 @@ class Catalog:
         for entry_or_problem in self._entries_in(0, next_id, include_problems=True):
             if isinstance(entry_or_problem, CatalogProblem):
                 self.problems.append(entry_or_problem)
+                self._damaged_ids.add(entry_or_problem.recording_id)
             elif entry_or_problem.valid:
                 valid_count += 1
         self._next_recording_id = next_id
@@ -473,13 +475,21 @@ class Catalog:
     def _update_fields(self, recording_id: int, fields: tuple[tuple[int, int], ...]) -> None:
         self._require_writable("update a recording")
         with self._lock:
-            if self.descriptor(recording_id) is None:
+            # Only the slot header is read: damaged slots were found when the file was opened.
+            if not self._is_valid_slot(recording_id):
                 raise UnknownRecordingError(recording_id)
             base = _slot_offset(recording_id) + DESCRIPTOR_HEADER_LENGTH
             for field_offset, value in fields:
                 packer = _I32 if field_offset == _SESSION_ID else _I64
                 os.pwrite(self._fd, packer.pack(value), base + field_offset)
             self._sync()
+
+    def _is_valid_slot(self, recording_id: int) -> bool:
+        if not 0 <= recording_id < self._next_recording_id or recording_id in self._damaged_ids:
+            return False
+        header = os.pread(self._fd, _DESCRIPTOR_HEADER.size, _slot_offset(recording_id))
+        length, valid = _DESCRIPTOR_HEADER.unpack(header)
+        return length != 0 and valid == 1
 
     def _grow(self) -> None:
         new_max = max(self._max_entries * GROWTH_FACTOR, self._max_entries + 1)
