@@ -29,7 +29,6 @@ from typing import ContextManager, Protocol
 
 from aeron_spark.archive import recording_position
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
-from aeron_spark.driver_integration.position import compute_position, position_bits_to_shift
 
 from .options import ArchiveConnection, DEFAULT_CONTROL_STREAM_ID, ReplaySettings
 
@@ -177,7 +176,7 @@ class ClientArchiveAccess:
             next_id = page[-1].recording_id + 1
 
     def live_position(self, recording_id: int) -> int | None:
-        counters = self._client.aeron.counters_reader
+        counters = _FirstMatchCounters(self._client.aeron.counters_reader)
         counter_id = self._counter_ids.get(recording_id)
         if counter_id is None:
             counter_id = recording_position.find_counter_id_by_recording(counters, recording_id, self.archive_id)
@@ -231,39 +230,60 @@ def _with_param(channel: str, name: str, value: str) -> str:
 def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: int):
     deadline = time.monotonic() + timeout_ms / 1000.0
     while time.monotonic() < deadline:
-        for image in subscription.images:
-            if image.session_id == session_id:
-                return image
+        image = subscription.image_by_session_id(session_id)
+        if image is not None:
+            return image
         time.sleep(0.001)
     raise ReplayFailed(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
 
 
 def _replayed_blocks(image, descriptor: RecordingDescriptor, start: int, end: int,
                      idle_timeout_ms: int) -> Iterator[tuple[int, bytes]]:
-    bits = position_bits_to_shift(descriptor.term_buffer_length)
-    initial_term_id = descriptor.initial_term_id
     received: list[tuple[int, bytes]] = []
 
-    def on_block(view, term_offset: int, _session_id: int, term_id: int) -> None:
+    def on_block(view, position: int, _session_id: int, _term_id: int) -> None:
         # Copied: the view points into the term buffer and is only valid during the callback.
-        received.append((compute_position(term_id, term_offset, bits, initial_term_id), bytes(view)))
+        received.append((position, bytes(view)))
 
     position = start
     idle_since = time.monotonic()
-    while position < end:
-        received.clear()
-        image.block_poll(on_block, REPLAY_BLOCK_LIMIT)
-        if not received:
-            if image.is_closed or image.is_end_of_stream:
-                raise ReplayFailed(f"recording {descriptor.recording_id}: replay ended at {position}, before {end}")
-            if time.monotonic() - idle_since > idle_timeout_ms / 1000.0:
-                raise ReplayFailed(f"recording {descriptor.recording_id}: replay made no progress at {position} "
-                                   f"for {idle_timeout_ms} ms (replay.idleTimeoutMs)")
-            time.sleep(0.0005)
-            continue
-        idle_since = time.monotonic()
-        for block_position, block in received:
-            if block_position + len(block) > end:
-                block = block[: end - block_position]
-            yield block_position, block
-            position = block_position + len(block)
+    try:
+        while position < end:
+            received.clear()
+            image.block_poll(on_block, min(REPLAY_BLOCK_LIMIT, end - position))
+            if not received:
+                if image.is_closed or image.is_end_of_stream:
+                    raise ReplayFailed(
+                        f"recording {descriptor.recording_id}: replay ended at {position}, before {end}")
+                if time.monotonic() - idle_since > idle_timeout_ms / 1000.0:
+                    raise ReplayFailed(
+                        f"recording {descriptor.recording_id}: replay made no progress at {position} "
+                        f"for {idle_timeout_ms} ms (replay.idleTimeoutMs)")
+                time.sleep(0.0005)
+                continue
+            idle_since = time.monotonic()
+            for block_position, block in received:
+                yield block_position, block
+                position = block_position + len(block)
+    finally:
+        image.close()
+
+
+class _FirstMatchCounters:
+    """CountersReader whose ``find`` returns the first match or None.
+
+    driver_integration.counters.CountersReader.find returns every matching id (a list), while
+    archive.recording_position's CountersView expects one id or None.
+    """
+
+    def __init__(self, reader) -> None:
+        self._reader = reader
+
+    def find(self, type_id: int, key_predicate):
+        found = self._reader.find(type_id, key_predicate)
+        if isinstance(found, list):
+            return found[0] if found else None
+        return found
+
+    def __getattr__(self, name: str):
+        return getattr(self._reader, name)
