@@ -338,3 +338,70 @@ def test_property_add_reopen_equal_with_growth(tmp_path_factory, records, capaci
 def test_property_body_round_trip(d):
     body = encode_recording_descriptor(d)
     assert decode_recording_descriptor(body) == (d, len(body))
+
+
+# ---------------------------------------------------------------- crash recovery on open
+
+def record_frames(directory, recording_id, start, count, frame_length=232):
+    from aeron_spark.archive.segment import SegmentWriter
+    from aeron_spark.driver_integration import frame, position as positions
+    bits = positions.position_bits_to_shift(TERM)
+    aligned = frame.aligned_frame_length(frame_length)
+    with SegmentWriter(directory, recording_id, start, TERM, SEGMENT) as writer:
+        for index in range(count):
+            pos = start + index * aligned
+            header = frame.DataFrameHeader(
+                frame_length=frame_length, term_offset=pos & (TERM - 1), session_id=-12,
+                stream_id=1001, term_id=positions.compute_term_id_from_position(pos, bits, 7))
+            writer.append(header.pack() + b"\x01" * (aligned - 32))
+    return start + count * aligned
+
+
+def test_open_archive_directory_recovers_active_recordings(tmp_path, caplog):
+    from aeron_spark.archive.catalog import open_archive_directory
+    with Catalog.open(tmp_path) as catalog:
+        active = new_recording(catalog, start_position=512)
+        stopped = new_recording(catalog)
+        empty = new_recording(catalog, start_position=1024)
+        catalog.recording_stopped(stopped, 0, 5)
+    end = record_frames(tmp_path, active, 512, 600)  # 600 * 256 bytes: into the second segment
+    before = (tmp_path / CATALOG_FILE_NAME).read_bytes()
+    with Catalog.open(tmp_path, read_only=True) as reader:  # read-only opens never recover
+        assert reader.descriptor(active).is_active
+    assert (tmp_path / CATALOG_FILE_NAME).read_bytes() == before
+    catalog, report = open_archive_directory(tmp_path, now_ms=777)
+    with catalog:
+        assert catalog.descriptor(active).stop_position == end
+        assert catalog.descriptor(active).stop_timestamp == 777
+        assert catalog.descriptor(empty).stop_position == 1024  # no files: stop = start
+        assert catalog.descriptor(stopped).stop_timestamp == 5  # untouched
+    assert [r.recording_id for r in report.recovered] == [active, empty]
+    assert not report.is_clean  # the recording without files is reported
+    assert "NO_SEGMENT_FILES" in report.describe()
+    assert "recovered stop position" in caplog.text
+
+
+def test_open_archive_directory_reports_torn_frames_and_orphans(tmp_path):
+    from aeron_spark.archive.catalog import open_archive_directory
+    with Catalog.open(tmp_path) as catalog:
+        active = new_recording(catalog)
+    end = record_frames(tmp_path, active, 0, 10)
+    with open(tmp_path / f"{active}-0.rec", "r+b") as f:  # a torn frame after the last good one
+        f.seek(end)
+        f.write(struct.pack("<i", 4000))
+    (tmp_path / "9-0.rec").write_bytes(b"")
+    catalog, report = open_archive_directory(tmp_path)
+    with catalog:
+        assert catalog.descriptor(active).stop_position == end
+    assert "TORN_FRAME" in report.describe() or "STALE_DATA" in report.describe()
+    assert [p.name for p in report.orphan_segment_files] == ["9-0.rec"]
+    with open(tmp_path / f"{active}-0.rec", "rb") as f:  # bytes after the stop were zeroed
+        f.seek(end)
+        assert f.read(4) == bytes(4)
+
+
+def test_open_archive_directory_on_a_clean_directory(tmp_path):
+    from aeron_spark.archive.catalog import open_archive_directory
+    catalog, report = open_archive_directory(tmp_path)
+    catalog.close()
+    assert report.catalog_created and report.is_clean and report.recovered == ()
