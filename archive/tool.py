@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from aeron_spark.archive import checksum, maintenance, mark_file
+from aeron_spark.archive import checksum, maintenance, mark_file, recovery
 from aeron_spark.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogEntry, CatalogError
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration import frame, position as positions
@@ -350,9 +350,17 @@ def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output, 
         if not fix:
             continue
         if d.is_active and result.ok and entry.valid:
-            catalog.recording_stopped(d.recording_id, result.data_end)
+            # Left active by a crash: the same recovery the archive runs when it opens.
+            report = recovery.recover_recording(
+                args.dir, d.recording_id, d.start_position, d.term_buffer_length,
+                d.segment_file_length, initial_term_id=d.initial_term_id, stream_id=d.stream_id,
+                checksum=checksum.checksum_from_name(args.checksum) if args.checksum else None)
+            recovery.apply_recovery(report)
+            catalog.recording_stopped(d.recording_id, report.stop_position)
             output.line(f"recording {d.recording_id}: was left active; stop position set to "
-                        f"{result.data_end}")
+                        f"{report.stop_position}")
+            for finding in report.findings:
+                output.line(f"recording {d.recording_id}: recovery: {finding}")
         if entry.valid and not result.ok:
             catalog.invalidate(d.recording_id)
             output.line(f"recording {d.recording_id}: marked INVALID")
