@@ -1,1 +1,33 @@
-"""driver_integration package."""
+"""The only code in aeron_spark that touches Aeron: an embedded C media driver, an Aeron C
+client through cffi (publications, subscriptions, images, counters), plus log maths helpers
+(``frame``, ``position``) and channel URIs (``channel_uri``)."""
+
+from .client import AeronClient
+from .counters import Counter, CountersReader, CounterState
+from .errors import AeronError, ResourceClosedError
+from .image import BlockHandler, FrameHeader, Image, MessageHandler
+from .media_driver import MediaDriver, MediaDriverOptions
+from .publication import BufferClaim, ExclusivePublication, InitialPosition, OfferResult, Publication
+from .subscription import ImageCallback, Subscription
+
+__all__ = [
+    "AeronClient",
+    "AeronError",
+    "BlockHandler",
+    "BufferClaim",
+    "Counter",
+    "CounterState",
+    "CountersReader",
+    "ExclusivePublication",
+    "FrameHeader",
+    "Image",
+    "ImageCallback",
+    "InitialPosition",
+    "MediaDriver",
+    "MediaDriverOptions",
+    "MessageHandler",
+    "OfferResult",
+    "Publication",
+    "ResourceClosedError",
+    "Subscription",
+]

@@ -1,0 +1,180 @@
+"""``Subscription`` (``aeron_subscription_t``), including ``aeron-spy:`` channels.
+
+Image notifications: ``on_available_image(image)`` and ``on_unavailable_image(image)`` run on the
+**Aeron client conductor thread** (a C thread, not the one that created the subscription), so
+keep them trivial, e.g. ``queue.put(image)``, and do the work on your own thread.
+
+* ``on_available_image`` receives a retained :class:`Image`: it is yours (``close()`` it when
+  done; otherwise it is released when garbage collected or when the subscription closes). Taking
+  the reference inside the notification means no data is missed even if the image goes away
+  before your thread looks at it.
+* ``on_unavailable_image`` receives a closed snapshot :class:`Image` carrying only the constant
+  facts (session id, correlation id, source identity, join position, ...). Match it to the
+  image you hold by ``correlation_id``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._capi import ffi, lib
+from .errors import check, closed_error
+from .image import Image, MessageHandler, _ImageHandle, _on_message, _PollState
+
+if TYPE_CHECKING:
+    from .client import AeronClient
+
+ImageCallback = Callable[[Image], object]
+_FRAGMENT_ASSEMBLER_HANDLER = ffi.addressof(lib, "aeron_fragment_assembler_handler")
+
+
+class _SubscriptionState:
+    """Shared by the Subscription and the C notification callbacks (which may fire before the
+    Subscription object exists, while the add is still completing)."""
+
+    def __init__(self, client_handles: set[_ImageHandle], stream_id: int,
+                 on_available: ImageCallback | None, on_unavailable: ImageCallback | None) -> None:
+        self.image_handles: set[_ImageHandle] = set()
+        self.client_handles = client_handles
+        self.stream_id = stream_id
+        self.on_available = on_available
+        self.on_unavailable = on_unavailable
+        self.closed = False
+
+    def owners(self) -> list[set[_ImageHandle]]:
+        return [self.image_handles, self.client_handles]
+
+
+def _report_callback_error(which: str) -> None:
+    print(f"aeron_spark: exception in {which} callback (conductor thread):", file=sys.stderr)
+    traceback.print_exc()
+
+
+@ffi.callback("void(void *, aeron_subscription_t *, aeron_image_t *)")
+def _on_available_image(clientd, subscription, image):  # type: ignore[no-untyped-def]
+    state: _SubscriptionState = ffi.from_handle(clientd)
+    try:
+        if state.closed or state.on_available is None:
+            return
+        # The image is in the subscription's image list by now, so retaining it is valid.
+        check(lib.aeron_subscription_image_retain(subscription, image), "aeron_subscription_image_retain")
+        state.on_available(Image(image, stream_id=state.stream_id, owners=state.owners()))
+    except BaseException:
+        _report_callback_error("on_available_image")
+
+
+@ffi.callback("void(void *, aeron_subscription_t *, aeron_image_t *)")
+def _on_unavailable_image(clientd, subscription, image):  # type: ignore[no-untyped-def]
+    state: _SubscriptionState = ffi.from_handle(clientd)
+    try:
+        if state.on_unavailable is not None:
+            state.on_unavailable(Image(image, stream_id=state.stream_id, owners=[], retained=False))
+    except BaseException:
+        _report_callback_error("on_unavailable_image")
+
+
+class Subscription:
+    """Created by ``AeronClient.add_subscription``. Not thread safe: poll from one thread."""
+
+    def __init__(self, client: AeronClient, pointer: object, state: _SubscriptionState) -> None:
+        self._client = client
+        self._pointer = pointer
+        self._state = state
+        self._lock = threading.Lock()
+        constants = ffi.new("aeron_subscription_constants_t *")
+        check(lib.aeron_subscription_constants(pointer, constants), "aeron_subscription_constants")
+        self.channel: str = ffi.string(constants.channel).decode()
+        self.stream_id: int = constants.stream_id
+        self.registration_id: int = constants.registration_id
+        self._poll_state = _PollState()
+        self._poll_state_handle = ffi.new_handle(self._poll_state)
+        self._assembler = ffi.NULL
+
+    def _live(self) -> object:
+        if self._state.closed:
+            raise closed_error(f"subscription {self.channel} stream {self.stream_id}")
+        return self._pointer
+
+    @property
+    def is_closed(self) -> bool:
+        return self._state.closed or bool(lib.aeron_subscription_is_closed(self._pointer))
+
+    @property
+    def is_connected(self) -> bool:
+        """True when at least one image is connected."""
+        return bool(lib.aeron_subscription_is_connected(self._live()))
+
+    @property
+    def image_count(self) -> int:
+        return lib.aeron_subscription_image_count(self._live())
+
+    @property
+    def images(self) -> list[Image]:
+        """A retained Image for each current image (close them, or let the subscription do it)."""
+        pointer = self._live()
+        result = []
+        for index in range(lib.aeron_subscription_image_count(pointer)):
+            image = lib.aeron_subscription_image_at_index(pointer, index)
+            if image == ffi.NULL:
+                break  # the list shrank meanwhile
+            result.append(Image(image, stream_id=self.stream_id, owners=self._state.owners()))
+        return result
+
+    def image_by_session_id(self, session_id: int) -> Image | None:
+        image = lib.aeron_subscription_image_by_session_id(self._live(), session_id)
+        if image == ffi.NULL:
+            return None
+        return Image(image, stream_id=self.stream_id, owners=self._state.owners())
+
+    def poll(self, handler: MessageHandler, fragment_limit: int) -> int:
+        """Deliver WHOLE messages from all images (fragments reassembled per session, in C) to
+        ``handler(payload, header)``; returns the number of fragments consumed.
+
+        ``payload`` is released when the handler returns. If the handler raises, the rest of this
+        poll is still delivered and the first exception is raised afterwards.
+        """
+        pointer = self._live()
+        if self._assembler == ffi.NULL:
+            assembler_p = ffi.new("aeron_fragment_assembler_t **")
+            check(lib.aeron_fragment_assembler_create(assembler_p, _on_message, self._poll_state_handle),
+                  "aeron_fragment_assembler_create")
+            self._assembler = assembler_p[0]
+        state = self._poll_state
+        state.handler = handler
+        count = lib.aeron_subscription_poll(pointer, _FRAGMENT_ASSEMBLER_HANDLER, self._assembler,
+                                            fragment_limit)
+        state.raise_pending()
+        return check(count, f"aeron_subscription_poll ({self.channel})")
+
+    def close(self) -> None:
+        """Release every Image obtained from this subscription, then close it; idempotent."""
+        with self._lock:
+            if self._state.closed:
+                return
+            self._state.closed = True
+            for handle in list(self._state.image_handles):
+                handle.release()
+            if self._assembler != ffi.NULL:
+                lib.aeron_fragment_assembler_delete(self._assembler)
+                self._assembler = ffi.NULL
+            lib.aeron_subscription_close(self._pointer, ffi.NULL, ffi.NULL)
+            self._client._forget(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Subscription(channel={self.channel!r}, stream_id={self.stream_id}, "
+                f"registration_id={self.registration_id}{', closed' if self._state.closed else ''})")
+
+
+# Referenced by the client when it registers notifications.
+AVAILABLE_IMAGE_CALLBACK = _on_available_image
+UNAVAILABLE_IMAGE_CALLBACK = _on_unavailable_image
