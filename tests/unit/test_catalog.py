@@ -1,8 +1,6 @@
 """archive.catalog: byte layout, round trips, growth, in-place updates, damage reporting."""
 
-import os
 import struct
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
