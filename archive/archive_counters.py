@@ -67,7 +67,7 @@ class CounterAllocator(Protocol):
 class CounterLookup(Protocol):
     """What lookups need of driver_integration's ``CountersReader``."""
 
-    def find(self, type_id: int, key_predicate) -> int | None: ...
+    def find(self, type_id: int, key_predicate) -> list[int]: ...
 
 
 def archive_id_label_suffix(archive_id: int) -> str:
@@ -96,7 +96,14 @@ def find_archive_counter(reader: CounterLookup, type_id: int, archive_id: int) -
     """Id of the live counter of ``type_id`` whose key is ``archive_id``, else NULL_COUNTER_ID."""
     wanted = archive_id_key(archive_id)
     found = reader.find(type_id, lambda key: bytes(key[:8]) == wanted)
-    return NULL_COUNTER_ID if found is None or found < 0 else found
+    return _first(found)
+
+
+def _first(found) -> int:
+    """First id of a ``CountersReader.find`` answer (a list of ids), else NULL_COUNTER_ID."""
+    if isinstance(found, int):
+        return found if found >= 0 else NULL_COUNTER_ID
+    return found[0] if found else NULL_COUNTER_ID
 
 
 @dataclass(slots=True)

@@ -59,6 +59,8 @@ class LimitCounterReader:
         self.counter_id = counter_id
         self.type_id = reader.type_id(counter_id)
         self._key = bytes(reader.key(counter_id))
+        registration_id = getattr(reader, "registration_id", None)
+        self._registration_id = registration_id(counter_id) if registration_id is not None else None
         self._last = reader.value(counter_id)
         self._closed = False
 
@@ -66,7 +68,9 @@ class LimitCounterReader:
         reader = self._reader
         return (reader.state(self.counter_id) == RECORD_ALLOCATED
                 and reader.type_id(self.counter_id) == self.type_id
-                and bytes(reader.key(self.counter_id)) == self._key)
+                and bytes(reader.key(self.counter_id)) == self._key
+                and (self._registration_id is None
+                     or reader.registration_id(self.counter_id) == self._registration_id))
 
     def position(self) -> int:
         if self._closed:
@@ -77,7 +81,9 @@ class LimitCounterReader:
                 self._last = value
             return self._last
         self._closed = True
-        if self._reader.state(self.counter_id) == RECORD_RECLAIMED:
+        if self._reader.state(self.counter_id) == RECORD_RECLAIMED and (
+                self._registration_id is None
+                or self._reader.registration_id(self.counter_id) == self._registration_id):
             final = self._reader.value(self.counter_id)  # freed, not yet reused: the last write
             if final > self._last:
                 self._last = final

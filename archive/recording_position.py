@@ -26,7 +26,7 @@ from typing import Protocol
 
 from aeron_spark.archive.archive_counters import (
     MAX_LABEL_LENGTH, NULL_COUNTER_ID, RECORD_ALLOCATED, CounterAllocator, WritableCounter,
-    archive_id_label_suffix)
+    _first, archive_id_label_suffix)
 
 RECORDING_POSITION_TYPE_ID = 100
 NAME = "rec-pos"
@@ -50,7 +50,7 @@ class CountersView(Protocol):
     def type_id(self, counter_id: int) -> int: ...
     def key(self, counter_id: int) -> bytes: ...
     def state(self, counter_id: int) -> int: ...
-    def find(self, type_id: int, key_predicate) -> int | None: ...
+    def find(self, type_id: int, key_predicate) -> list[int]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +117,7 @@ def find_counter_id_by_recording(reader: CountersView, recording_id: int,
         return decoded is not None and decoded.recording_id == recording_id and \
             _matches_archive(decoded, archive_id)
     found = reader.find(RECORDING_POSITION_TYPE_ID, wanted)
-    return NULL_COUNTER_ID if found is None or found < 0 else found
+    return _first(found)
 
 
 def find_counter_id_by_session(reader: CountersView, session_id: int,
@@ -128,7 +128,7 @@ def find_counter_id_by_session(reader: CountersView, session_id: int,
         return decoded is not None and decoded.session_id == session_id and \
             _matches_archive(decoded, archive_id)
     found = reader.find(RECORDING_POSITION_TYPE_ID, wanted)
-    return NULL_COUNTER_ID if found is None or found < 0 else found
+    return _first(found)
 
 
 def _is_live_rec_pos(reader: CountersView, counter_id: int) -> bool:

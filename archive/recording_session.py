@@ -194,18 +194,19 @@ class RecordingSession:
             self.listener.on_recording_started(self)
         return 1
 
-    def _on_block(self, buffer, offset: int, length: int, session_id: int, term_id: int) -> None:
-        # Called inside Image.block_poll: the view is only valid here. Exceptions are kept and
-        # raised after block_poll returns (a C callback cannot propagate them).
+    def _on_block(self, block: memoryview, position: int, session_id: int, term_id: int) -> None:
+        # Called inside Image.block_poll: ``block`` is a zero-copy view of the term buffer, valid
+        # only here. Exceptions are kept and raised after block_poll returns, so a failed write is
+        # never mistaken for progress.
         if self._block_error is not None:
             return
         start = self._nano_clock()
         try:
-            self._append(memoryview(buffer)[offset:offset + length])
+            self._append(block)
         except BaseException as exception:  # noqa: BLE001
             self._block_error = exception
             return
-        self.io_stats.record(length, self._nano_clock() - start)
+        self.io_stats.record(len(block), self._nano_clock() - start)
 
     def _record(self) -> int:
         try:
