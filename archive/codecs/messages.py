@@ -801,7 +801,17 @@ REQUEST_TEMPLATE_IDS: tuple[int, ...] = (
 RESPONSE_TEMPLATE_IDS: tuple[int, ...] = (1, 59, 22, 23, 24, 106)
 RECORDING_EVENT_TEMPLATE_IDS: tuple[int, ...] = (101, 102, 103)
 
-assert len(MESSAGE_SPECS) == len(_SPECS), "duplicate template id in the schema table"
-assert all(spec.template_id == spec.message_type.TEMPLATE_ID for spec in _SPECS)
-assert set(MESSAGE_SPECS) == set(
-    REQUEST_TEMPLATE_IDS + RESPONSE_TEMPLATE_IDS + RECORDING_EVENT_TEMPLATE_IDS)
+
+def _check_table() -> None:
+    """Catch table typos at import: duplicate ids, ids that disagree with the class, gaps."""
+    if len(MESSAGE_SPECS) != len(_SPECS):
+        raise TypeError("duplicate template id in the schema-101 table")
+    for spec in _SPECS:
+        if spec.template_id != spec.message_type.TEMPLATE_ID:
+            raise TypeError(f"{spec.name}: table id {spec.template_id} != class TEMPLATE_ID")
+    listed = REQUEST_TEMPLATE_IDS + RESPONSE_TEMPLATE_IDS + RECORDING_EVENT_TEMPLATE_IDS
+    if sorted(listed) != sorted(MESSAGE_SPECS):
+        raise TypeError("request/response/event id lists disagree with the schema table")
+
+
+_check_table()
