@@ -3,7 +3,7 @@ import os
 
 from setuptools import setup
 
-ROOTS = {"aeron_spark": "src/aeron_spark", "aeron_spark.archive": "archive",
+ROOTS = {"aeron_spark": "src/aeron_spark", "pyspark_aeron_archive": "src/pyspark_aeron_archive", "aeron_spark.archive": "archive",
          "aeron_spark.connector": "connector", "aeron_spark.driver_integration": "driver_integration"}
 
 
