@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from aeron_spark.driver_integration.interop_peer import (
     expected_digest,
     framed_length,
     free_udp_port,
+    payloads,
     running_java_archive,
     udp_channel,
 )
@@ -171,3 +173,31 @@ def test_golden_file_is_what_the_1_15_1_jar_produces(peer_installation: PeerInst
     stored = json.loads(GOLDEN_FILE.read_text())["messages"]
     regenerated = PeerClient(peer_installation, ArchiveEndpoint()).golden()
     assert regenerated == stored
+
+
+def test_java_archive_records_a_stream_published_by_our_c_driver(java_archive: RunningJavaArchive) -> None:
+    """C driver (pyaeron 1.53) -> UDP -> Java 1.15.1 driver -> Java archive: the same bytes come back."""
+    from aeron_spark.driver_integration.client import AeronClient
+
+    client = java_archive.client
+    channel, stream_id, count, size = udp_channel(free_udp_port()), 1004, 200, 48
+    client.start_recording(channel, stream_id, source_location="remote")
+    with AeronClient.with_embedded_driver() as aeron:
+        publication = aeron.add_exclusive_publication(channel, stream_id)
+        deadline = time.monotonic() + 30
+        while not publication.is_connected:
+            assert time.monotonic() < deadline, "the Java archive's recording subscription never connected"
+            time.sleep(0.005)
+        for payload in payloads(0, count, size):
+            publication.offer_with_retry(payload.tobytes(), timeout=10)
+        position = publication.position
+        session_id = publication.session_id
+
+        [descriptor] = [d for d in client.list_recordings()
+                        if d["sessionId"] == session_id and d["streamId"] == stream_id]
+        stopped = client.stop_recording(channel, stream_id, recording_id=descriptor["recordingId"],
+                                        await_position=position)
+    assert stopped["stopPosition"] == position == count * framed_length(size)
+
+    replay = client.replay(descriptor["recordingId"], replay_channel=replay_channel(), replay_stream_id=2006)
+    assert (replay.messages, replay.digest) == (count, expected_digest(0, count, size))
