@@ -54,11 +54,7 @@ def decode(buffer, offset: int = 0, length: int | None = None) -> ControlMessage
     :class:`CodecError` (:class:`UnknownTemplateError` for an unknown template id,
     :class:`SchemaIdMismatchError` for a schema id other than 101) and nothing else.
     """
-    if length is None:
-        length = len(buffer) - offset
-    if length < HEADER_LENGTH:
-        raise CodecError(
-            f"message of {length} bytes is shorter than the {HEADER_LENGTH}-byte SBE header")
+    length = _checked_length(buffer, offset, length)
     block_length, template_id, schema_id, version = HEADER.unpack_from(buffer, offset)
     if schema_id != SCHEMA_ID:
         raise SchemaIdMismatchError(
@@ -123,12 +119,22 @@ def decode(buffer, offset: int = 0, length: int | None = None) -> ControlMessage
 
 def decode_header(buffer, offset: int = 0, length: int | None = None) -> MessageHeader:
     """The header only, checked for length but not for schema id or template."""
+    _checked_length(buffer, offset, length)
+    return MessageHeader._make(HEADER.unpack_from(buffer, offset))
+
+
+def _checked_length(buffer, offset: int, length: int | None) -> int:
+    available = len(buffer) - offset
     if length is None:
-        length = len(buffer) - offset
+        length = available
+    if offset < 0 or length < 0 or length > available:
+        raise CodecError(
+            f"offset {offset} and length {length} do not lie inside the {len(buffer)}-byte "
+            f"buffer")
     if length < HEADER_LENGTH:
         raise CodecError(
             f"message of {length} bytes is shorter than the {HEADER_LENGTH}-byte SBE header")
-    return MessageHeader._make(HEADER.unpack_from(buffer, offset))
+    return length
 
 
 def _decode_layout(spec: MessageSpec, block_length: int, version: int) -> BlockLayout:

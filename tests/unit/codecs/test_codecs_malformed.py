@@ -71,6 +71,12 @@ def test_block_longer_than_the_message_names_the_template_and_readable_ids():
     assert "ReplayRequest needs 64 bytes" in str(error)
 
 
+@pytest.mark.parametrize(("offset", "length"), [(0, 17), (-1, 8), (4, 13), (0, -1)])
+def test_offset_and_length_outside_the_buffer(offset, length):
+    with pytest.raises(CodecError, match="do not lie inside the 16-byte buffer"):
+        codecs.decode(codecs.encode(codecs.Ping(1)), offset, length)
+
+
 def test_wrong_schema_id_is_a_distinct_codec_error():
     raw = header(8, 106, schema_id=100) + struct.pack("<q", 1)
     with pytest.raises(SchemaIdMismatchError, match="expected schemaId=101, actual=100") as raised:
