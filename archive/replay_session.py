@@ -242,6 +242,9 @@ def prepare_block(buffer: np.ndarray, length: int, remaining: int, session_id: i
                                f"({stop_reason.value})")
     data_length = int(offsets[cut - 1]) + _aligned_at(view, int(offsets[cut - 1])) if cut else 0
     padding = _frame_length_at(view, int(offsets[pad_index])) if pad_index >= 0 else 0
+    if cut == count and stop_reason is StopReason.OVERRUN and end < remaining \
+            and struct.unpack_from("<H", view, end + 6)[0] == HDR_TYPE_PAD:
+        padding = _frame_length_at(view, end)  # a PAD needs only its header, not its (long) body
     if data_length:
         if checksum is not None:
             from aeron_spark.archive.checksum import verify_and_restore  # only when enabled
