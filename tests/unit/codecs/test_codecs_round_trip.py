@@ -22,7 +22,7 @@ def test_every_template_the_brief_lists_is_in_the_schema():
 
 
 @pytest.mark.parametrize("template_id", ALL_TEMPLATES, ids=SPEC_IDS)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_round_trip_at_every_version(template_id, data):
     spec = MESSAGE_SPECS[template_id]
@@ -36,7 +36,7 @@ def test_round_trip_at_every_version(template_id, data):
 
 
 @pytest.mark.parametrize("template_id", ALL_TEMPLATES, ids=SPEC_IDS)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(data=st.data())
 def test_modern_round_trip_through_a_memoryview_at_an_offset(template_id, data):
     spec = MESSAGE_SPECS[template_id]
