@@ -62,7 +62,16 @@ from aeron_spark.archive.codecs import (
 )
 from aeron_spark.archive.control_session import ControlSession, OfferResult, SessionState
 from aeron_spark.archive.recording_descriptor import NULL_POSITION, RecordingDescriptor
+from aeron_spark.archive.limit_counter import LimitCounterError, LimitCounterReader
 from aeron_spark.archive.recording_session import RecordingSession
+from aeron_spark.archive.replay_session import (
+    RecordingLayout,
+    ReplayRequestError,
+    ReplaySession,
+    make_replay_session_id,
+    plan_replay,
+)
+from aeron_spark.driver_integration import channel_uri
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +152,8 @@ class ConductorSettings:
     connect_timeout_ms: int = 5_000
     session_liveness_check_interval_ms: int = 1_000
     session_idle_timeout_ms: int = 0
-    replay_linger_timeout_ns: int | None = None
+    replay_linger_timeout_ns: int = 5_000_000_000
+    replay_checksum: Any = None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -191,7 +201,7 @@ class ArchiveConductor:
     role_name = "archive-conductor"
 
     def __init__(self, *, aeron: AeronPort, catalog: Catalog, settings: ConductorSettings,
-                 recorder: Any, replayer: Any = None, replay_factory: Any = None,
+                 recorder: Any, replayer: Any = None,
                  control_channels: list[tuple[str, int]],
                  authenticator: Authenticator | None = None,
                  recording_events: tuple[str, int] | None = None,
@@ -202,7 +212,6 @@ class ArchiveConductor:
         self.settings = settings
         self.recorder = recorder
         self.replayer = replayer
-        self.replay_factory = replay_factory
         self.authenticator = authenticator or AcceptAllAuthenticator()
         self.mark_file = mark_file
         self.counters_reader = counters_reader
@@ -216,6 +225,8 @@ class ArchiveConductor:
         self._subscriptions_by_id: dict[int, RecordingSubscription] = {}
         self._active_recordings: dict[int, ActiveRecording] = {}
         self._pending_progress: dict[int, tuple[int, int]] = {}
+        self._replays: dict[int, int] = {}  # replaySessionId -> recordingId
+        self._replay_id = 0
         self._mark_deadline_ms = 0
         self._closed = False
         self.control_subscriptions: list[tuple[Any, str, int]] = []
@@ -236,11 +247,6 @@ class ArchiveConductor:
         def on_unavailable(image: Any) -> None:
             self._events.append(("control-image-gone", (index, image.session_id)))
         return on_unavailable
-
-    def _recording_image_callback(self, subscription_id: int) -> Callable[[Any], None]:
-        def on_available(image: Any) -> None:
-            self._events.append(("recording-image", subscription_id, image))
-        return on_available
 
     # RecordingListener (recorder thread: enqueue only)
     def on_recording_started(self, session: RecordingSession) -> None:
@@ -282,13 +288,19 @@ class ArchiveConductor:
             kind = event[0]
             try:
                 if kind == "recording-image":
-                    self._on_recording_image(event[1], event[2], now)
+                    self._on_recording_image(event[1]["id"], event[2], now)
                 elif kind == "recording-started":
                     self._on_recording_started(event[1])
                 elif kind == "recording-progress":
                     self._pending_progress[event[1]] = (event[2], event[3])
                 elif kind == "recording-stopped":
                     self._on_recording_stopped(event[1])
+                elif kind == "stop-all-recordings":
+                    self.stop_all_recordings()
+                elif kind == "replay-ready":
+                    self._on_replay_ready(event[1])
+                elif kind == "replay-ended":
+                    self._on_replay_ended(event[1])
                 elif kind == "control-image-gone":
                     for session in self._sessions.values():
                         if session.request_image_key == event[1]:
@@ -528,26 +540,24 @@ class ArchiveConductor:
 
     def _add_recording_subscription(self, session: ControlSession, message: Any, *, auto_stop: bool,
                                     extend_recording_id: int | None) -> RecordingSubscription:
-        from aeron_spark.driver_integration import channel_uri
-
         channel = message.channel
         stream_id = message.stream_id
         try:
             stripped = channel_uri.strip_channel(channel)
-            key = channel_uri.recording_key(channel, stream_id)
-            local = int(message.source_location) == SourceLocation.LOCAL
-            subscribed = channel_uri.spy_channel(stripped) if local and _is_udp(stripped) else stripped
+            key = channel_uri.recording_key(stream_id, channel)
+            subscribed = channel_uri.recording_subscription_channel(
+                channel, local=int(message.source_location) == SourceLocation.LOCAL)
         except ValueError as error:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC, f"invalid channel {channel!r}: {error}") from None
         if key in self._recording_subscriptions:
             raise ArchiveRequestError(
                 ArchiveErrorCode.ACTIVE_SUBSCRIPTION,
                 f"recording exists for streamId={stream_id} channel={channel}")
+        # Images may be announced (client thread) before add_subscription returns the id.
         holder: dict[str, int] = {}
         subscription = self.aeron.add_subscription(
             subscribed, stream_id,
-            on_available_image=lambda image: self._events.append(
-                ("recording-image", holder["id"], image)))
+            on_available_image=lambda image: self._events.append(("recording-image", holder, image)))
         subscription_id = subscription.registration_id
         holder["id"] = subscription_id
         entry = RecordingSubscription(
@@ -755,10 +765,8 @@ class ArchiveConductor:
         log.info("recording subscription %d closed", entry.subscription_id)
 
     def _stop_recording(self, session: ControlSession, message: Any) -> None:
-        from aeron_spark.driver_integration import channel_uri
-
         try:
-            key = channel_uri.recording_key(message.channel, message.stream_id)
+            key = channel_uri.recording_key(message.stream_id, message.channel)
         except ValueError as error:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
                                       f"invalid channel {message.channel!r}: {error}") from None
@@ -900,15 +908,77 @@ class ArchiveConductor:
     # ------------------------------------------------------------------ replay
 
     def _replay(self, session: ControlSession, message: Any) -> None:
-        if self.replayer is None or self.replay_factory is None:
+        if self.replayer is None:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC, "replay is not available in this archive")
+        if len(self._replays) >= self.settings.max_concurrent_replays:
+            raise ArchiveRequestError(ArchiveErrorCode.MAX_REPLAYS,
+                                      f"max concurrent replays reached {self.settings.max_concurrent_replays}")
         descriptor = self._recording(message.recording_id)
-        limit_counter_id = getattr(message, "limit_counter_id", None)
-        replay_session_id = self.replay_factory(
-            control_session=session, request=message, descriptor=descriptor,
-            live_position=self._live_position(message.recording_id),
-            limit_counter_id=limit_counter_id)
-        session.send_ok(message.correlation_id, replay_session_id)
+        limit = None
+        try:
+            if isinstance(message, codecs.BoundedReplayRequest):
+                limit = LimitCounterReader(self.counters_reader, message.limit_counter_id)
+            elif message.recording_id in self._active_recordings:
+                counter_id = self._active_recordings[message.recording_id].session.counter_id
+                limit = LimitCounterReader(self.counters_reader, counter_id)
+        except LimitCounterError as error:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC, str(error)) from None
+        layout = RecordingLayout.of(descriptor)
+        file_io_max_length = max(0, message.file_io_max_length)
+        try:
+            plan = plan_replay(layout, message.position, message.length,
+                               limit_position=None if limit is None else limit.position,
+                               file_io_max_length=file_io_max_length,
+                               replay_buffer_length=self.settings.replay_buffer_length)
+        except ReplayRequestError as error:
+            raise ArchiveRequestError(error.code, str(error)) from None
+        try:
+            channel = channel_uri.replay_channel(
+                message.replay_channel, plan.replay_position, descriptor.initial_term_id,
+                descriptor.term_buffer_length, descriptor.mtu_length,
+                self.settings.replay_linger_timeout_ns)
+        except ValueError as error:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      f"invalid replay channel {message.replay_channel!r}: {error}") from None
+        publication = self.aeron.add_exclusive_publication(channel, message.replay_stream_id)
+        self._replay_id = (self._replay_id + 1) & 0x7FFF_FFFF
+        replay_session_id = make_replay_session_id(self._replay_id, publication.session_id)
+        try:
+            replay = ReplaySession(
+                replay_session_id=replay_session_id, recording=layout, plan=plan,
+                publication=publication, archive_dir=self.settings.archive_dir, limit=limit,
+                correlation_id=message.correlation_id, owner=session,
+                replay_buffer_length=self.settings.replay_buffer_length,
+                file_io_max_length=file_io_max_length,
+                connect_timeout_ns=self.settings.connect_timeout_ms * 1_000_000,
+                checksum=self.settings.replay_checksum, listener=self)
+        except Exception:
+            _close_quietly(publication)
+            raise
+        self._replays[replay_session_id] = message.recording_id
+        self.replayer.add_session(replay)
+        log.info("replay %d of recording %d from %d length %d on %s stream %d",
+                 replay_session_id, message.recording_id, plan.replay_position, plan.replay_length,
+                 channel, message.replay_stream_id)
+
+    # ReplayListener (replayer thread: enqueue only)
+    def on_replay_ready(self, replay: ReplaySession) -> None:
+        self._events.append(("replay-ready", replay))
+
+    def on_replay_ended(self, replay: ReplaySession) -> None:
+        self._events.append(("replay-ended", replay))
+
+    def _on_replay_ready(self, replay: ReplaySession) -> None:
+        control: ControlSession = replay.owner
+        control.send_ok(replay.correlation_id, replay.replay_session_id)
+
+    def _on_replay_ended(self, replay: ReplaySession) -> None:
+        self._replays.pop(replay.replay_session_id, None)
+        if replay.error is not None:
+            control: ControlSession = replay.owner
+            control.send_error(replay.correlation_id, replay.error.message, replay.error.code)
+        log.info("replay %d of recording %d ended: %s", replay.replay_session_id,
+                 replay.recording_id, replay.end_reason or "done")
 
     def _stop_replay(self, session: ControlSession, message: Any) -> None:
         if self.replayer is not None:
@@ -921,10 +991,7 @@ class ArchiveConductor:
         session.send_ok(message.correlation_id, 0)
 
     def _has_replays(self, recording_id: int) -> bool:
-        if self.replayer is None:
-            return False
-        has = getattr(self.replayer, "has_replays", None)
-        return bool(has(recording_id)) if has is not None else False
+        return recording_id in self._replays.values()
 
     # ------------------------------------------------------------------ maintenance
 
@@ -1011,6 +1078,15 @@ class ArchiveConductor:
     def active_recording_ids(self) -> list[int]:
         return sorted(self._active_recordings)
 
+    def request_stop_all_recordings(self) -> None:
+        """Thread-safe: the next duty cycle stops every recording (archive shutdown)."""
+        self._events.append(("stop-all-recordings",))
+
+    @property
+    def all_recordings_stopped(self) -> bool:
+        """No recording left whose stop position is still to be stored (any thread)."""
+        return not self._active_recordings and not any(e[0] == "stop-all-recordings" for e in list(self._events))
+
     def stop_all_recordings(self) -> None:
         """Asks the recorder to stop everything; `do_work` then records the stop positions."""
         for entry in list(self._subscriptions_by_id.values()):
@@ -1036,10 +1112,6 @@ class ArchiveConductor:
 def _is_connected(publication: Any) -> bool:
     connected = publication.is_connected
     return bool(connected() if callable(connected) else connected)
-
-
-def _is_udp(channel: str) -> bool:
-    return channel.startswith("aeron:udp")
 
 
 def _close_quietly(resource: Any) -> None:
