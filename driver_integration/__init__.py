@@ -5,7 +5,7 @@ client through cffi (publications, subscriptions, images, counters), plus log ma
 from .client import AeronClient
 from .counters import Counter, CountersReader, CounterState
 from .errors import AeronError, ResourceClosedError
-from .image import BlockHandler, FrameHeader, Image, MessageHandler
+from .image import BlockHandler, FrameHeader, Header, Image, MessageHandler
 from .media_driver import MediaDriver, MediaDriverOptions
 from .publication import BufferClaim, ExclusivePublication, InitialPosition, OfferResult, Publication
 from .subscription import ImageCallback, Subscription
@@ -20,6 +20,7 @@ __all__ = [
     "CountersReader",
     "ExclusivePublication",
     "FrameHeader",
+    "Header",
     "Image",
     "ImageCallback",
     "InitialPosition",

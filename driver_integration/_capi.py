@@ -15,6 +15,8 @@ cffi releases the GIL around each C call; callbacks re-acquire it.
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
 
 import cffi
@@ -309,4 +311,50 @@ def _library_path() -> str:
     return extension.__file__
 
 
-lib = ffi.dlopen(_library_path())
+_real_lib = ffi.dlopen(_library_path())
+lib = _real_lib
+
+
+def function_pointer(name: str) -> object:
+    """A C function of the library as a function pointer (to pass as a handler to C)."""
+    pointer = ffi.addressof(_real_lib, name)
+    if isinstance(lib, _TracingLib):
+        lib.pointer_names[int(ffi.cast("uintptr_t", pointer))] = name
+    return pointer
+
+
+class _TracingLib:
+    """Test-only stand-in for ``lib`` that records which declared functions get called, including
+    library functions handed to C as handlers. Enabled by AERON_SPARK_TRACE_CAPI=<file>, which
+    receives the called names at exit (see tests/integration/driver/test_capi_coverage.py)."""
+
+    def __init__(self, real: object, output_path: str) -> None:
+        self._real = real
+        self.called: set[str] = set()
+        self.pointer_names: dict[int, str] = {}
+        atexit.register(self._write, output_path)
+
+    def _write(self, output_path: str) -> None:
+        with open(output_path, "w") as out:
+            out.write("\n".join(sorted(self.called)))
+
+    def __getattr__(self, name: str) -> object:
+        target = getattr(self._real, name)
+        if not callable(target):
+            return target  # enum constants
+        called, pointer_names = self.called, self.pointer_names
+
+        def traced(*args: object) -> object:
+            called.add(name)
+            for arg in args:
+                if isinstance(arg, ffi.CData) and ffi.typeof(arg).kind == "function":
+                    handed = pointer_names.get(int(ffi.cast("uintptr_t", arg)))
+                    if handed is not None:
+                        called.add(handed)
+            return target(*args)
+
+        return traced
+
+
+if os.environ.get("AERON_SPARK_TRACE_CAPI"):
+    lib = _TracingLib(_real_lib, os.environ["AERON_SPARK_TRACE_CAPI"])  # type: ignore[assignment]

@@ -16,8 +16,8 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from ._capi import ffi, lib
-from .errors import check, closed_error
+from ._capi import ffi, function_pointer, lib
+from .errors import AeronError, check, closed_error
 from .position import compute_position
 
 _TERM_OFFSET_FIELD = struct.Struct("<i")
@@ -43,8 +43,87 @@ class FrameHeader:
     initial_term_id: int
 
 
-MessageHandler = Callable[[memoryview, FrameHeader], object]
-"""``handler(payload, header)``; ``payload`` is only valid until the handler returns."""
+class Header:
+    """The header of the message being delivered: a flyweight valid only inside the handler
+    (like Aeron's ``Header``). Fields are read from C on first access; ``snapshot()`` keeps them.
+    Using it after the handler returned raises AeronError instead of reading freed memory."""
+
+    __slots__ = ("_pointer", "_values", "_frame", "_position")
+
+    def __init__(self) -> None:
+        self._pointer: object = ffi.NULL
+        self._values = ffi.new("aeron_header_values_t *")
+        self._frame: object = None
+        self._position: int | None = None
+
+    def _reset(self, pointer: object) -> None:
+        self._pointer = pointer
+        self._frame = None
+        self._position = None
+
+    def _load(self) -> object:
+        if self._frame is None:
+            if self._pointer == ffi.NULL:
+                raise AeronError("message header used after its handler returned: keep header.snapshot()")
+            check(lib.aeron_header_values(self._pointer, self._values), "aeron_header_values")
+            self._frame = self._values.frame
+        return self._frame
+
+    @property
+    def position(self) -> int:
+        """Stream position just after this message."""
+        if self._position is None:
+            if self._pointer == ffi.NULL:
+                raise AeronError("message header used after its handler returned: keep header.snapshot()")
+            self._position = lib.aeron_header_position(self._pointer)
+        return self._position
+
+    @property
+    def session_id(self) -> int:
+        return self._load().session_id  # type: ignore[attr-defined]
+
+    @property
+    def stream_id(self) -> int:
+        return self._load().stream_id  # type: ignore[attr-defined]
+
+    @property
+    def term_id(self) -> int:
+        return self._load().term_id  # type: ignore[attr-defined]
+
+    @property
+    def term_offset(self) -> int:
+        return self._load().term_offset  # type: ignore[attr-defined]
+
+    @property
+    def flags(self) -> int:
+        return self._load().flags  # type: ignore[attr-defined]
+
+    @property
+    def type(self) -> int:
+        return self._load().type  # type: ignore[attr-defined]
+
+    @property
+    def frame_length(self) -> int:
+        return self._load().frame_length  # type: ignore[attr-defined]
+
+    @property
+    def reserved_value(self) -> int:
+        return self._load().reserved_value  # type: ignore[attr-defined]
+
+    @property
+    def initial_term_id(self) -> int:
+        self._load()
+        return self._values.initial_term_id
+
+    def snapshot(self) -> FrameHeader:
+        frame = self._load()
+        return FrameHeader(self.position, frame.session_id, frame.stream_id, frame.term_id,  # type: ignore[attr-defined]
+                           frame.term_offset, frame.flags, frame.type, frame.frame_length,  # type: ignore[attr-defined]
+                           frame.reserved_value, self._values.initial_term_id)  # type: ignore[attr-defined]
+
+
+MessageHandler = Callable[[memoryview, Header], object]
+"""``handler(payload, header)``; ``payload`` and ``header`` are only valid until it returns."""
 
 BlockHandler = Callable[[memoryview, int, int, int], object]
 """``handler(block, position, session_id, term_id)``: ``block`` is a zero-copy view of whole frames
@@ -54,12 +133,12 @@ starting at stream ``position``; it is released when the handler returns (copy w
 class _PollState:
     """What a C callback needs during one poll: the handler and the first exception it raised."""
 
-    __slots__ = ("handler", "error", "values", "bits", "initial_term_id")
+    __slots__ = ("handler", "error", "header", "bits", "initial_term_id")
 
     def __init__(self, bits: int = 16, initial_term_id: int = 0) -> None:
         self.handler: Callable[..., object] | None = None
         self.error: BaseException | None = None
-        self.values = ffi.new("aeron_header_values_t *")
+        self.header = Header()
         self.bits = bits
         self.initial_term_id = initial_term_id
 
@@ -69,26 +148,20 @@ class _PollState:
             raise error
 
 
-def _header_from(state: _PollState, header: object) -> FrameHeader:
-    values = state.values
-    check(lib.aeron_header_values(header, values), "aeron_header_values")
-    frame = values.frame
-    return FrameHeader(lib.aeron_header_position(header), frame.session_id, frame.stream_id,
-                       frame.term_id, frame.term_offset, frame.flags, frame.type,
-                       frame.frame_length, frame.reserved_value, values.initial_term_id)
-
-
 @ffi.callback("void(void *, const uint8_t *, size_t, aeron_header_t *)")
 def _on_message(clientd, buffer, length, header):  # type: ignore[no-untyped-def]
     """Delegate of the C fragment assemblers: one call per whole message, on the polling thread."""
     state: _PollState = ffi.from_handle(clientd)
     view = memoryview(ffi.buffer(buffer, length))
+    flyweight = state.header
+    flyweight._reset(header)
     try:
-        state.handler(view, _header_from(state, header))  # type: ignore[misc]
+        state.handler(view, flyweight)  # type: ignore[misc]
     except BaseException as error:  # C cannot unwind: keep the first error for poll() to raise
         if state.error is None:
             state.error = error
     finally:
+        flyweight._reset(ffi.NULL)
         _release_view(view)
 
 
@@ -100,7 +173,7 @@ def _release_view(view: memoryview) -> None:
         pass  # the handler exported it (e.g. numpy.frombuffer): its own responsibility
 
 
-MESSAGE_HANDLER_POINTER = ffi.addressof(lib, "aeron_image_fragment_assembler_handler")
+MESSAGE_HANDLER_POINTER = function_pointer("aeron_image_fragment_assembler_handler")
 
 
 class _ImageHandle:

@@ -186,7 +186,7 @@ class _PublicationBase:
         position or an :class:`OfferResult` (negative)."""
         if self._closed:
             self._live()
-        source = ffi.from_buffer(data)
+        source = data if type(data) is bytes else ffi.from_buffer(data)  # bytes pass without a copy
         if reserved_value:
             self._reserved[0] = reserved_value
             result = self._offer(self._pointer, source, len(source), _reserved_value_supplier,

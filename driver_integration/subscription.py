@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ._capi import ffi, lib
+from ._capi import ffi, function_pointer, lib
 from .errors import check, closed_error
 from .image import Image, MessageHandler, _ImageHandle, _on_message, _PollState
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .client import AeronClient
 
 ImageCallback = Callable[[Image], object]
-_FRAGMENT_ASSEMBLER_HANDLER = ffi.addressof(lib, "aeron_fragment_assembler_handler")
+_FRAGMENT_ASSEMBLER_HANDLER = function_pointer("aeron_fragment_assembler_handler")
 
 
 class _SubscriptionState:
