@@ -10,7 +10,12 @@ still advances by the whole pad) and, with a record checksum, DATA frames carry 
 the session-id field.
 
 Writes go straight from the caller's view (e.g. a zero-copy ``Image.block_poll`` block) to
-``os.pwrite``; only checksum stamping copies, into a writer-owned buffer.
+``os.pwrite``; only checksum stamping copies, into a writer-owned buffer. Files are allocated
+with ``posix_fallocate`` (full length, blocks reserved: a full disk fails at file creation, not
+mid-block). Measured appending 1 MiB blocks to 128 MiB segments on this VM: 0.7-3.7 GB/s
+whatever the frame size (one ``pwrite`` per block; the spread is the page cache's first-touch
+cost, see measured-limits.md); 64 KiB blocks 0.3-2.4 GB/s. Buffered writes were kept: O_DIRECT
+needs page-aligned staging copies and only pays off once gigabytes of dirty pages pile up.
 """
 
 from __future__ import annotations
