@@ -96,7 +96,9 @@ class RecoveryReport:
     segment_length: int
     last_segment: SegmentFile | None = None
     end_offset: int = 0  # in the last segment file: where the last good frame ends
-    stop_reason: StopReason | None = None  # why the frame walk stopped (None: nothing walked)
+    # Why the frame walk stopped; None when it stopped on a corrupt header (see findings) or
+    # nothing was walked.
+    stop_reason: StopReason | None = None
     findings: tuple[Finding, ...] = field(default_factory=tuple)
 
     @property
@@ -229,7 +231,7 @@ def _walk_segment(fd: int, path: Path, base: int, first_offset: int, limit: int,
             if index:
                 last_frame = offset + int(scan.offsets[index - 1])
             bad_offset = offset + int(scan.offsets[index])
-            return _Walk(bad_offset, StopReason.TOO_SHORT, last_frame,
+            return _Walk(bad_offset, None, last_frame,
                          Finding(FindingKind.CORRUPT_FRAME, f"{path.name} offset {bad_offset}: {why}",
                                  path, base + bad_offset))
         if len(scan.offsets):

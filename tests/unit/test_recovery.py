@@ -137,6 +137,8 @@ def test_corrupted_frame_header(tmp_path, field_offset, value, why):
     assert report.stop_position == 20 * 160
     assert kinds(report)[0] is FindingKind.CORRUPT_FRAME
     assert why in report.findings[0].detail
+    # a too-short length stops the frame chain itself; the other fields fail the header check
+    assert report.stop_reason is (StopReason.TOO_SHORT if value == 7 else None)
     assert FindingKind.STALE_DATA_AFTER_STOP in kinds(report)
 
 
