@@ -137,9 +137,10 @@ class DataFrameHeader:
 
     @classmethod
     def unpack(cls, buffer, offset: int = 0) -> DataFrameHeader:
-        if offset < 0 or len(memoryview(buffer).cast("B")) - offset < HEADER_LENGTH:
+        size = memoryview(buffer).nbytes
+        if offset < 0 or size - offset < HEADER_LENGTH:
             raise ValueError(f"no complete {HEADER_LENGTH}-byte frame header at offset {offset} "
-                             f"of a {len(memoryview(buffer).cast('B'))}-byte buffer")
+                             f"of a {size}-byte buffer")
         return cls(*HEADER_STRUCT.unpack_from(buffer, offset))
 
     @property
@@ -219,8 +220,9 @@ class FrameScan:
 
 
 def _resolve_range(buffer, start: int, end: int | None) -> tuple[memoryview, int, int]:
-    view = memoryview(buffer).cast("B") if not isinstance(buffer, memoryview) or buffer.format != "B" \
-        else buffer
+    view = memoryview(buffer)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
     size = len(view)
     end = size if end is None else end
     if not 0 <= start <= end <= size:
