@@ -317,9 +317,6 @@ class ArchiveConductor:
         now = self._clock()
         try:
             message = codecs.decode(data)
-        except SchemaIdMismatchError as error:
-            log.warning("control request ignored: %s", error)
-            return
         except CodecError as error:
             self._answer_undecodable(error, image_key, now)
             return
@@ -366,14 +363,21 @@ class ArchiveConductor:
         session = self._sessions.get(error.control_session_id) if error.control_session_id is not None else None
         if session is None or session.request_image_key != image_key:
             session = self._latest_session_on(image_key)
-        if session is None or error.correlation_id is None:
+        if session is None:
             log.warning("undecodable control request with no session to answer: %s", error)
             return
-        what = ("unknown request templateId=%s" % error.template_id
-                if isinstance(error, UnknownTemplateError) else "malformed request")
+        if isinstance(error, UnknownTemplateError):
+            what = f"unknown request templateId={error.template_id}"
+        elif isinstance(error, SchemaIdMismatchError):
+            what = "not an archive control message"
+        else:
+            what = "malformed request"
         log.warning("control session %d: %s: %s", session.control_session_id, what, error)
+        # Without a readable correlationId the ERROR carries -1: no request waits for it, but the
+        # client's log shows why its bytes were refused.
+        correlation_id = NULL_VALUE if error.correlation_id is None else error.correlation_id
         if session.accept_request(now):
-            session.send_error(error.correlation_id, f"{what}: {error}")
+            session.send_error(correlation_id, f"{what}: {error}")
 
     def _answer_unexpected(self, message: Any, image_key: Any, now: int) -> None:
         session = self._latest_session_on(image_key)
