@@ -220,3 +220,72 @@ def test_kill_9_during_recording_then_restart_recovers_every_complete_message(tm
             assert replay_messages(aeron, client, recording_id, end, len(messages)) == messages
     finally:
         aeron.close()
+
+
+def test_extend_truncate_purge_and_recording_events(tmp_path):
+    events_args = ["--recording-events-channel", "aeron:ipc", "--recording-events-stream-id", "30"]
+    with running_sidecar(tmp_path / "archive", events_args) as sidecar:
+        aeron = AeronClient(sidecar.driver_dir)
+        try:
+            events = aeron.add_subscription("aeron:ipc", 30)
+            received_events: list = []
+            client = RawArchiveClient(aeron, "aeron:ipc", 11, response_stream_id=21)
+            assert client.connect().code == ControlResponseCode.OK
+            # autoStop: the subscription goes away when the recorded publication does
+            response = client.call(lambda s, c: codecs.StartRecordingRequest2(
+                s, c, RECORDED_STREAM, SourceLocation.LOCAL, BooleanType.TRUE, RECORDED_CHANNEL))
+            assert response.code == ControlResponseCode.OK
+            publication = aeron.add_exclusive_publication(RECORDED_CHANNEL, RECORDED_STREAM)
+            recording_id = client.await_signal(RecordingSignal.START).recording_id
+            first_end = publish(publication, payloads(50))
+            wait_for(lambda: recorded_position(client, recording_id) == first_end, "recording")
+            publication.close()
+            assert client.await_signal(RecordingSignal.STOP, recording_id).position == first_end
+
+            def poll_events() -> bool:
+                events.poll(lambda payload, header: received_events.append(codecs.decode(bytes(payload))), 100)
+                return any(isinstance(e, codecs.RecordingStopped) for e in received_events)
+
+            wait_for(poll_events, "the RecordingStopped event")
+            assert isinstance(received_events[0], codecs.RecordingStarted)
+            assert received_events[0].recording_id == recording_id
+            assert received_events[0].channel == RECORDED_CHANNEL
+            assert received_events[-1] == codecs.RecordingStopped(recording_id, 0, first_end)
+            assert any(isinstance(e, codecs.RecordingProgress) for e in received_events)
+
+            # extend with a publication that continues exactly where the recording stopped
+            descriptor = client.list_recordings()[0][0]
+            extend = client.call(lambda s, c: codecs.ExtendRecordingRequest2(
+                s, c, recording_id, RECORDED_STREAM, SourceLocation.LOCAL, BooleanType.TRUE,
+                RECORDED_CHANNEL))
+            assert extend.code == ControlResponseCode.OK, extend
+            from aeron_spark.driver_integration.channel_uri import with_initial_position
+            continued = aeron.add_exclusive_publication(
+                with_initial_position(RECORDED_CHANNEL, first_end, descriptor.initial_term_id,
+                                      descriptor.term_buffer_length, descriptor.mtu_length),
+                RECORDED_STREAM)
+            assert client.await_signal(RecordingSignal.EXTEND, recording_id).position == first_end
+            second_end = publish(continued, payloads(30, 50))
+            wait_for(lambda: recorded_position(client, recording_id) == second_end, "extension")
+            continued.close()
+            assert client.await_signal(RecordingSignal.STOP, recording_id).position == second_end
+            assert replay_messages(aeron, client, recording_id, second_end, 80) == payloads(80)
+
+            active_truncate = client.call(lambda s, c: codecs.TruncateRecordingRequest(s, c, 12345, 0))
+            assert active_truncate.relevant_id == ArchiveErrorCode.UNKNOWN_RECORDING
+            misaligned = client.call(lambda s, c: codecs.TruncateRecordingRequest(s, c, recording_id, 7))
+            assert (misaligned.code, misaligned.relevant_id) == (ControlResponseCode.ERROR,
+                                                                 ArchiveErrorCode.INVALID_POSITION)
+            truncated = client.call(lambda s, c: codecs.TruncateRecordingRequest(
+                s, c, recording_id, first_end))
+            assert truncated.code == ControlResponseCode.OK, truncated
+            client.await_signal(RecordingSignal.DELETE, recording_id)
+            assert client.call(lambda s, c: codecs.StopPositionRequest(s, c, recording_id)).relevant_id == first_end
+
+            purged = client.call(lambda s, c: codecs.PurgeRecordingRequest(s, c, recording_id))
+            assert purged.code == ControlResponseCode.OK, purged
+            client.await_signal(RecordingSignal.DELETE, recording_id)
+            assert client.list_recordings()[0] == []
+            assert not list((tmp_path / "archive").glob(f"{recording_id}-*.rec"))
+        finally:
+            aeron.close()
