@@ -199,6 +199,7 @@ class ArchiveService:
     def _release(self, *, clean: bool) -> None:
         if self.catalog is not None:
             try:
+                _sync_file(self.catalog.path)  # stop positions on disk whatever the sync level
                 self.catalog.close()
             except Exception:  # noqa: BLE001
                 log.exception("closing the catalog failed")
@@ -266,3 +267,11 @@ def _checksum(name: str | None) -> Any:
     from aeron_spark.archive import checksum
 
     return checksum.checksum_from_name(name)
+
+
+def _sync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -79,6 +79,7 @@ LISTING_BATCH = 64  # descriptors scanned per session per duty cycle, as Aeron
 MAX_OUTBOX_FOR_LISTING = 32  # a listing waits while its session's outbox is this long
 MARK_FILE_UPDATE_INTERVAL_MS = 1_000
 CONTROL_FRAGMENT_LIMIT = 10
+CONTROL_TERM_LENGTH = 64 * 1024
 NULL_VALUE = -1
 
 
@@ -422,7 +423,7 @@ class ArchiveConductor:
         self.authenticator.on_connect_request(session_id, credentials, now)
         try:
             publication = self.aeron.add_exclusive_publication(
-                message.response_channel, message.response_stream_id)
+                response_publication_channel(message.response_channel), message.response_stream_id)
         except Exception as error:  # noqa: BLE001 - a bad response channel is the client's problem
             log.warning("control session %d: cannot add response publication %s stream %d: %s",
                         session_id, message.response_channel, message.response_stream_id, error)
@@ -1111,6 +1112,17 @@ class ArchiveConductor:
             _close_quietly(subscription)
         if self.events_publication is not None:
             _close_quietly(self.events_publication)
+
+
+def response_publication_channel(channel: str) -> str:
+    """The client's response channel with Aeron's control defaults where it sets none: a 64 KiB
+    term (not the driver's 16/64 MiB per session) and sparse log buffers."""
+    uri = channel_uri.parse(channel)
+    if uri.get("term-length") is None:
+        uri.set("term-length", CONTROL_TERM_LENGTH)
+    if uri.get("sparse") is None:
+        uri.set("sparse", "true")
+    return uri.build()
 
 
 def _is_connected(publication: Any) -> bool:
