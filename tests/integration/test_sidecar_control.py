@@ -144,3 +144,38 @@ def test_authentication_accepted_and_rejected(auth_sidecar):
                        for m in later), later
     finally:
         aeron.close()
+
+
+def test_random_and_mutated_requests_never_break_the_sidecar(sidecar, aeron):
+    import random
+
+    rng = random.Random(20261122)
+    client = udp_client(sidecar, aeron)
+    assert client.connect().code == ControlResponseCode.OK
+    session = client.control_session_id
+    valid = [
+        codecs.encode(codecs.ListRecordingsRequest(session, 1, 0, 10)),
+        codecs.encode(codecs.StopPositionRequest(session, 2, 0)),
+        codecs.encode(codecs.StartRecordingRequest2(session, 3, 7, codecs.SourceLocation.LOCAL,
+                                                    codecs.BooleanType.FALSE, "aeron:ipc")),
+        codecs.encode(codecs.ReplayRequest(session, 4, 0, 0, -1, 9, -1, -1, "aeron:ipc")),
+        codecs.encode(codecs.TruncateRecordingRequest(session, 5, 3, 64)),
+    ]
+    for _ in range(150):
+        choice = rng.random()
+        if choice < 0.3:
+            data = bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 80)))
+        else:
+            data = bytearray(rng.choice(valid))
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(len(data))] = rng.getrandbits(8)
+            if choice > 0.8:
+                data = data[:rng.randrange(1, len(data))]
+            data = bytes(data)
+        client.send_bytes(data)
+    client.drain(1.0)
+    assert sidecar.process.poll() is None, sidecar.log_tail()
+    # (a mutation may legitimately have become a CloseSession for this session: use a new one)
+    fresh = udp_client(sidecar, aeron)
+    assert fresh.connect().code == ControlResponseCode.OK
+    assert fresh.call(lambda s, c: codecs.ArchiveIdRequest(s, c)).code == ControlResponseCode.OK
