@@ -206,7 +206,8 @@ class PreparedBlock:
 
 
 def prepare_block(buffer: np.ndarray, length: int, remaining: int, session_id: int, stream_id: int,
-                  *, checksum=None, block_position: int = 0, vectorized: bool = True) -> PreparedBlock:
+                  *, checksum=None, block_position: int = 0, vectorized: bool = True,
+                  term_offset: int | None = None, term_id: int | None = None) -> PreparedBlock:
     """Choose the frames of ``buffer[:length]`` (read from the recording at ``block_position``)
     to replay now, and rewrite their session and stream ids in place.
 
@@ -214,10 +215,18 @@ def prepare_block(buffer: np.ndarray, length: int, remaining: int, session_id: i
     first incomplete frame, or the first frame starting at or after ``remaining`` (bytes left
     before the replay limit). A frame_length <= 0 or < 32 before that point means the recording
     has no valid frame where data should be: :class:`ReplayFrameError`.
+
+    With ``term_offset``/``term_id`` (where the block sits in its term) frame starts are found
+    in one pass from the headers' own term offset and term id fields, confirmed by the length
+    chain; payload bytes that merely look like a header break the chain and fall back to the
+    general scan, so the result is always exact.
     """
     view = memoryview(buffer)[:length]
     if vectorized:
-        offsets, end, stop_reason, types = _frames_numpy(buffer, view)
+        found = None
+        if term_offset is not None and term_id is not None:
+            found = _frames_by_header_fields(buffer, length, term_offset, term_id)
+        offsets, end, stop_reason, types = found if found is not None else _frames_numpy(buffer, view)
     else:
         offsets, end, stop_reason, types = _frames_python(view)
     count = len(offsets)
@@ -269,6 +278,47 @@ def _frame_length_at(view: memoryview, offset: int) -> int:
 
 def _aligned_at(view: memoryview, offset: int) -> int:
     return aligned_frame_length(_frame_length_at(view, offset))
+
+
+def _frames_by_header_fields(buffer: np.ndarray, length: int, term_offset: int, term_id: int):
+    """Frame starts = 32-byte slots whose term_offset field is their own term offset and whose
+    term_id is the block's, if those slots chain exactly by aligned frame length; else None."""
+    slots = length // HEADER_LENGTH
+    if slots == 0:
+        return None
+    words = buffer[: slots * HEADER_LENGTH].view("<i4").reshape(slots, HEADER_LENGTH // 4)
+    own_offsets = np.arange(term_offset, term_offset + slots * HEADER_LENGTH, HEADER_LENGTH, dtype=np.int64)
+    lengths = words[:, 0]
+    candidates = np.flatnonzero((words[:, 2] == own_offsets) & (words[:, 5] == term_id) & (lengths >= HEADER_LENGTH))
+    if len(candidates) == 0 or candidates[0] != 0:
+        return None
+    offsets = candidates.astype(np.int64) * HEADER_LENGTH
+    ends = offsets + ((lengths[candidates].astype(np.int64) + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1))
+    if not np.array_equal(ends[:-1], offsets[1:]):
+        return None  # a payload that looks like a header, or a gap: let the general scan decide
+    if ends[-1] > length:  # the last frame is cut by the read length
+        offsets = offsets[:-1]
+        end = int(ends[-2]) if len(ends) > 1 else 0
+    else:
+        end = int(ends[-1])
+    stop_reason = StopReason.END
+    if end < length:
+        if length - end < HEADER_LENGTH:
+            stop_reason = StopReason.TRUNCATED_HEADER
+        else:
+            next_length = int(lengths[end // HEADER_LENGTH])
+            if next_length == 0:
+                stop_reason = StopReason.ZERO_LENGTH
+            elif next_length < 0:
+                stop_reason = StopReason.NEGATIVE_LENGTH
+            elif next_length < HEADER_LENGTH:
+                stop_reason = StopReason.TOO_SHORT
+            elif end + aligned_frame_length(next_length) <= length:
+                return None  # a whole frame whose fields do not match: the general scan decides
+            else:
+                stop_reason = StopReason.OVERRUN
+    types = buffer[: length & ~1].view("<u2")[(offsets + 6) >> 1]
+    return offsets, end, stop_reason, types
 
 
 def _frames_numpy(buffer: np.ndarray, view: memoryview):
@@ -494,7 +544,9 @@ class ReplaySession:
         remaining = min(self._replay_limit - position, INT64_MAX)
         block = prepare_block(self._buffer, length, remaining, self.publication.session_id,
                               self.publication.stream_id, checksum=self._checksum,
-                              block_position=position, vectorized=self.vectorized)
+                              block_position=position, vectorized=self.vectorized, term_offset=term_offset,
+                              term_id=compute_term_id_from_position(position, self._bits,
+                                                                    self.recording.initial_term_id))
         self.io_stats.record(length, self._nano_clock() - start_ns)
         if block.data_length == 0 and block.padding_frame_length == 0:
             return 0

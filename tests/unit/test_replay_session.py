@@ -286,11 +286,14 @@ def test_prepare_block_vectorized_matches_python(seed):
         remaining = rng.choice([INT64_MAX, rng.randrange(1, length + 64)])
         chunk = bytes(log.data[start:start + length])
         a, b = np.frombuffer(bytearray(chunk), dtype=np.uint8).copy(), bytearray(chunk)
+        c = np.frombuffer(bytearray(chunk), dtype=np.uint8).copy()
         fast = prepare_block(a, length, remaining, PUB_SESSION, PUB_STREAM, block_position=start)
         slow = prepare_block(np.frombuffer(b, dtype=np.uint8), length, remaining, PUB_SESSION, PUB_STREAM,
                              block_position=start, vectorized=False)
-        assert fast == slow
-        assert bytes(a) == bytes(b)
+        by_fields = prepare_block(c, length, remaining, PUB_SESSION, PUB_STREAM, block_position=start,
+                                  term_offset=start % TERM, term_id=INITIAL_TERM_ID + start // TERM)
+        assert fast == slow == by_fields
+        assert bytes(a) == bytes(b) == bytes(c)
         end = start + fast.data_length
         assert bytes(a[:fast.data_length]) == expected_replay(log, start, end)
         assert bytes(a[fast.data_length:]) == chunk[fast.data_length:]  # nothing else touched
@@ -314,13 +317,17 @@ def test_prepare_block_limit_sends_a_started_frame_whole():
     assert prepare_block(buffer, len(log.data), 160, PUB_SESSION, PUB_STREAM).data_length == 160
 
 
-def test_prepare_block_false_header_in_payload_is_not_a_frame():
+@pytest.mark.parametrize("term_fields", [False, True])
+def test_prepare_block_false_header_in_payload_is_not_a_frame(term_fields):
     log = LogBuilder()
-    fake = HEADER.pack(64, 0, 0xC0, 1, 32 + 32, REC_SESSION, REC_STREAM, INITIAL_TERM_ID, 0)
-    log.message(fake * 3)  # payload full of plausible headers
+    # Payload slots that carry their own term offset and the term id: plausible frame headers.
+    payload = b"".join(HEADER.pack(64, 0, 0xC0, 1, 32 + 32 * i, REC_SESSION, REC_STREAM, INITIAL_TERM_ID, 0)
+                       for i in range(4))
+    log.message(payload)
     log.message(b"x" * 40)
     buffer = np.frombuffer(bytearray(log.data), dtype=np.uint8).copy()
-    block = prepare_block(buffer, len(log.data), INT64_MAX, PUB_SESSION, PUB_STREAM)
+    fields = {"term_offset": 0, "term_id": INITIAL_TERM_ID} if term_fields else {}
+    block = prepare_block(buffer, len(log.data), INT64_MAX, PUB_SESSION, PUB_STREAM, **fields)
     assert block.data_length == len(log.data)
     assert bytes(buffer) == expected_replay(log, 0, log.position)
 
