@@ -175,6 +175,7 @@ def test_random_and_mutated_requests_never_break_the_sidecar(sidecar, aeron):
         client.send_bytes(data)
     client.drain(1.0)
     assert sidecar.process.poll() is None, sidecar.log_tail()
+    assert not [line for line in sidecar.stderr_lines if "failed in do_work" in line], sidecar.log_tail()
     # (a mutation may legitimately have become a CloseSession for this session: use a new one)
     fresh = udp_client(sidecar, aeron)
     assert fresh.connect().code == ControlResponseCode.OK
