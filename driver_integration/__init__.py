@@ -2,6 +2,7 @@
 client through cffi (publications, subscriptions, images, counters), plus log maths helpers
 (``frame``, ``position``) and channel URIs (``channel_uri``)."""
 
+from ._capi import aeron_version
 from .client import AeronClient
 from .counters import Counter, CountersReader, CounterState
 from .errors import AeronError, ResourceClosedError
@@ -13,6 +14,7 @@ from .subscription import ImageCallback, Subscription
 __all__ = [
     "AeronClient",
     "AeronError",
+    "aeron_version",
     "BlockHandler",
     "BufferClaim",
     "Counter",

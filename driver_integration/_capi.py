@@ -356,5 +356,10 @@ class _TracingLib:
         return traced
 
 
+def aeron_version() -> str:
+    """The full version string of the Aeron C library in use."""
+    return ffi.string(lib.aeron_version_full()).decode()
+
+
 if os.environ.get("AERON_SPARK_TRACE_CAPI"):
     lib = _TracingLib(_real_lib, os.environ["AERON_SPARK_TRACE_CAPI"])  # type: ignore[assignment]

@@ -40,6 +40,8 @@ def test_ipc_concurrent_publication_round_trip(aeron_client):
             aeron_client.add_publication("aeron:ipc", 1001) as publication:
         _check_round_trip(publication, subscription)
         assert subscription.is_connected and publication.is_connected
+        assert not publication.is_closed and not subscription.is_closed
+        assert publication.position > 0
         assert subscription.image_count == 1
 
 
@@ -48,6 +50,7 @@ def test_udp_exclusive_publication_round_trip(aeron_client, free_udp_port):
     with aeron_client.add_subscription(channel, 1002) as subscription, \
             aeron_client.add_exclusive_publication(channel, 1002) as publication:
         _check_round_trip(publication, subscription)
+        assert publication.is_connected and not publication.is_closed
         image = await_image(subscription, publication.session_id)
         assert image.source_identity.startswith("127.0.0.1:")
         image.close()
@@ -93,9 +96,11 @@ def test_fragmented_message_is_reassembled_by_poll_and_split_in_blocks(aeron_cli
         image.close()
 
 
-def test_try_claim_commit_abort_and_reserved_value(aeron_client):
+@pytest.mark.parametrize("exclusive", [False, True], ids=["concurrent", "exclusive"])
+def test_try_claim_commit_abort_and_reserved_value(aeron_client, exclusive):
+    add = aeron_client.add_exclusive_publication if exclusive else aeron_client.add_publication
     with aeron_client.add_subscription("aeron:ipc", 1006) as subscription, \
-            aeron_client.add_publication("aeron:ipc", 1006) as publication:
+            add("aeron:ipc", 1006) as publication:
         image = await_image(subscription, publication.session_id)
         aborted = wait_until(lambda: _claim(publication, 8), "a claim")
         aborted.buffer[:] = b"DISCARD!"
