@@ -4,6 +4,7 @@ SIGTERM with an active recording, and kill -9 then recovery on restart."""
 from __future__ import annotations
 
 import os
+import struct
 import time
 
 import pytest
@@ -78,8 +79,9 @@ def replay_messages(aeron, client: RawArchiveClient, recording_id: int, length: 
         subscription.close()
 
 
-def test_record_list_stop_and_replay(tmp_path):
-    with running_sidecar(tmp_path / "archive") as sidecar:
+@pytest.mark.parametrize("checksum", ["none", "crc32c"])
+def test_record_list_stop_and_replay(tmp_path, checksum):
+    with running_sidecar(tmp_path / "archive", ["--checksum", checksum]) as sidecar:
         aeron = AeronClient(sidecar.driver_dir)
         try:
             client = RawArchiveClient(aeron, "aeron:ipc", 11, response_stream_id=21)
@@ -141,6 +143,10 @@ def test_record_list_stop_and_replay(tmp_path):
             assert isinstance(match, codecs.RecordingDescriptorMessage)
             assert client.await_response(for_uri).code == ControlResponseCode.RECORDING_UNKNOWN
 
+            with open(tmp_path / "archive" / f"{recording_id}-0.rec", "rb") as segment:
+                stored_session_id = struct.unpack("<i", segment.read(32)[12:16])[0]
+            # a record checksum replaces the session id of each stored DATA frame
+            assert (stored_session_id == publication.session_id) == (checksum == "none")
             assert replay_messages(aeron, client, recording_id, end, len(messages)) == messages
 
             not_active = client.call(lambda s, c: codecs.StopRecordingRequest(
