@@ -29,6 +29,11 @@ Replay: validated here (§3.6 rules), then a replay session is created by the re
 handed to the `Replayer`; the OK carries the replaySessionId ``(replayId << 32) | publication
 sessionId``.
 
+Not served (answered ERROR GENERIC "... is not supported by this archive"): replication (50, 62,
+66; StopReplication gets UNKNOWN_REPLICATION), MigrateSegments (57), ReplayToken (105) and
+UpdateChannel (107). The per-session ``control-session`` counters (types 102/113) are not
+allocated.
+
 ListRecordings uses the modern semantics (count = descriptors sent, RECORDING_UNKNOWN at the
 end with the id where the scan stopped) for every client, including 1.15.x ones: the 1.15.1
 client stops on whichever comes first (count descriptors or RECORDING_UNKNOWN), so it reads the
