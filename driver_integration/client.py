@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import pyaeron
+
 from ._capi import COUNTER_MAX_KEY_LENGTH, COUNTER_MAX_LABEL_LENGTH, ffi, lib
 from .errors import AeronError, check, closed_error, last_c_error
 from .counters import Counter, CountersReader
@@ -32,11 +34,16 @@ if TYPE_CHECKING:
 class AeronClient:
     """Connects to the media driver whose directory is ``aeron_dir`` (embedded or external)."""
 
-    def __init__(self, aeron_dir: str, *, client_name: str | None = None, timeout: float = 10.0) -> None:
+    def __init__(self, aeron_dir: str, *, client_name: str | None = None, timeout: float = 10.0,
+                 fast_offer: bool = True) -> None:
+        """``fast_offer``: let concurrent publications offer through pyaeron (a second, lazily
+        created client on the same driver; see ``Publication``)."""
         if timeout <= 0:
             raise ValueError(f"timeout {timeout} is invalid: must be a positive number of seconds")
         self.aeron_dir = aeron_dir
         self.timeout = timeout
+        self.fast_offer = fast_offer
+        self._pyaeron: pyaeron.Aeron | None = None
         self._lock = threading.RLock()
         self._resources: dict[int, Any] = {}
         self._image_handles: set[_ImageHandle] = set()
@@ -141,7 +148,20 @@ class AeronClient:
         async_p = ffi.new("aeron_async_add_publication_t **")
         check(lib.aeron_async_add_publication(async_p, self._live(), channel.encode(), stream_id), what)
         pointer = self._await(lib.aeron_async_add_publication_poll, "aeron_publication_t **", async_p[0], what)
-        return self._adopt(Publication(self, pointer))
+        return self._adopt(Publication(self, pointer, self._fast_publication(channel, stream_id)))
+
+    def _fast_publication(self, channel: str, stream_id: int) -> object | None:
+        """pyaeron's publication on the same channel and stream (see ``Publication``), or None."""
+        if not self.fast_offer:
+            return None
+        try:
+            with self._lock:
+                if self._pyaeron is None:
+                    self._pyaeron = pyaeron.Aeron(dir=self.aeron_dir)
+                pyaeron_client = self._pyaeron
+            return pyaeron_client.add_publication(channel, stream_id)
+        except pyaeron.AeronError:
+            return None  # the plain cffi path still works
 
     def add_exclusive_publication(self, channel: str, stream_id: int, *,
                                   initial_position: InitialPosition | None = None) -> ExclusivePublication:
@@ -205,6 +225,9 @@ class AeronClient:
         for handle in list(self._image_handles):
             handle.release()
         with self._lock:
+            if self._pyaeron is not None:
+                self._pyaeron.close()
+                self._pyaeron = None
             self._release()
         if self._owned_driver is not None:
             self._owned_driver.close()

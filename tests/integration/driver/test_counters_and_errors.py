@@ -67,6 +67,12 @@ def test_closed_resources_raise_clear_errors(new_aeron_client):
     publication = client.add_exclusive_publication("aeron:ipc", 3001)
     subscription = client.add_subscription("aeron:ipc", 3001)
     image = wait_until(lambda: subscription.image_by_session_id(publication.session_id), "image")
+    concurrent = client.add_publication("aeron:ipc", 3001)
+    assert concurrent.uses_fast_offer
+    concurrent.close()
+    assert concurrent.is_closed
+    with pytest.raises(ResourceClosedError, match="publication aeron:ipc stream 3001"):
+        concurrent.offer(b"x")
     publication.close()
     publication.close()
     assert publication.is_closed and not publication.is_connected

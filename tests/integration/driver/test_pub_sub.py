@@ -35,9 +35,12 @@ def _check_round_trip(publication, subscription) -> None:
         assert start + ((header.frame_length + 31) & ~31) == header.position
 
 
-def test_ipc_concurrent_publication_round_trip(aeron_client):
-    with aeron_client.add_subscription("aeron:ipc", 1001) as subscription, \
-            aeron_client.add_publication("aeron:ipc", 1001) as publication:
+@pytest.mark.parametrize("fast_offer", [True, False], ids=["pyaeron-offer", "cffi-offer"])
+def test_ipc_concurrent_publication_round_trip(new_aeron_client, fast_offer):
+    client = new_aeron_client(fast_offer=fast_offer)
+    with client.add_subscription("aeron:ipc", 1001) as subscription, \
+            client.add_publication("aeron:ipc", 1001) as publication:
+        assert publication.uses_fast_offer is fast_offer
         _check_round_trip(publication, subscription)
         assert subscription.is_connected and publication.is_connected
         assert not publication.is_closed and not subscription.is_closed
