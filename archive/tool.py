@@ -424,4 +424,8 @@ register_command("checksum", help="recompute and store frame checksums (only whi
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the imported module: the *_command modules register into
+    # aeron_spark.archive.tool, not into this __main__ copy.
+    from aeron_spark.archive.tool import main as package_main
+
+    sys.exit(package_main())
