@@ -212,6 +212,10 @@ class RecordingSession:
         try:
             consumed = self.image.block_poll(self._handler, self.block_length_limit)
         except Exception as exception:  # noqa: BLE001
+            if self._block_error is None and self.image.is_closed:
+                # The image went away (publisher gone, subscription closed): a normal end.
+                self._to(RecordingState.INACTIVE, f"image closed: {exception}")
+                return 1
             self._block_error = self._block_error or exception
             consumed = 0
         if self._block_error is not None:

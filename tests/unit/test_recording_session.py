@@ -194,6 +194,22 @@ def test_records_from_a_mid_term_join_position(tmp_path):
         assert file.read() == expected_file_bytes(data, frames, join, TERM, 2 * TERM)
 
 
+def test_an_image_that_closes_under_the_poll_ends_the_recording_normally(tmp_path):
+    data, frames = build_log(8, 3000)
+    image = FakeImage(data, frames)
+
+    def gone(handler, limit):
+        image.closed = True
+        raise RuntimeError("image session 42 (stream 7) is closed")
+
+    session = RecordingSession(recording_id=3, image=image, writer_factory=writer_factory(tmp_path),
+                               position_counter=FakeCounter())
+    session.do_work()
+    image.block_poll = gone
+    session.do_work()
+    assert session.is_done and session.error is None and "image closed" in session.stop_reason
+
+
 def test_writer_creation_failure_stops_with_an_error(tmp_path):
     def broken():
         raise PermissionError(13, "Permission denied", str(tmp_path / "3-0.rec"))
