@@ -24,8 +24,8 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol
 
-from aeron_spark.archive.archive_counters import (
-    MAX_LABEL_LENGTH, NULL_COUNTER_ID, RECORD_ALLOCATED, CounterAllocator, WritableCounter,
+from aeron_spark.archive.archive_counters import (  # NULL_COUNTER_ID: re-exported for clients
+    MAX_LABEL_LENGTH, NULL_COUNTER_ID, RECORD_ALLOCATED, CounterAllocator, WritableCounter,  # noqa: F401
     _first, archive_id_label_suffix)
 
 RECORDING_POSITION_TYPE_ID = 100

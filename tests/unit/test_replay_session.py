@@ -198,7 +198,7 @@ def record(tmp_path, log: LogBuilder, segment_length: int = TERM, upto: int | No
     writer = SegmentWriter(tmp_path, 5, log.start, TERM, segment_length)
     end = log.position if upto is None else upto
     starts = [p for p in log.frame_starts if p < end] + [end]
-    for begin, finish in zip(starts, starts[1:]):
+    for begin, finish in zip(starts, starts[1:], strict=False):
         writer.append(memoryview(log.data)[begin - log.start:finish - log.start])
     writer.close()
     return RecordingLayout(recording_id=5, start_position=log.start, stop_position=end,
@@ -500,7 +500,7 @@ def test_checksums_are_verified_and_restored(tmp_path):
     log = random_log(10, TERM)
     writer = SegmentWriter(tmp_path, 5, 0, TERM, TERM, checksum=CRC32C)
     starts = log.frame_starts + [log.position]
-    for begin, finish in zip(starts, starts[1:]):
+    for begin, finish in zip(starts, starts[1:], strict=False):
         writer.append(memoryview(log.data)[begin:finish])
     writer.close()
     recording = RecordingLayout(5, 0, log.position, INITIAL_TERM_ID, TERM, TERM, MTU, REC_STREAM)
