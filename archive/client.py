@@ -247,7 +247,7 @@ class ArchiveClient:
         on_idle = None
         if self.protocol == "auto" and not auth:
             on_idle = self._auto_fallback(expectation, credentials)
-        answer = self._await(expectation, on_idle=on_idle)
+        answer = self._await_connect(expectation, on_idle)
 
         while isinstance(answer, Challenge):
             if on_challenge is None:
@@ -261,7 +261,7 @@ class ArchiveClient:
                                              bytes(on_challenge(bytes(answer.encoded_challenge))))
             expectation = AwaitConnect("ChallengeResponse", frozenset((response_id,)))
             self._send(reply, expectation.request, response_id)
-            answer = self._await(expectation)
+            answer = self._await_connect(expectation, None)
 
         assert isinstance(answer, ControlResponse)
         self.control_session_id = answer.control_session_id
@@ -271,6 +271,15 @@ class ArchiveClient:
             self._legacy = True  # 1.15.x answers without a version field
         if not self._legacy and answer.version >= ARCHIVE_ID_MIN_VERSION:
             self.archive_id = self._call(lambda s, c: codecs.ArchiveIdRequest(s, c))
+
+    def _await_connect(self, expectation: AwaitConnect,
+                       on_idle: Callable[[float], None] | None) -> ControlResponse | Challenge:
+        try:
+            return self._await(expectation, on_idle=on_idle)
+        except ArchiveError:
+            if expectation.rejected_session_id is not None:  # as Aeron: close what was refused
+                self._close_session_quietly(expectation.rejected_session_id)
+            raise
 
     def _auth_connect(self, correlation_id: int, credentials: bytes | None) -> codecs.AuthConnectRequest:
         return codecs.AuthConnectRequest(
