@@ -16,6 +16,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+
 from ._capi import ffi, function_pointer, lib
 from .errors import AeronError, check, closed_error
 from .position import compute_position
