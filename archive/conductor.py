@@ -937,7 +937,7 @@ class ArchiveConductor:
         file_io_max_length = max(0, message.file_io_max_length)
         try:
             plan = plan_replay(layout, message.position, message.length,
-                               limit_position=None if limit is None else limit.position,
+                               limit_position=None if limit is None else limit.position(),
                                file_io_max_length=file_io_max_length,
                                replay_buffer_length=self.settings.replay_buffer_length)
         except ReplayRequestError as error:

@@ -142,8 +142,6 @@ def plan_replay(recording: RecordingLayout, position: int, length: int, *,
     replay will follow (the active recording's rec-pos, or the bounded replay's limit counter),
     or a zero-argument callable returning it (e.g. ``LimitCounterReader.position``), None for a
     stopped recording without a limit counter."""
-    if callable(limit_position):
-        limit_position = limit_position()
     rid = recording.recording_id
     start = recording.start_position
     replay_position = start
