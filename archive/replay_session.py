@@ -140,8 +140,7 @@ def plan_replay(recording: RecordingLayout, position: int, length: int, *,
                 replay_buffer_length: int = DEFAULT_REPLAY_BUFFER_LENGTH) -> ReplayPlan:
     """Validate a (bounded) replay request; ``limit_position`` is the value of the counter the
     replay will follow (the active recording's rec-pos, or the bounded replay's limit counter),
-    or a zero-argument callable returning it (e.g. ``LimitCounterReader.position``), None for a
-    stopped recording without a limit counter."""
+    None for a stopped recording without a limit counter."""
     rid = recording.recording_id
     start = recording.start_position
     replay_position = start
