@@ -88,6 +88,7 @@ DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_RESPONSE_CHANNEL = "aeron:udp?endpoint=localhost:0"
 DEFAULT_RESPONSE_STREAM_ID = 20
 DEFAULT_TIMEOUT_S = 10.0
+AERON_DRIVER_TIMEOUT_S = 10.0
 #: ListRecordings page size when listing everything (``count=None``).
 LIST_PAGE_SIZE = 1000
 FRAGMENT_LIMIT = 16
@@ -159,8 +160,10 @@ class ArchiveClient:
             raise ValueError(f"timeout {timeout} is invalid: must be a positive number of seconds")
         owns_aeron = aeron is None
         if aeron is None:
+            # Not the request timeout: the C client treats a driver silent for its driver
+            # timeout as dead (and its default error handler ends the process), so keep Aeron's 10 s.
             aeron = AeronClient(aeron_dir or default_aeron_dir(), client_name="aeron-spark archive client",
-                                timeout=timeout)
+                                timeout=max(timeout, AERON_DRIVER_TIMEOUT_S))
         try:
             transport = AeronControlTransport(
                 aeron, control_channel=control_channel, control_stream_id=control_stream_id,
