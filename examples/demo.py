@@ -1,0 +1,285 @@
+"""Demo: live trades -> archive sidecar -> Spark VWAP -> new recording (the README's ``./run-demo``).
+
+1. Starts the archive sidecar (``aeron-archive serve``, with its own embedded media driver) as a
+   subprocess on a temporary directory.
+2. Asks it to record the trades stream, then publishes synthetic trades on it from this process:
+   UDP ``aeron:udp?endpoint=localhost:<free port>``, stream 2001, one trade per message, each a
+   UTF-8 JSON object ``{"symbol": "AAPL", "price": 187.25, "size": 300, "ts": <epoch ms>}``.
+3. Spark reads the recording live with ``spark.readStream.format("aeron-archive")`` (channel +
+   streamId), parses the JSON and computes a VWAP per symbol over 5-second event-time windows
+   (watermark 2 s; a window is emitted once the watermark has passed its end), and writes the
+   windows to the console and with ``writeStream.format("aeron-archive")`` into a new recording.
+4. Ends by printing the result recording's descriptor (recording id, start/stop positions) and
+   rows read back with ``spark.read.format("aeron-archive")``.
+
+Everything it starts (publisher thread, Spark, the sidecar by PID) is stopped in ``finally``.
+Exit code 0 on success. ``--trades`` and ``--seconds`` size the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TRADES_STREAM_ID = 2001
+SYMBOLS = {"AAPL": 187.0, "MSFT": 415.0, "NVDA": 905.0, "AMZN": 178.0}
+WINDOW = "5 seconds"
+WATERMARK_DELAY = "2 seconds"
+TRIGGER_INTERVAL = "2 seconds"
+SIDECAR_START_TIMEOUT_S = 30.0
+READY_PREFIX = "aeron-archive ready:"
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def say(text: str) -> None:
+    print(f"[demo {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+# --- the sidecar ------------------------------------------------------------------------------
+
+
+@dataclass
+class Sidecar:
+    process: subprocess.Popen
+    archive_dir: Path
+    aeron_dir: str
+    ready_line: str
+
+    @classmethod
+    def start(cls, archive_dir: Path, log_path: Path) -> "Sidecar":
+        """``aeron-archive serve`` with an embedded driver; IPC control channel (stream 10)."""
+        command = [sys.executable, "-m", "aeron_spark.archive.tool", "serve", "--dir", str(archive_dir),
+                   "--control-channel", "aeron:ipc", "--control-stream-id", "10",
+                   "--segment-length", "16m", "--log-level", "WARNING"]
+        log = open(log_path, "w")
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+        log.close()
+        try:
+            line = _await_ready_line(process)
+        except BaseException:
+            stop_process(process)
+            raise
+        fields = dict(part.split("=", 1) for part in line[len(READY_PREFIX):].split() if "=" in part)
+        return cls(process, archive_dir, fields["aeronDir"], line)
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
+
+def _await_ready_line(process: subprocess.Popen) -> str:
+    found: list[str] = []
+
+    def read() -> None:
+        for line in process.stdout:
+            if line.startswith(READY_PREFIX):
+                found.append(line.strip())
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(SIDECAR_START_TIMEOUT_S)
+    if not found:
+        raise RuntimeError(f"the sidecar (pid {process.pid}) did not report ready within "
+                           f"{SIDECAR_START_TIMEOUT_S:.0f} s (exit code {process.poll()})")
+    return found[0]
+
+
+def stop_process(process: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGTERM by PID (the sidecar stores stop positions and exits), SIGKILL if it hangs."""
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+# --- the trade publisher ----------------------------------------------------------------------
+
+
+class TradePublisher(threading.Thread):
+    """Publishes ``count`` random-walk trades evenly over ``seconds`` on one exclusive publication."""
+
+    def __init__(self, aeron, channel: str, stream_id: int, count: int, seconds: float) -> None:
+        super().__init__(name="trade-publisher", daemon=True)
+        self.publication = aeron.add_exclusive_publication(channel, stream_id)
+        self.count = count
+        self.seconds = seconds
+        self.published = 0
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._publish()
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            self.error = error
+
+    def _publish(self) -> None:
+        rng = random.Random(42)
+        prices = dict(SYMBOLS)
+        names = list(prices)
+        started = time.monotonic()
+        for index in range(self.count):
+            if self.stopping.is_set():
+                return
+            due = started + self.seconds * index / self.count
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            symbol = names[rng.randrange(len(names))]
+            prices[symbol] = round(max(1.0, prices[symbol] * (1 + rng.gauss(0, 0.0005))), 2)
+            trade = {"symbol": symbol, "price": prices[symbol], "size": rng.randrange(1, 50) * 100,
+                     "ts": time.time_ns() // 1_000_000}
+            self.publication.offer_with_retry(json.dumps(trade, separators=(",", ":")).encode())
+            self.published += 1
+
+    def close(self) -> None:
+        self.stopping.set()
+        if self.is_alive():
+            self.join(10)
+        self.publication.close()
+
+
+# --- Spark ------------------------------------------------------------------------------------
+
+
+def spark_session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("aeron-archive demo")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.catalogImplementation", "in-memory")
+             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def vwap_per_window(trades):
+    """Trades (source rows) -> one row per (5 s window, symbol): VWAP, volume, trade count."""
+    from pyspark.sql import functions as F
+
+    schema = "symbol STRING, price DOUBLE, size BIGINT, ts BIGINT"
+    parsed = (trades.select(F.from_json(F.col("payload").cast("string"), schema).alias("t"))
+              .select("t.symbol", "t.price", "t.size", F.timestamp_millis("t.ts").alias("event_time")))
+    return (parsed.withWatermark("event_time", WATERMARK_DELAY)
+            .groupBy(F.window("event_time", WINDOW), "symbol")
+            .agg((F.sum(F.col("price") * F.col("size")) / F.sum("size")).alias("vwap"),
+                 F.sum("size").alias("volume"), F.count("*").alias("trades"))
+            .select(F.col("window.start").alias("window_start"), "symbol", F.round("vwap", 4).alias("vwap"),
+                    "volume", "trades"))
+
+
+def describe_progress(name: str, progress) -> str:
+    source = progress["sources"][0] if progress.get("sources") else {}
+    return (f"{name}: batch {progress['batchId']} rows {progress['numInputRows']} "
+            f"({progress.get('processedRowsPerSecond', 0.0):.0f} rows/s) "
+            f"end offset {source.get('endOffset')} latest {source.get('latestOffset')}")
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--trades", type=int, default=20_000, help="trades to publish (default 20000)")
+    parser.add_argument("--seconds", type=float, default=30.0,
+                        help="publish them evenly over this many seconds (default 30)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args(argv)
+    if args.trades <= 0 or args.seconds <= 0:
+        parser.error("--trades and --seconds must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from aeron_spark.archive.client import ArchiveClient
+
+    work = Path(tempfile.mkdtemp(prefix="aeron-spark-demo-"))
+    archive_dir = work / "archive"
+    trades_channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
+    sidecar = publisher = spark = archive = None
+    queries = []
+    try:
+        say(f"starting the archive sidecar on {archive_dir}")
+        sidecar = Sidecar.start(archive_dir, work / "sidecar.log")
+        say(f"sidecar pid {sidecar.process.pid}: {sidecar.ready_line}")
+        archive = ArchiveClient.from_mark_file(archive_dir)
+        archive.start_recording(trades_channel, TRADES_STREAM_ID)
+        publisher = TradePublisher(archive.aeron, trades_channel, TRADES_STREAM_ID, args.trades, args.seconds)
+        publisher.start()
+        say(f"publishing {args.trades} trades over {args.seconds:.0f} s on {trades_channel} "
+            f"stream {TRADES_STREAM_ID}; the sidecar records them")
+
+        spark = spark_session()
+        trades = (spark.readStream.format("aeron-archive")
+                  .option("archive.dir", str(archive_dir))
+                  .option("channel", trades_channel).option("streamId", TRADES_STREAM_ID)
+                  .option("startingPositions", "earliest")
+                  .option("checkpointLocation", str(work / "checkpoints" / "vwap-console"))
+                  .load())
+        vwap = vwap_per_window(trades)
+        console = (vwap.writeStream.format("console").outputMode("append")
+                   .option("truncate", "false").option("numRows", 50)
+                   .option("checkpointLocation", str(work / "checkpoints" / "vwap-console"))
+                   .trigger(processingTime=TRIGGER_INTERVAL).start())
+        queries.append(console)
+        last_batch = -1
+        deadline = time.monotonic() + args.seconds + 60
+        while time.monotonic() < deadline:
+            if publisher.error is not None:
+                raise RuntimeError(f"the trade publisher failed: {publisher.error}")
+            if console.exception() is not None:
+                raise RuntimeError(f"the VWAP query failed: {console.exception()}")
+            progress = console.lastProgress
+            if progress and progress["batchId"] != last_batch:
+                last_batch = progress["batchId"]
+                say(describe_progress("vwap", progress))
+            if not publisher.is_alive() and progress and progress["numInputRows"] == 0:
+                break
+            time.sleep(0.5)
+        return 0
+    finally:
+        for query in queries:
+            try:
+                query.stop()
+            except Exception as error:  # noqa: BLE001
+                say(f"stopping query failed: {error}")
+        if spark is not None:
+            spark.stop()
+        if publisher is not None:
+            publisher.close()
+        if archive is not None:
+            archive.close()
+        if sidecar is not None:
+            sidecar.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
