@@ -39,7 +39,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 from aeron_spark.archive import codecs
 from aeron_spark.archive.client_core import (
@@ -70,14 +70,28 @@ from aeron_spark.archive.codecs import (
     semantic_version,
 )
 from aeron_spark.archive.recording_descriptor import NULL_POSITION, RecordingDescriptor
-from aeron_spark.archive.replay_subscription import ReplaySubscription, replay_image_session_id
+from aeron_spark.archive.replay_subscription import (
+    ReplaySubscription,
+    replay_image_session_id,
+)
 from aeron_spark.driver_integration import AeronClient, OfferResult
 
 __all__ = [
-    "ArchiveClient", "ArchiveError", "ArchiveTimeoutError", "ReplaySubscription", "SourceLocation",
-    "RecordingSignal", "RecordingSignalEvent", "RecordingSubscriptionDescriptor", "Protocol",
-    "DEFAULT_CONTROL_CHANNEL", "DEFAULT_CONTROL_STREAM_ID", "DEFAULT_RESPONSE_CHANNEL",
-    "DEFAULT_RESPONSE_STREAM_ID", "DEFAULT_TIMEOUT_S", "NULL_POSITION",
+    "DEFAULT_CONTROL_CHANNEL",
+    "DEFAULT_CONTROL_STREAM_ID",
+    "DEFAULT_RESPONSE_CHANNEL",
+    "DEFAULT_RESPONSE_STREAM_ID",
+    "DEFAULT_TIMEOUT_S",
+    "NULL_POSITION",
+    "ArchiveClient",
+    "ArchiveError",
+    "ArchiveTimeoutError",
+    "Protocol",
+    "RecordingSignal",
+    "RecordingSignalEvent",
+    "RecordingSubscriptionDescriptor",
+    "ReplaySubscription",
+    "SourceLocation",
 ]
 
 Protocol = Literal["modern", "legacy", "auto"]
@@ -146,7 +160,7 @@ class ArchiveClient:
                 aeron_dir: str | None = None, aeron: AeronClient | None = None,
                 timeout: float = DEFAULT_TIMEOUT_S, protocol: Protocol = "modern",
                 credentials: bytes | None = None, on_challenge: ChallengeCallback | None = None,
-                on_recording_signal: SignalCallback | None = None) -> "ArchiveClient":
+                on_recording_signal: SignalCallback | None = None) -> ArchiveClient:
         """Connects to the archive listening on ``control_channel``/``control_stream_id``.
 
         ``aeron``: an AeronClient to use (not closed by this client). Otherwise one is created on
@@ -178,7 +192,7 @@ class ArchiveClient:
                    on_recording_signal=on_recording_signal)
 
     @classmethod
-    def from_mark_file(cls, archive_dir: str | Path, **kw) -> "ArchiveClient":
+    def from_mark_file(cls, archive_dir: str | Path, **kw) -> ArchiveClient:
         """Connects to the archive running on ``archive_dir``, found through its mark file: its
         local control channel (IPC, preferred) or its control channel, and its Aeron directory.
         Keyword arguments of `connect` override what the mark file says."""
@@ -762,7 +776,7 @@ class ArchiveClient:
             if self._owns_aeron and self._aeron is not None:
                 self._aeron.close()
 
-    def __enter__(self) -> "ArchiveClient":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

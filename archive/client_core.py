@@ -66,7 +66,7 @@ class ArchiveError(Exception):
         self.request = request
 
     @classmethod
-    def from_response(cls, response: ControlResponse, request: str) -> "ArchiveError":
+    def from_response(cls, response: ControlResponse, request: str) -> ArchiveError:
         code = _enum_or_int(ControlResponseCode, response.code)
         error_code = _enum_or_int(ArchiveErrorCode, response.relevant_id)
         code_name = getattr(code, "name", str(code))
@@ -314,16 +314,14 @@ class ResponseRouter:
             if self._is_ours(message.control_session_id):
                 self.signals.append(message)
                 return
-        elif isinstance(message, RecordingDescriptorMessage):
-            if waiting and message.correlation_id in expectation.correlation_ids and \
-                    self._is_ours(message.control_session_id):
+        elif isinstance(message, (RecordingDescriptorMessage, RecordingSubscriptionDescriptor)) \
+                and waiting and message.correlation_id in expectation.correlation_ids \
+                and self._is_ours(message.control_session_id):
+            if isinstance(message, RecordingDescriptorMessage):
                 expectation.on_descriptor(message)
-                return
-        elif isinstance(message, RecordingSubscriptionDescriptor):
-            if waiting and message.correlation_id in expectation.correlation_ids and \
-                    self._is_ours(message.control_session_id):
+            else:
                 expectation.on_subscription_descriptor(message)
-                return
+            return
         self.skipped_messages += 1
 
     def _is_ours(self, control_session_id: int) -> bool:

@@ -7,6 +7,7 @@ clients use, and a subscription on the response channel). Unit tests give the cl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import tempfile
@@ -142,10 +143,8 @@ class AeronControlTransport:
             return
         self._closed = True
         for resource in (self._publication, self._subscription):
-            try:
+            with contextlib.suppress(Exception):  # its AeronClient may already be closed
                 resource.close()
-            except Exception:  # noqa: BLE001 - the client may already be closed
-                pass
 
 
 RETRYABLE_OFFER_RESULTS = frozenset(

@@ -7,10 +7,10 @@ which attaches to the sidecar's driver and uses the local IPC control channel.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
-import base64
 import os
 import signal
 import time
@@ -19,12 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from aeron_spark.archive import tool
 from aeron_spark.archive.client import ArchiveClient, ArchiveError, ArchiveTimeoutError
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, SourceLocation
 from aeron_spark.driver_integration import AeronClient
-from aeron_spark.driver_integration.interop_peer import expected_digest, framed_length, payloads
+from aeron_spark.driver_integration.interop_peer import (
+    expected_digest,
+    framed_length,
+    payloads,
+)
+
 from tests.integration.sidecar_fixture import Sidecar, free_udp_port, running_sidecar
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
 from aeron_spark.archive import tool
 from aeron_spark.archive.client import ArchiveClient, ArchiveError
 from aeron_spark.archive.codecs import ArchiveErrorCode, SourceLocation

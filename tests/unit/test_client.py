@@ -11,14 +11,15 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 from aeron_spark.archive import codecs
 from aeron_spark.archive.client import ArchiveClient, ArchiveError, ArchiveTimeoutError
 from aeron_spark.archive.codecs import (
     ArchiveErrorCode,
-    ControlResponseCode as Code,
     RecordingSignal,
     SourceLocation,
+)
+from aeron_spark.archive.codecs import (
+    ControlResponseCode as Code,
 )
 from aeron_spark.driver_integration import OfferResult
 

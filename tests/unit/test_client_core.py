@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-
 from aeron_spark.archive import codecs
 from aeron_spark.archive.client_core import (
     ArchiveError,
@@ -17,8 +16,10 @@ from aeron_spark.archive.client_core import (
 )
 from aeron_spark.archive.codecs import (
     ArchiveErrorCode,
-    ControlResponseCode as Code,
     RecordingSignal,
+)
+from aeron_spark.archive.codecs import (
+    ControlResponseCode as Code,
 )
 
 SESSION = 4242
