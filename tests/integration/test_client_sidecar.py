@@ -149,6 +149,31 @@ def test_replay_from_a_mid_position(archive: ArchiveClient, recorded: Recorded) 
     assert digest_of([m.payload for m in bounded]) == expected_digest(120, 10, SIZE)
 
 
+def test_fragmented_messages_come_back_whole_with_their_start_positions(archive: ArchiveClient) -> None:
+    size = 3000  # mtu 1408: frames of 1376 + 1376 + 248 payload bytes
+    per_message = 2 * 1408 + framed_length(size - 2 * 1376)
+    channel = udp(free_udp_port())
+    subscription_id = archive.start_recording(channel, 1004)
+    publication = archive.aeron.add_exclusive_publication(channel, 1004)
+    try:
+        start = archive.await_recording_signal(RecordingSignal.START, subscription_id=subscription_id)
+        for payload in payloads(0, 20, size):
+            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT)
+        end = publication.position
+        assert end == 20 * per_message
+        deadline = time.monotonic() + TIMEOUT
+        while archive.recording_position(start.recording_id) < end:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+    finally:
+        publication.close()
+    archive.stop_recording(channel, 1004)
+    messages = replayed(archive, start.recording_id, 5 * per_message, 15 * per_message)
+    assert [m.position for m in messages] == [i * per_message for i in range(5, 20)]
+    assert [m.next_position for m in messages] == [i * per_message for i in range(6, 21)]
+    assert digest_of([m.payload for m in messages]) == expected_digest(5, 15, size)
+
+
 def test_errors_carry_the_archives_code_and_message(archive: ArchiveClient, recorded: Recorded) -> None:
     with pytest.raises(ArchiveError) as unknown:
         archive.stop_position(9_999)
