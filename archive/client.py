@@ -36,6 +36,7 @@ RuntimeError.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -195,7 +196,8 @@ class ArchiveClient:
     def from_mark_file(cls, archive_dir: str | Path, **kw) -> ArchiveClient:
         """Connects to the archive running on ``archive_dir``, found through its mark file: its
         local control channel (IPC, preferred) or its control channel, and its Aeron directory.
-        Keyword arguments of `connect` override what the mark file says."""
+        Keyword arguments of `connect` override what the mark file says; with an ``aeron`` or
+        ``aeron_dir`` on another driver than the archive's, the (UDP) control channel is used."""
         from aeron_spark.archive import mark_file
 
         try:
@@ -208,7 +210,7 @@ class ArchiveClient:
             raise ArchiveError(f"no archive is running on {archive_dir}: its mark file {info.path} "
                                f"says it {state}")
         if "control_channel" not in kw:
-            if info.local_control_channel:
+            if info.local_control_channel and _same_driver(kw, info.aeron_dir):
                 kw["control_channel"] = info.local_control_channel
                 kw.setdefault("control_stream_id", info.local_control_stream_id)
             elif info.control_channel:
@@ -786,6 +788,15 @@ class ArchiveClient:
         state = "closed" if self._closed else f"controlSessionId={self.control_session_id}"
         return (f"ArchiveClient({self.description}, {state}, archiveId={self.archive_id}, "
                 f"protocol={'1.15.x' if self._legacy else 'modern'})")
+
+
+def _same_driver(connect_options: dict, archive_aeron_dir: str | None) -> bool:
+    """Whether the client would use the archive's own media driver (IPC reaches the archive)."""
+    aeron = connect_options.get("aeron")
+    chosen = aeron.aeron_dir if aeron is not None else connect_options.get("aeron_dir")
+    if chosen is None or archive_aeron_dir is None:
+        return True
+    return os.path.realpath(chosen) == os.path.realpath(archive_aeron_dir)
 
 
 def _offer_result_name(result: int) -> str:

@@ -218,6 +218,13 @@ def test_from_mark_file_uses_the_local_ipc_control_channel(sidecar: Sidecar, rec
         assert local.list_recording(recorded.recording_id) is not None
 
 
+def test_from_mark_file_on_another_driver_uses_the_udp_control_channel(
+        sidecar: Sidecar, aeron_client: AeronClient, recorded: Recorded) -> None:
+    with ArchiveClient.from_mark_file(sidecar.archive_dir, aeron=aeron_client, timeout=TIMEOUT) as remote:
+        assert remote.description == f"{sidecar.control_channel} stream 10"
+        assert remote.list_recording(recorded.recording_id) is not None
+
+
 def test_connect_timeout_names_the_control_channel(aeron_client: AeronClient) -> None:
     nowhere = udp(free_udp_port())
     started = time.monotonic()
