@@ -1,0 +1,239 @@
+"""Processes the archive benchmark starts: the bench client (Java 1.15.1), our sidecar, the Java archive.
+
+Everything here is stopped by PID (SIGTERM, then SIGKILL) by the context manager that started it,
+also when the benchmark fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aeron_spark.archive.serve_command import READY_PREFIX
+from aeron_spark.driver_integration.interop_peer import (
+    JVM_OPTIONS,
+    PeerError,
+    PeerInstallation,
+    free_udp_port,
+    parse_events,
+    shm_tempdir,
+    start_java_archive,
+    stop_process,
+    udp_channel,
+)
+
+BENCH_CLIENT_CLASS = "io.aeronspark.bench.ArchiveBenchClient"
+BENCH_JAVA_SOURCES = Path(__file__).resolve().parent / "java"
+SIDECAR_STARTUP_TIMEOUT_S = 60.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The Java bench client: compiled once against the 1.15.1 jar, cached next to the interop peer
+
+
+def _sources() -> list[Path]:
+    return sorted(BENCH_JAVA_SOURCES.rglob("*.java"))
+
+
+def build_bench_client(installation: PeerInstallation) -> Path:
+    """Compiles bench/java with ``javac --release 11`` into the peer cache; returns the classes dir.
+
+    Skipped when the stamp (hash of the sources and the jar path) matches.
+    """
+    sources = _sources()
+    if not sources:
+        raise FileNotFoundError(f"no Java sources under {BENCH_JAVA_SOURCES}")
+    digest = hashlib.sha256(str(installation.aeron_jar).encode())
+    for source in sources:
+        digest.update(source.read_bytes())
+    out = installation.cache_dir / "bench-client"
+    stamp = out / "stamp"
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest():
+        return out / "classes"
+    javac = shutil.which("javac")
+    if javac is None:
+        raise FileNotFoundError("javac (JDK >= 11) is needed to build the benchmark's Java client")
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "classes").mkdir(parents=True)
+    subprocess.run([javac, "--release", "11", "-cp", str(installation.aeron_jar), "-d", str(out / "classes"),
+                    *map(str, sources)], check=True, capture_output=True, text=True)
+    stamp.write_text(digest.hexdigest())
+    return out / "classes"
+
+
+PYTHON_BENCH_CLIENT = Path(__file__).resolve().parent / "python_bench_client.py"
+
+
+def java_udp_connection(control_channel: str) -> list[str]:
+    """The Java bench client in its own embedded Java driver, reaching the archive over UDP."""
+    return ["--embedded-driver", "--control-channel", control_channel,
+            "--response-channel", udp_channel(free_udp_port())]
+
+
+def java_ipc_connection(aeron_dir: str) -> list[str]:
+    """The Java bench client attached to the Java archive's own driver, local control over IPC."""
+    return ["--aeron-dir", aeron_dir, "--control-channel", "aeron:ipc", "--control-stream-id", "11",
+            "--response-channel", "aeron:ipc"]
+
+
+@dataclass(frozen=True)
+class BenchClients:
+    """Runs one bench client command (a fresh process each) and returns its one JSON result line:
+    ``ArchiveBenchClient`` (Java 1.15.1) or ``python_bench_client.py`` (ours over IPC)."""
+
+    installation: PeerInstallation
+    classes: Path
+    timeout_s: float = 600.0
+
+    def java(self, command: str, connection: list[str], *args: str) -> dict[str, Any]:
+        return self._run([str(self.installation.java), *JVM_OPTIONS, "-cp",
+                          f"{self.classes}{os.pathsep}{self.installation.aeron_jar}", BENCH_CLIENT_CLASS,
+                          command, *connection, *args])
+
+    def python(self, command: str, aeron_dir: str, *args: str) -> dict[str, Any]:
+        return self._run([sys.executable, str(PYTHON_BENCH_CLIENT), command, "--aeron-dir", aeron_dir, *args])
+
+    def _run(self, argv: list[str]) -> dict[str, Any]:
+        completed = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s,
+                                   stdin=subprocess.DEVNULL, check=False)
+        events = [e for e in parse_events(completed.stdout) if e.get("event") in ("recorded", "replayed")]
+        if completed.returncode != 0 or len(events) != 1:
+            raise PeerError(f"bench client {argv[-1] if not argv else ' '.join(argv[-12:])} failed "
+                            f"(exit {completed.returncode}): {completed.stderr.strip()[-3000:]}",
+                            command=argv, exit_code=completed.returncode, error=None, stderr=completed.stderr)
+        return events[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The archives
+
+
+@dataclass
+class RunningArchive:
+    name: str
+    control_channel: str
+    archive_dir: Path
+    pid: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def running_our_sidecar(archive_dir: Path, *, segment_length: str = "128m",
+                        extra_args: tuple[str, ...] = ()) -> Iterator[RunningArchive]:
+    """`aeron-archive serve` with its embedded C driver, logging at WARNING (INFO per request would
+    be noise here); stopped by PID on exit."""
+    control_channel = udp_channel(free_udp_port())
+    argv = [sys.executable, "-c", "import sys; from aeron_spark.archive.tool import main; sys.exit(main())",
+            "serve", "--dir", str(archive_dir), "--control-channel", control_channel,
+            "--segment-length", segment_length, "--log-level", "WARNING", *extra_args]
+    stderr_path = archive_dir.parent / f"{archive_dir.name}.stderr"
+    archive_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL,
+                                   text=True)
+    ready: dict[str, str] = {}
+    got_ready = threading.Event()
+
+    def read_stdout() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith(READY_PREFIX):
+                ready.update(token.partition("=")[::2] for token in line[len(READY_PREFIX):].split())
+                got_ready.set()
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + SIDECAR_STARTUP_TIMEOUT_S
+        while not got_ready.wait(0.05):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"aeron-archive serve not ready (exit {process.poll()}): "
+                                   f"{stderr_path.read_text()[-3000:]}")
+        yield RunningArchive("ours", control_channel, archive_dir, process.pid, dict(ready))
+    finally:
+        code = stop_process(process, timeout=30.0)
+        reader.join(timeout=5)
+        embedded = ready.get("aeronDir")
+        if code != 0 and embedded and os.path.isdir(embedded):
+            shutil.rmtree(embedded, ignore_errors=True)  # a SIGKILLed sidecar leaves its driver dir
+
+
+@contextlib.contextmanager
+def running_java_archive_process(installation: PeerInstallation, archive_dir: Path, *,
+                                 segment_length: int = 128 * 1024 * 1024) -> Iterator[RunningArchive]:
+    """The real 1.15.1 ArchivingMediaDriver (the peer's ``archive``: shared threading), by PID."""
+    aeron_dir = shm_tempdir("aeron-bench-java-")
+    control_channel = udp_channel(free_udp_port())
+    server = None
+    try:
+        server = start_java_archive(installation, archive_dir=archive_dir, aeron_dir=aeron_dir,
+                                    control_channel=control_channel,
+                                    recording_events_channel=udp_channel(free_udp_port()),
+                                    segment_length=segment_length, log_dir=archive_dir.parent)
+        yield RunningArchive("java", control_channel, archive_dir, server.pid, dict(server.ready))
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(aeron_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiling our sidecar
+
+
+@contextlib.contextmanager
+def py_spy_recording(pid: int, output: Path, *, rate: int = 250) -> Iterator[None]:
+    """Samples ``pid`` with py-spy (all threads, incl. idle; raw collapsed stacks) while the block runs."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not os.path.exists(py_spy):
+        raise FileNotFoundError("py-spy is not installed: pip install py-spy (into the venv)")
+    process = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw",
+                                "--threads", "--output", str(output), "--nonblocking"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)  # let it attach
+        yield
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                stop_process(process)
+
+
+def collapsed_top_functions(raw: Path, top: int = 25) -> list[tuple[str, float, float]]:
+    """(function, self share, inclusive share) of the samples in a py-spy raw (collapsed) file."""
+    self_counts: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        self_counts[frames[-1]] = self_counts.get(frames[-1], 0) + count
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+    if total == 0:
+        return []
+    ranked = sorted(self_counts.items(), key=lambda item: item[1], reverse=True)[:top]
+    return [(name, count / total, inclusive[name] / total) for name, count in ranked]
+
+
+def dump_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=1))

@@ -1,0 +1,249 @@
+"""The benchmark's client for OUR sidecar over IPC (the Java client cannot attach to our C driver).
+
+Same algorithm as ``bench/java/.../ArchiveBenchClient.java`` (which does this for the Java archive
+in its own driver), printing the same JSON line:
+
+``record``: StartRecording of ``aeron:ipc`` (LOCAL), one ExclusivePublication publishing
+``--messages`` unfragmented messages of ``--size`` bytes as fast as it can, while a second thread
+polls RecordingPosition over the control protocol every ~0.5 ms. Throughput = bytes between the
+first observed position past the start and the first observation of the final position / time
+between those two observations.
+
+The publisher appends pre-framed blocks (``offer_block``, headers and the 8-byte message index
+stamped with numpy) instead of one ``offer`` per message: a Python per-message offer manages only
+~1-3 M offers/s, below what the archive records, and the log bytes are the same either way (at a
+term end, where fewer than one frame fits, a plain ``offer`` writes the PAD frame and rotates,
+exactly as a per-message publisher's offer does).
+
+``replay``: replays the whole recording to an ``aeron:ipc`` subscription in this process that
+block-polls the image and only counts bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from aeron_spark.archive.client import ArchiveClient, SourceLocation
+from aeron_spark.archive.replay_subscription import replay_image_session_id
+from aeron_spark.driver_integration.client import AeronClient
+from aeron_spark.driver_integration.frame import HDR_TYPE_DATA, HEADER_LENGTH, UNFRAGMENTED, aligned_frame_length
+from aeron_spark.driver_integration.publication import ExclusivePublication
+
+PROBE_INTERVAL_S = 0.0005
+BLOCK_BYTES = 256 * 1024
+BLOCK_POLL_LIMIT = 1024 * 1024
+TIMEOUT_S = 300.0
+
+
+class BlockPublisher:
+    """Publishes unfragmented messages as pre-framed blocks; the log ends up as per-message offers
+    would leave it (same headers, payloads, PAD frames at term ends)."""
+
+    def __init__(self, publication: ExclusivePublication, size: int, block_bytes: int = BLOCK_BYTES) -> None:
+        if not 0 <= size <= publication.max_payload_length:
+            raise ValueError(f"size {size} is invalid: unfragmented messages need 0..{publication.max_payload_length}")
+        self.publication = publication
+        self.size = size
+        self.frame_length = aligned_frame_length(HEADER_LENGTH + size)
+        self.term_length = publication.term_buffer_length
+        self.frames_per_block = max(1, min(block_bytes, self.term_length) // self.frame_length)
+        self.block = np.zeros(self.frames_per_block * self.frame_length, dtype=np.uint8)
+        rows = self.block.reshape(self.frames_per_block, self.frame_length)
+        rows[:, HEADER_LENGTH:HEADER_LENGTH + size] = (np.arange(size) * 7 & 0xFF).astype(np.uint8)
+        self.words = self.block.view("<i4").reshape(self.frames_per_block, self.frame_length // 4)
+        self.longs = self.block.view("<i8").reshape(self.frames_per_block, self.frame_length // 8)
+        self.words[:, 0] = HEADER_LENGTH + size
+        self.block.reshape(self.frames_per_block, self.frame_length)[:, 5] = UNFRAGMENTED
+        self.block.reshape(self.frames_per_block, self.frame_length)[:, 6] = HDR_TYPE_DATA
+        self.words[:, 3] = publication.session_id
+        self.words[:, 4] = publication.stream_id
+        self.frame_offsets = np.arange(self.frames_per_block, dtype=np.int32) * self.frame_length
+        self.back_pressured = 0
+
+    def _payload(self, index: int) -> bytes:
+        row = self.block[HEADER_LENGTH:HEADER_LENGTH + self.size].copy()
+        if self.size >= 8:
+            row[:8] = np.frombuffer(int(index).to_bytes(8, "little", signed=True), dtype=np.uint8)
+        return row.tobytes()
+
+    def publish(self, messages: int, deadline: float) -> None:
+        publication = self.publication
+        mask = self.term_length - 1
+        shift = publication.position_bits_to_shift
+        index = 0
+        while index < messages:
+            position = publication.position
+            term_offset = position & mask
+            count = min(self.frames_per_block, (self.term_length - term_offset) // self.frame_length,
+                        messages - index)
+            if count == 0:
+                result = publication.offer(self._payload(index))  # pads the term end and rotates
+                if result > 0:
+                    index += 1
+                    continue
+            else:
+                self.words[:count, 2] = term_offset + self.frame_offsets[:count]
+                term_id = publication.initial_term_id + (position >> shift)
+                self.words[:count, 5] = (term_id + 2**31) % 2**32 - 2**31  # int32 wrap-around
+                if self.size >= 8:
+                    self.longs[:count, 4] = np.arange(index, index + count, dtype=np.int64)
+                result = publication.offer_block(self.block, 0, count * self.frame_length)
+                if result > 0:
+                    index += count
+                    continue
+            self.back_pressured += 1
+            if self.back_pressured & 0xFFFF == 0 and time.monotonic() > deadline:
+                raise TimeoutError(f"publisher back-pressured until the deadline at message {index}")
+            os.sched_yield()  # as the Java client: a spinning publisher would starve the archive
+
+
+class PositionProbe(threading.Thread):
+    """Polls RecordingPosition on its own thread (the archive client is used only here meanwhile)."""
+
+    def __init__(self, archive: ArchiveClient, recording_id: int) -> None:
+        super().__init__(name="position-probe", daemon=True)
+        self.archive = archive
+        self.recording_id = recording_id
+        self.target: int | None = None
+        self.first: tuple[int, float] | None = None
+        self.end: tuple[int, float] | None = None
+        self.probes = 0
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            start: int | None = None
+            while True:
+                position = self.archive.recording_position(self.recording_id)
+                now = time.perf_counter()
+                self.probes += 1
+                if start is None:
+                    start = position
+                elif self.first is None and position > start:
+                    self.first = (position, now)
+                target = self.target
+                if target is not None and position >= target:
+                    self.end = (position, now)
+                    return
+                time.sleep(PROBE_INTERVAL_S)
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            self.failure = error
+
+
+def connect(aeron: AeronClient) -> ArchiveClient:
+    # The 1.15 protocol, as the Java 1.15.1 bench client speaks it.
+    return ArchiveClient.connect(control_channel="aeron:ipc", control_stream_id=11, response_channel="aeron:ipc",
+                                 aeron=aeron, protocol="legacy")
+
+
+def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
+           publication_channel: str = "aeron:ipc") -> dict[str, object]:
+    channel = "aeron:ipc"
+    deadline = time.monotonic() + TIMEOUT_S
+    with connect(aeron) as archive:
+        archive.start_recording(channel, stream_id, SourceLocation.LOCAL)
+        publication = aeron.add_exclusive_publication(publication_channel, stream_id)
+        try:
+            while not publication.is_connected:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the recording subscription did not connect")
+                time.sleep(0.001)
+            while (recording_id := archive.find_last_matching_recording(
+                    0, channel, stream_id, publication.session_id)) < 0:
+                time.sleep(0.001)
+            start_position = publication.position
+            probe = PositionProbe(archive, recording_id)
+            probe.start()
+            publisher = BlockPublisher(publication, size)
+            began = time.perf_counter()
+            publisher.publish(messages, deadline)
+            publish_seconds = time.perf_counter() - began
+            end_position = publication.position
+            probe.target = end_position
+            probe.join(TIMEOUT_S)
+            if probe.is_alive() or probe.failure is not None or probe.first is None or probe.end is None:
+                raise RuntimeError(f"recording {recording_id} did not reach {end_position}: {probe.failure!r}")
+            archive.stop_recording(channel, stream_id)
+            while (stop_position := archive.stop_position(recording_id)) < 0:
+                time.sleep(0.001)
+        finally:
+            publication.close()
+    (first_position, first_time), (last_position, last_time) = probe.first, probe.end
+    return {"event": "recorded", "recordingId": recording_id, "startPosition": start_position,
+            "stopPosition": stop_position, "publicationPosition": end_position, "messages": messages,
+            "size": size, "measuredFromPosition": first_position, "measuredToPosition": last_position,
+            "measuredBytes": last_position - first_position, "measuredSeconds": last_time - first_time,
+            "probes": probe.probes, "publishSeconds": publish_seconds,
+            "backPressuredOffers": publisher.back_pressured}
+
+
+def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int) -> dict[str, object]:
+    channel = "aeron:ipc"
+    with connect(aeron) as archive:
+        descriptor = archive.list_recording(recording_id)
+        if descriptor is None or descriptor.stop_position <= descriptor.start_position:
+            raise RuntimeError(f"recording {recording_id} has no stopped data: {descriptor}")
+        start, length = descriptor.start_position, descriptor.stop_position - descriptor.start_position
+        subscription = aeron.add_subscription(channel, replay_stream_id)
+        try:
+            replay_session_id = archive.start_replay(recording_id, start, length, channel, replay_stream_id)
+            deadline = time.monotonic() + TIMEOUT_S
+            while (image := subscription.image_by_session_id(replay_image_session_id(replay_session_id))) is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("no replay image")
+                time.sleep(0.0001)
+            counted = [0]
+
+            def count(block: memoryview, position: int, session_id: int, term_id: int) -> None:
+                counted[0] += len(block)
+
+            end = start + length
+            first_time = 0.0
+            first_block = 0
+            while image.position < end:
+                consumed = image.block_poll(count, BLOCK_POLL_LIMIT)
+                if consumed and not first_time:
+                    first_time, first_block = time.perf_counter(), consumed
+                elif not consumed and image.is_closed:
+                    raise RuntimeError(f"replay image closed at {image.position} before {end}")
+            last_time = time.perf_counter()
+            image.close()
+        finally:
+            subscription.close()
+    return {"event": "replayed", "recordingId": recording_id, "replaySessionId": replay_session_id,
+            "position": start, "length": length, "countedBytes": counted[0],
+            "measuredBytes": counted[0] - first_block, "measuredSeconds": last_time - first_time}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=("record", "replay"))
+    parser.add_argument("--aeron-dir", required=True, help="our sidecar's media driver directory")
+    parser.add_argument("--stream-id", type=int, default=1001)
+    parser.add_argument("--publication-channel", default="aeron:ipc",
+                        help="IPC channel of the publication (e.g. with term-length); recorded as aeron:ipc")
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--recording-id", type=int)
+    parser.add_argument("--replay-stream-id", type=int, default=2002)
+    args = parser.parse_args(argv)
+    with AeronClient(args.aeron_dir, client_name="archive-bench") as aeron:
+        if args.command == "record":
+            result = record(aeron, args.stream_id, args.messages, args.size, args.publication_channel)
+        else:
+            if args.recording_id is None:
+                parser.error("replay needs --recording-id")
+            result = replay(aeron, args.recording_id, args.replay_stream_id)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
