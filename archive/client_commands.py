@@ -25,7 +25,7 @@ import contextlib
 import json
 from pathlib import Path
 
-from aeron_spark.archive import tool
+from aeron_spark.archive import recording_position, tool
 from aeron_spark.archive.client import (
     AERON_DRIVER_TIMEOUT_S,
     DEFAULT_CONTROL_CHANNEL,
@@ -230,6 +230,8 @@ def _stat_configure(parser: argparse.ArgumentParser) -> None:
                              "$AERON_DIR or /dev/shm/aeron-<user>)")
     parser.add_argument("--all", action="store_true", help="every counter of the driver, not only "
                                                            "the archive's (type ids 100-113)")
+    parser.add_argument("--archive-id", type=_int, metavar="ID",
+                        help="only the counters of this archive (several archives may share a driver)")
     parser.add_argument("--json", action="store_true", help="JSON lines instead of AeronStat lines")
     parser.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"seconds to wait for the media driver (default {DEFAULT_TIMEOUT_S})")
@@ -260,6 +262,9 @@ def stat(args: argparse.Namespace, output: tool.Output) -> int:
             type_id = reader.type_id(counter_id)
             if not args.all and type_id not in ARCHIVE_COUNTER_TYPE_IDS:
                 continue
+            if args.archive_id is not None and \
+                    _counter_archive_id(type_id, reader.key(counter_id)) != args.archive_id:
+                continue
             rows.append((counter_id, reader.value(counter_id), type_id, reader.label(counter_id)))
     for counter_id, value, type_id, label in rows:
         if args.json:
@@ -268,6 +273,19 @@ def stat(args: argparse.Namespace, output: tool.Output) -> int:
         else:
             output.line(f"{counter_id:3d}: {value:>20,} - type {type_id:3d} - {label}")
     return tool.EXIT_OK
+
+
+def _counter_archive_id(type_id: int, key: bytes) -> int | None:
+    """The archive id in an archive counter's key (rec-pos: after the source identity; the
+    others: the first 8 bytes), None for other counters or a 1.15.x key without it."""
+    if type_id == recording_position.RECORDING_POSITION_TYPE_ID:
+        try:
+            return recording_position.decode_key(key).archive_id
+        except ValueError:
+            return None
+    if type_id in ARCHIVE_COUNTER_TYPE_IDS and len(key) >= 8:
+        return int.from_bytes(key[:8], "little", signed=True)
+    return None
 
 
 tool.register_command(

@@ -297,6 +297,11 @@ def test_cli_stat_lists_the_archive_counters(sidecar: Sidecar, recorded: Recorde
     rows = [json.loads(line) for line in out.splitlines()]
     assert rows and all(100 <= r["typeId"] <= 113 for r in rows)
     assert {"counterId", "value", "typeId", "label"} <= set(rows[0])
+    code, out, err = run_tool("stat", "--dir", str(sidecar.archive_dir), "--json",
+                              "--archive-id", sidecar.ready["archiveId"])
+    assert code == 0 and len(out.splitlines()) == len(rows)
+    code, out, err = run_tool("stat", "--dir", str(sidecar.archive_dir), "--archive-id", "98765")
+    assert (code, out) == (0, "")
     code, text, err = run_tool("stat", "--aeron-dir", sidecar.driver_dir, "--all")
     assert code == 0, err
     assert len(text.splitlines()) > len(rows) and " - type " in text
