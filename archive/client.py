@@ -275,9 +275,13 @@ class ArchiveClient:
                     f"the archive at {self.description} sent an authentication challenge "
                     f"({len(answer.encoded_challenge)} bytes) but no on_challenge callback was given",
                     request="connect")
+            try:
+                credentials_answer = bytes(on_challenge(bytes(answer.encoded_challenge)))
+            except BaseException:
+                self._close_session_quietly(answer.control_session_id)
+                raise
             response_id = transport.next_correlation_id()
-            reply = codecs.ChallengeResponse(answer.control_session_id, response_id,
-                                             bytes(on_challenge(bytes(answer.encoded_challenge))))
+            reply = codecs.ChallengeResponse(answer.control_session_id, response_id, credentials_answer)
             expectation = AwaitConnect("ChallengeResponse", frozenset((response_id,)))
             self._send(reply, expectation.request, response_id)
             answer = self._await_connect(expectation, None)

@@ -202,6 +202,17 @@ def test_a_challenge_without_on_challenge_fails_and_closes_the_session() -> None
     assert archive.closed
 
 
+def test_a_failing_on_challenge_closes_the_session_and_propagates() -> None:
+    archive = FakeArchive()
+    archive.handlers[58] = lambda m: [codecs.Challenge(SESSION, m.correlation_id, 0, b"n")]
+
+    def broken(challenge: bytes) -> bytes:
+        raise KeyError("no secret for this archive")
+    with pytest.raises(KeyError, match="no secret"):
+        connect(archive, on_challenge=broken)
+    assert archive.of_type(codecs.CloseSessionRequest) and archive.closed
+
+
 def test_a_rejected_connect_raises_the_archive_message_and_closes_the_session() -> None:
     archive = FakeArchive()
     archive.handlers[58] = lambda m: [archive.ok(m, ArchiveErrorCode.AUTHENTICATION_REJECTED, Code.ERROR,
