@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aeron_spark.archive import tool
+from aeron_spark.archive import authenticator, tool
 from aeron_spark.archive.client import ArchiveClient, ArchiveError, ArchiveTimeoutError
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, SourceLocation
 from aeron_spark.driver_integration import AeronClient
@@ -223,6 +223,30 @@ def test_from_mark_file_on_another_driver_uses_the_udp_control_channel(
     with ArchiveClient.from_mark_file(sidecar.archive_dir, aeron=aeron_client, timeout=TIMEOUT) as remote:
         assert remote.description == f"{sidecar.control_channel} stream 10"
         assert remote.list_recording(recorded.recording_id) is not None
+
+
+def test_authentication_by_challenge_and_rejection(tmp_path: Path, aeron_client: AeronClient) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.write_text("spark:s3cret\n")
+    with running_sidecar(tmp_path / "auth", ["--auth-credentials-file", str(credentials),
+                                             "--auth-challenge-only"]) as secured:
+        connect = {"control_channel": secured.control_channel, "aeron": aeron_client, "timeout": TIMEOUT}
+        challenges: list[bytes] = []
+
+        def answer(challenge: bytes) -> bytes:
+            challenges.append(challenge)
+            return authenticator.answer_challenge("spark", "s3cret", challenge)
+        with ArchiveClient.connect(credentials=authenticator.encode_challenge_request("spark"),
+                                   on_challenge=answer, **connect) as authenticated:
+            assert challenges and challenges[0].startswith(authenticator.CHALLENGE_PREFIX)
+            assert authenticated.list_recordings() == []
+        with pytest.raises(ArchiveError) as rejected:
+            ArchiveClient.connect(credentials=authenticator.encode_challenge_request("spark"),
+                                  on_challenge=lambda c: b"spark:0000", **connect)
+        assert rejected.value.error_code == ArchiveErrorCode.AUTHENTICATION_REJECTED
+        assert rejected.value.archive_message == "authentication rejected"
+        with pytest.raises(ArchiveError, match="no on_challenge callback"):
+            ArchiveClient.connect(credentials=authenticator.encode_challenge_request("spark"), **connect)
 
 
 def test_connect_timeout_names_the_control_channel(aeron_client: AeronClient) -> None:
