@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -13,6 +19,7 @@ from pyspark.sql.types import (
 )
 
 from .options import OptionError, ReadMode, SourceOptions, validate_common
+from .sink_options import reject_sink_options_on_read, without_sink_options
 
 FORMAT_NAME = "aeron-archive"
 
@@ -36,7 +43,7 @@ class AeronArchiveDataSource(DataSource):
 
     def __init__(self, options) -> None:
         super().__init__(options)
-        validate_common(self.options)
+        validate_common(without_sink_options(self.options))  # sink.* options: checked by the writers
 
     @classmethod
     def name(cls) -> str:
@@ -48,15 +55,31 @@ class AeronArchiveDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from .batch_reader import AeronArchiveBatchReader
+        reject_sink_options_on_read(self.options)
         options = SourceOptions.parse(self.options, ReadMode.BATCH)
         _check_schema(schema, options)
         return AeronArchiveBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .micro_batch_stream import AeronArchiveStreamReader
+        reject_sink_options_on_read(self.options)
         options = SourceOptions.parse(self.options, ReadMode.STREAM)
         _check_schema(schema, options)
         return AeronArchiveStreamReader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """write.format("aeron-archive"): exactly-once append (docs/exactly-once.md)."""
+        from .writer import AeronArchiveBatchWriter, check_append_only, sink_columns
+        from .sink_options import SinkOptions
+        check_append_only(overwrite)
+        return AeronArchiveBatchWriter(SinkOptions.parse(self.options, streaming=False), sink_columns(schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """writeStream.format("aeron-archive"): exactly-once append keyed by the micro-batch id."""
+        from .writer import AeronArchiveStreamWriter, check_append_only, sink_columns
+        from .sink_options import SinkOptions
+        check_append_only(overwrite)
+        return AeronArchiveStreamWriter(SinkOptions.parse(self.options, streaming=True), sink_columns(schema))
 
 
 def _check_schema(schema: StructType, options: SourceOptions) -> None:

@@ -77,6 +77,12 @@ def sink_columns(schema: StructType) -> SinkColumns:
     return SinkColumns(isinstance(payload_type, StringType), has_reserved)
 
 
+def check_append_only(overwrite: bool) -> None:
+    if overwrite:
+        raise OptionError("the aeron-archive sink only appends (a recording is append-only): use mode(\"append\") "
+                          "for write, and the append (or update) output mode for writeStream")
+
+
 def to_staged_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """One Spark Arrow batch -> STAGED_SCHEMA; raises SinkDataError for rows that cannot be sent."""
     payload = batch.column(batch.schema.get_field_index("payload"))
