@@ -283,6 +283,8 @@ class MessageBatchBuilder:
     include_timestamp: bool = False
     allow_leading_fragments: bool = False
     target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES
+    # Messages with this reserved value are not rows (the sink's commit markers; sink recordings only).
+    drop_reserved_value: int | None = None
     stats: BuilderStats = field(default_factory=BuilderStats)
 
     def __post_init__(self) -> None:
@@ -344,8 +346,13 @@ class MessageBatchBuilder:
         self._staged = remaining
         if messages.count == 0:
             return []
-        return [to_record_batch(messages, recording_id=self.recording_id, session_id=self.session_id,
-                                stream_id=self.stream_id, include_timestamp=self.include_timestamp)]
+        batch = to_record_batch(messages, recording_id=self.recording_id, session_id=self.session_id,
+                                stream_id=self.stream_id, include_timestamp=self.include_timestamp)
+        if self.drop_reserved_value is not None:
+            batch = batch.filter(pc.not_equal(batch.column(5), self.drop_reserved_value))
+            if batch.num_rows == 0:
+                return []
+        return [batch]
 
 
 def first_frame_continues_a_message(block) -> bool:

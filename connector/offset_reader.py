@@ -19,6 +19,7 @@ from .data_loss import DataLossPolicy
 from .offsets import EARLIEST, LATEST, RecordingPositions
 from .options import PositionSpec, SourceOptions
 from .partition_planner import RecordingLayout
+from .sink_visibility import SinkVisibility, is_sink_recording
 
 
 class RecordingNotFound(LookupError):
@@ -36,6 +37,7 @@ class OffsetReader:
         self.descriptors: dict[int, RecordingDescriptor] = {}
         self._next_discovery_id = 0
         self._last_discovery_ms: float | None = None
+        self._sink_visibility = SinkVisibility(options.replay)
 
     @property
     def access(self) -> ArchiveAccess:
@@ -96,6 +98,14 @@ class OffsetReader:
         vanished: set[int] = set()
         for recording_id in recording_ids:
             descriptor = self.describe(recording_id)
+            if descriptor is not None and is_sink_recording(descriptor):
+                # Written by the aeron-archive sink: readable up to its last commit marker only.
+                end = self._sink_committed_end(recording_id)
+                if end is None:
+                    vanished.add(recording_id)
+                else:
+                    latest[recording_id] = end
+                continue
             if descriptor is not None and descriptor.is_active:
                 live = self.access.live_position(recording_id)
                 if live is not None:
@@ -109,6 +119,17 @@ class OffsetReader:
             else:
                 latest[recording_id] = descriptor.stop_position
         return latest, vanished
+
+    def _sink_committed_end(self, recording_id: int) -> int | None:
+        """A sink recording is stopped between commits and extended by each: always re-described."""
+        if self.access.live_position(recording_id) is not None:
+            return self._sink_visibility.while_active(self.descriptors[recording_id])
+        descriptor = self.refresh(recording_id)
+        if descriptor is None:
+            return None
+        if descriptor.is_active:
+            return self._sink_visibility.while_active(descriptor)
+        return self._sink_visibility.when_stopped(self.access, descriptor)
 
     def layouts(self, recording_ids: Iterable[int]) -> dict[int, RecordingLayout]:
         layouts: dict[int, RecordingLayout] = {}

@@ -28,6 +28,7 @@ from .data_loss import DataLossPolicy
 from .message_batches import MessageBatchBuilder, first_frame_continues_a_message
 from .options import SourceOptions
 from .partition_planner import ReplayRange
+from .sink_log import MARKER_RESERVED_VALUE, is_sink_recording
 
 LOG = logging.getLogger("aeron_spark.connector")
 
@@ -78,6 +79,7 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
             min_end_position=start,
             include_timestamp=options.include_timestamp,
             allow_leading_fragments=feed_start == descriptor.start_position,
+            drop_reserved_value=MARKER_RESERVED_VALUE if is_sink_recording(descriptor) else None,
         )
         if feed_start < start:
             with access.replay(recording_id, feed_start, start, options.replay) as head_blocks:
