@@ -62,6 +62,7 @@ typedef struct aeron_driver_context_stct aeron_driver_context_t;
 typedef struct aeron_driver_stct aeron_driver_t;
 
 typedef void (*aeron_notification_t)(void *clientd);
+typedef void (*aeron_error_handler_t)(void *clientd, int errcode, const char *message);
 typedef void (*aeron_on_available_image_t)(void *clientd, aeron_subscription_t *subscription,
                                            aeron_image_t *image);
 typedef void (*aeron_on_unavailable_image_t)(void *clientd, aeron_subscription_t *subscription,
@@ -140,6 +141,7 @@ int aeron_context_close(aeron_context_t *context);
 int aeron_context_set_dir(aeron_context_t *context, const char *value);
 int aeron_context_set_driver_timeout_ms(aeron_context_t *context, uint64_t value);
 int aeron_context_set_client_name(aeron_context_t *context, const char *value);
+int aeron_context_set_error_handler(aeron_context_t *context, aeron_error_handler_t handler, void *clientd);
 int aeron_init(aeron_t **client, aeron_context_t *context);
 int aeron_start(aeron_t *client);
 int aeron_close(aeron_t *client);

@@ -7,6 +7,7 @@ answers or ``timeout`` passes. Closing the client closes everything it created.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -30,18 +31,28 @@ if TYPE_CHECKING:
     from .image import _ImageHandle
     from .media_driver import MediaDriver
 
+log = logging.getLogger(__name__)
+
 
 class AeronClient:
     """Connects to the media driver whose directory is ``aeron_dir`` (embedded or external)."""
 
     def __init__(self, aeron_dir: str, *, client_name: str | None = None, timeout: float = 10.0,
-                 fast_offer: bool = True) -> None:
-        """``fast_offer``: let concurrent publications offer through pyaeron (a second, lazily
+                 driver_timeout: float = 10.0, fast_offer: bool = True) -> None:
+        """``timeout``: how long a blocking add waits for the driver's answer.
+        ``driver_timeout``: how long the driver may stay silent before the client declares it
+        dead (Aeron's driver timeout; kept separate because a short one kills healthy clients).
+        ``fast_offer``: let concurrent publications offer through pyaeron (a second, lazily
         created client on the same driver; see ``Publication``)."""
         if timeout <= 0:
             raise ValueError(f"timeout {timeout} is invalid: must be a positive number of seconds")
+        if driver_timeout < 1:
+            raise ValueError(f"driver_timeout {driver_timeout} is invalid: must be at least 1 second")
         self.aeron_dir = aeron_dir
         self.timeout = timeout
+        self.last_async_error: tuple[int, str] | None = None
+        # Aeron's default error handler exits the process; ours logs and keeps the error.
+        self._error_handler = ffi.callback("aeron_error_handler_t", self._on_async_error)
         self.fast_offer = fast_offer
         self._pyaeron: pyaeron.Aeron | None = None
         self._lock = threading.RLock()
@@ -56,8 +67,10 @@ class AeronClient:
         self._context = context_p[0]
         try:
             check(lib.aeron_context_set_dir(self._context, aeron_dir.encode()), "set client dir")
-            check(lib.aeron_context_set_driver_timeout_ms(self._context, max(1, int(timeout * 1000))),
+            check(lib.aeron_context_set_driver_timeout_ms(self._context, int(driver_timeout * 1000)),
                   "set driver timeout")
+            check(lib.aeron_context_set_error_handler(self._context, self._error_handler, ffi.NULL),
+                  "set error handler")
             if client_name is not None:
                 check(lib.aeron_context_set_client_name(self._context, client_name.encode()),
                       f"set client name {client_name!r}")
@@ -69,6 +82,12 @@ class AeronClient:
         except BaseException:
             self._release()
             raise
+
+    def _on_async_error(self, _clientd: object, errcode: int, message: object) -> None:
+        # Runs on the Aeron client conductor thread (driver timeouts, async errors).
+        text = ffi.string(message).decode(errors="replace") if message != ffi.NULL else ""
+        self.last_async_error = (errcode, text)
+        log.error("Aeron client error (%d) in %s: %s", errcode, self.aeron_dir, text)
 
     @classmethod
     def with_embedded_driver(cls, *, client_name: str | None = None, timeout: float = 10.0,
