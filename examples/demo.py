@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TRADES_STREAM_ID = 2001
+RESULT_CHANNEL = "aeron:ipc"
+RESULT_STREAM_ID = 3001
+SINK_ID = "vwap-demo"
 SYMBOLS = {"AAPL": 187.0, "MSFT": 415.0, "NVDA": 905.0, "AMZN": 178.0}
 WINDOW = "5 seconds"
 WATERMARK_DELAY = "2 seconds"
@@ -194,10 +197,13 @@ def vwap_per_window(trades):
 
 
 def describe_progress(name: str, progress) -> str:
+    """One line per batch: id, rows, rates, and the source's offsets (recording id -> position)."""
     source = progress["sources"][0] if progress.get("sources") else {}
-    return (f"{name}: batch {progress['batchId']} rows {progress['numInputRows']} "
-            f"({progress.get('processedRowsPerSecond', 0.0):.0f} rows/s) "
-            f"end offset {source.get('endOffset')} latest {source.get('latestOffset')}")
+    input_rate = source.get("inputRowsPerSecond") or 0.0
+    processed_rate = source.get("processedRowsPerSecond") or 0.0
+    return (f"{name}: batch {progress['batchId']}: {progress['numInputRows']} rows "
+            f"({input_rate:.0f} rows/s in, {processed_rate:.0f} rows/s processed), "
+            f"end offset {source.get('endOffset')}, latest {source.get('latestOffset')}")
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -215,6 +221,97 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def start_queries(spark, archive_dir: Path, trades_channel: str, checkpoints: Path) -> dict:
+    """Two queries over the same pipeline: VWAP windows -> console, and -> a new recording."""
+    from pyspark.sql import functions as F
+
+    def vwap(checkpoint: Path):
+        trades = (spark.readStream.format("aeron-archive")
+                  .option("archive.dir", str(archive_dir))
+                  .option("channel", trades_channel).option("streamId", TRADES_STREAM_ID)
+                  .option("startingPositions", "earliest")
+                  .option("checkpointLocation", str(checkpoint))
+                  .load())
+        return vwap_per_window(trades)
+
+    console_checkpoint = checkpoints / "console"
+    console = (vwap(console_checkpoint).writeStream.format("console").outputMode("append")
+               .option("truncate", "false").option("numRows", 100)
+               .option("checkpointLocation", str(console_checkpoint))
+               .trigger(processingTime=TRIGGER_INTERVAL).queryName("vwap->console").start())
+    # One message per window and symbol: the row as JSON; the reserved value is the window start
+    # (epoch ns), so includeTimestamp=true reads it back as the `timestamp` column.
+    sink_checkpoint = checkpoints / "sink"
+    rows = vwap(sink_checkpoint).select(
+        F.to_json(F.struct("window_start", "symbol", "vwap", "volume", "trades")).alias("payload"),
+        (F.unix_micros("window_start") * 1000).alias("reserved_value"))
+    sink = (rows.writeStream.format("aeron-archive").outputMode("append")
+            .option("archive.dir", str(archive_dir))
+            .option("channel", RESULT_CHANNEL).option("streamId", RESULT_STREAM_ID)
+            .option("sink.id", SINK_ID)
+            .option("checkpointLocation", str(sink_checkpoint))
+            .trigger(processingTime=TRIGGER_INTERVAL).start())  # no queryName: the sink rejects it as an option
+    return {"vwap->console": console, "vwap->aeron-archive": sink}
+
+
+def run_until_drained(queries: dict, publisher: TradePublisher, archive, trades_channel: str,
+                      timeout_s: float) -> None:
+    """Prints each new progress; returns once every query has read the whole trades recording
+    and run one more batch (which emits the windows the final watermark closed)."""
+    last_batch = {name: -1 for name in queries}
+    drained_at: dict[str, int] = {}
+    final_position: int | None = None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if publisher.error is not None:
+            raise RuntimeError(f"the trade publisher failed: {publisher.error!r}")
+        if final_position is None and not publisher.is_alive():
+            final_position = publisher.publication.position
+            say(f"publisher done: {publisher.published} trades, stream position {final_position}")
+        for name, query in queries.items():
+            if query.exception() is not None:
+                raise RuntimeError(f"query {name} failed: {query.exception()}")
+            progress = query.lastProgress
+            if not progress or progress["batchId"] == last_batch[name]:
+                continue
+            last_batch[name] = progress["batchId"]
+            say(describe_progress(name, progress))
+            ends = [int(p) for s in progress.get("sources", []) for p in json.loads(s.get("endOffset") or "{}").values()]
+            if final_position is not None and name not in drained_at and ends and max(ends) >= final_position:
+                drained_at[name] = progress["batchId"]
+        if len(drained_at) == len(queries) and all(last_batch[n] > b for n, b in drained_at.items()):
+            return
+        time.sleep(0.25)
+    raise TimeoutError(f"the queries did not read all trades within {timeout_s:.0f} s "
+                       f"(last batches {last_batch}, drained at {drained_at})")
+
+
+def describe_result(archive, spark, archive_dir: Path) -> None:
+    """The sink recording's descriptor, then its rows read back with spark.read."""
+    from pyspark.sql import functions as F
+
+    from aeron_spark.connector.sink_log import MARKER_RESERVED_VALUE, sink_id_of_channel
+
+    results = [d for d in archive.list_recordings() if sink_id_of_channel(d.original_channel) == SINK_ID]
+    if not results:
+        raise RuntimeError(f"no sink recording for sink id {SINK_ID} in the archive")
+    result = results[-1]
+    say(f"result recording {result.recording_id}: startPosition={result.start_position} "
+        f"stopPosition={result.stop_position} streamId={result.stream_id} channel={result.original_channel}")
+    rows = (spark.read.format("aeron-archive").option("recordingIds", str(result.recording_id))
+            .option("includeTimestamp", "true").load(str(archive_dir)))
+    schema = "window_start TIMESTAMP, symbol STRING, vwap DOUBLE, volume BIGINT, trades BIGINT"
+    # Commit markers are messages of the sink recording too (reserved value MARKER_RESERVED_VALUE);
+    # only the data rows are shown.
+    parsed = (rows.where(F.col("reserved_value") != F.lit(MARKER_RESERVED_VALUE)).select("position", F.from_json(F.col("payload").cast("string"), schema).alias("r"),
+                          F.col("timestamp").alias("reserved_value_as_time"))
+              .select("position", "r.*", "reserved_value_as_time"))
+    count = parsed.count()
+    say(f"read back {count} row{'s' if count != 1 else ''} of recording {result.recording_id} "
+        "with spark.read.format(\"aeron-archive\") (position = stream position after the message):")
+    parsed.orderBy("position").show(12, truncate=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from aeron_spark.archive.client import ArchiveClient
@@ -223,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     archive_dir = work / "archive"
     trades_channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
     sidecar = publisher = spark = archive = None
-    queries = []
+    queries: dict = {}
+    started = time.monotonic()
     try:
         say(f"starting the archive sidecar on {archive_dir}")
         sidecar = Sidecar.start(archive_dir, work / "sidecar.log")
@@ -232,43 +330,26 @@ def main(argv: list[str] | None = None) -> int:
         archive.start_recording(trades_channel, TRADES_STREAM_ID)
         publisher = TradePublisher(archive.aeron, trades_channel, TRADES_STREAM_ID, args.trades, args.seconds)
         publisher.start()
-        say(f"publishing {args.trades} trades over {args.seconds:.0f} s on {trades_channel} "
-            f"stream {TRADES_STREAM_ID}; the sidecar records them")
+        say(f"publishing {args.trades} trades over {args.seconds:g} s on {trades_channel} "
+            f"stream {TRADES_STREAM_ID} (JSON); the sidecar records them")
 
+        say("starting Spark (local[2])")
         spark = spark_session()
-        trades = (spark.readStream.format("aeron-archive")
-                  .option("archive.dir", str(archive_dir))
-                  .option("channel", trades_channel).option("streamId", TRADES_STREAM_ID)
-                  .option("startingPositions", "earliest")
-                  .option("checkpointLocation", str(work / "checkpoints" / "vwap-console"))
-                  .load())
-        vwap = vwap_per_window(trades)
-        console = (vwap.writeStream.format("console").outputMode("append")
-                   .option("truncate", "false").option("numRows", 50)
-                   .option("checkpointLocation", str(work / "checkpoints" / "vwap-console"))
-                   .trigger(processingTime=TRIGGER_INTERVAL).start())
-        queries.append(console)
-        last_batch = -1
-        deadline = time.monotonic() + args.seconds + 60
-        while time.monotonic() < deadline:
-            if publisher.error is not None:
-                raise RuntimeError(f"the trade publisher failed: {publisher.error}")
-            if console.exception() is not None:
-                raise RuntimeError(f"the VWAP query failed: {console.exception()}")
-            progress = console.lastProgress
-            if progress and progress["batchId"] != last_batch:
-                last_batch = progress["batchId"]
-                say(describe_progress("vwap", progress))
-            if not publisher.is_alive() and progress and progress["numInputRows"] == 0:
-                break
-            time.sleep(0.5)
+        queries = start_queries(spark, archive_dir, trades_channel, work / "checkpoints")
+        say(f"queries running: {', '.join(queries)}; VWAP per symbol over {WINDOW} event-time windows, "
+            f"watermark {WATERMARK_DELAY}, trigger every {TRIGGER_INTERVAL}")
+        run_until_drained(queries, publisher, archive, trades_channel, timeout_s=args.seconds + 120)
+        for query in queries.values():
+            query.stop()
+        describe_result(archive, spark, archive_dir)
+        say(f"done in {time.monotonic() - started:.0f} s")
         return 0
     finally:
-        for query in queries:
+        for name, query in queries.items():
             try:
                 query.stop()
-            except Exception as error:  # noqa: BLE001
-                say(f"stopping query failed: {error}")
+            except Exception as error:  # noqa: BLE001 - keep stopping the rest
+                say(f"stopping query {name} failed: {error}")
         if spark is not None:
             spark.stop()
         if publisher is not None:
