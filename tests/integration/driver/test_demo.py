@@ -1,4 +1,4 @@
-"""examples/demo.py runs end to end and reports agreement with position.py."""
+"""examples/driver_positions_demo.py runs end to end and reports agreement with position.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
-DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo.py"
+DEMO = Path(__file__).resolve().parents[3] / "examples" / "driver_positions_demo.py"
 
 
 def test_demo_exits_zero_and_every_position_agrees():
