@@ -1,16 +1,20 @@
 """Demo: live trades -> archive sidecar -> Spark VWAP -> new recording (the README's ``./run-demo``).
 
 1. Starts the archive sidecar (``aeron-archive serve``, with its own embedded media driver) as a
-   subprocess on a temporary directory.
-2. Asks it to record the trades stream, then publishes synthetic trades on it from this process:
-   UDP ``aeron:udp?endpoint=localhost:<free port>``, stream 2001, one trade per message, each a
-   UTF-8 JSON object ``{"symbol": "AAPL", "price": 187.25, "size": 300, "ts": <epoch ms>}``.
-3. Spark reads the recording live with ``spark.readStream.format("aeron-archive")`` (channel +
-   streamId), parses the JSON and computes a VWAP per symbol over 5-second event-time windows
-   (watermark 2 s; a window is emitted once the watermark has passed its end), and writes the
-   windows to the console and with ``writeStream.format("aeron-archive")`` into a new recording.
-4. Ends by printing the result recording's descriptor (recording id, start/stop positions) and
-   rows read back with ``spark.read.format("aeron-archive")``.
+   subprocess on a temporary directory, and asks it to record the trades stream: UDP
+   ``aeron:udp?endpoint=localhost:<free port>``, stream 2001.
+2. Starts Spark (``local[2]``) and two queries on the same pipeline: read the trades recording
+   live with ``spark.readStream.format("aeron-archive")`` (channel + streamId), parse the JSON,
+   VWAP per symbol over 5-second event-time windows (watermark 2 s: a window is emitted once the
+   watermark passes its end); one query writes the windows to the console, the other with
+   ``writeStream.format("aeron-archive")`` into a new recording (one JSON message per window and
+   symbol, reserved value = window start in epoch ns).
+3. Publishes synthetic trades from this process while the queries run: one UTF-8 JSON message per
+   trade, ``{"symbol":"AAPL","price":187.25,"size":300,"ts":<epoch ms>}``; prints each batch's
+   progress (batch id, rows, rows/s, end and latest offsets).
+4. Once both queries have read every trade, stops them and prints the result recording's
+   descriptor (recording id, start/stop positions) and its rows read back with
+   ``spark.read.format("aeron-archive")``.
 
 Everything it starts (publisher thread, Spark, the sidecar by PID) is stopped in ``finally``.
 Exit code 0 on success. ``--trades`` and ``--seconds`` size the run.
@@ -66,14 +70,15 @@ class Sidecar:
     ready_line: str
 
     @classmethod
-    def start(cls, archive_dir: Path, log_path: Path) -> "Sidecar":
+    def start(cls, archive_dir: Path, log_path: Path) -> Sidecar:
         """``aeron-archive serve`` with an embedded driver; IPC control channel (stream 10)."""
         command = [sys.executable, "-m", "aeron_spark.archive.tool", "serve", "--dir", str(archive_dir),
                    "--control-channel", "aeron:ipc", "--control-stream-id", "10",
                    "--segment-length", "16m", "--log-level", "WARNING"]
-        log = open(log_path, "w")
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
-        log.close()
+        with open(log_path, "w") as log:  # the child keeps its own copy of the descriptor
+            # preexec_fn is safe here: the demo has started no other thread yet.
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                                       preexec_fn=_terminate_with_parent)  # noqa: PLW1509
         try:
             line = _await_ready_line(process)
         except BaseException:
@@ -84,6 +89,14 @@ class Sidecar:
 
     def stop(self) -> None:
         stop_process(self.process)
+
+
+def _terminate_with_parent() -> None:
+    """In the sidecar child: SIGTERM when this demo dies, even by SIGKILL (Linux prctl)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _await_ready_line(process: subprocess.Popen) -> str:
@@ -254,8 +267,18 @@ def start_queries(spark, archive_dir: Path, trades_channel: str, checkpoints: Pa
     return {"vwap->console": console, "vwap->aeron-archive": sink}
 
 
-def run_until_drained(queries: dict, publisher: TradePublisher, archive, trades_channel: str,
-                      timeout_s: float) -> None:
+def await_recording(archive, channel: str, stream_id: int, timeout_s: float = 10.0):
+    """The recording of ``channel``/``stream_id`` (it exists once the publication's image does)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = archive.list_recordings_for_uri(0, None, channel, stream_id)
+        if found:
+            return found[-1]
+        time.sleep(0.05)
+    raise TimeoutError(f"the sidecar did not start recording {channel} stream {stream_id} within {timeout_s:.0f} s")
+
+
+def run_until_drained(queries: dict, publisher: TradePublisher, timeout_s: float) -> None:
     """Prints each new progress; returns once every query has read the whole trades recording
     and run one more batch (which emits the windows the final watermark closed)."""
     last_batch = {name: -1 for name in queries}
@@ -288,9 +311,8 @@ def run_until_drained(queries: dict, publisher: TradePublisher, archive, trades_
 
 def describe_result(archive, spark, archive_dir: Path) -> None:
     """The sink recording's descriptor, then its rows read back with spark.read."""
+    from aeron_spark.connector.sink_log import sink_id_of_channel
     from pyspark.sql import functions as F
-
-    from aeron_spark.connector.sink_log import MARKER_RESERVED_VALUE, sink_id_of_channel
 
     results = [d for d in archive.list_recordings() if sink_id_of_channel(d.original_channel) == SINK_ID]
     if not results:
@@ -301,9 +323,8 @@ def describe_result(archive, spark, archive_dir: Path) -> None:
     rows = (spark.read.format("aeron-archive").option("recordingIds", str(result.recording_id))
             .option("includeTimestamp", "true").load(str(archive_dir)))
     schema = "window_start TIMESTAMP, symbol STRING, vwap DOUBLE, volume BIGINT, trades BIGINT"
-    # Commit markers are messages of the sink recording too (reserved value MARKER_RESERVED_VALUE);
-    # only the data rows are shown.
-    parsed = (rows.where(F.col("reserved_value") != F.lit(MARKER_RESERVED_VALUE)).select("position", F.from_json(F.col("payload").cast("string"), schema).alias("r"),
+    # The source reads a sink recording up to its last commit marker and drops the markers.
+    parsed = (rows.select("position", F.from_json(F.col("payload").cast("string"), schema).alias("r"),
                           F.col("timestamp").alias("reserved_value_as_time"))
               .select("position", "r.*", "reserved_value_as_time"))
     count = parsed.count()
@@ -329,16 +350,18 @@ def main(argv: list[str] | None = None) -> int:
         archive = ArchiveClient.from_mark_file(archive_dir)
         archive.start_recording(trades_channel, TRADES_STREAM_ID)
         publisher = TradePublisher(archive.aeron, trades_channel, TRADES_STREAM_ID, args.trades, args.seconds)
-        publisher.start()
-        say(f"publishing {args.trades} trades over {args.seconds:g} s on {trades_channel} "
-            f"stream {TRADES_STREAM_ID} (JSON); the sidecar records them")
+        trades_recording = await_recording(archive, trades_channel, TRADES_STREAM_ID)
+        say(f"the sidecar records {trades_channel} stream {TRADES_STREAM_ID} as recording "
+            f"{trades_recording.recording_id} from position {trades_recording.start_position}")
 
         say("starting Spark (local[2])")
         spark = spark_session()
         queries = start_queries(spark, archive_dir, trades_channel, work / "checkpoints")
         say(f"queries running: {', '.join(queries)}; VWAP per symbol over {WINDOW} event-time windows, "
             f"watermark {WATERMARK_DELAY}, trigger every {TRIGGER_INTERVAL}")
-        run_until_drained(queries, publisher, archive, trades_channel, timeout_s=args.seconds + 120)
+        publisher.start()
+        say(f"publishing {args.trades} trades over {args.seconds:g} s, one JSON message each")
+        run_until_drained(queries, publisher, timeout_s=args.seconds + 120)
         for query in queries.values():
             query.stop()
         describe_result(archive, spark, archive_dir)

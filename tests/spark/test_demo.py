@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(330)]
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
-RUN_TIMEOUT_S = 200
+RUN_TIMEOUT_S = 300
 RESULT_LINE = re.compile(r"result recording (\d+): startPosition=(\d+) stopPosition=(\d+)")
 READ_BACK_LINE = re.compile(r"read back (\d+) rows? of recording (\d+)")
 PROGRESS_LINE = re.compile(r"batch \d+: \d+ rows .* end offset \{")
