@@ -102,6 +102,12 @@ class ReplaySubscription:
                 idle_since = time.monotonic()
                 idle = 0
                 continue
+            if not image.is_closed:
+                # Padding (a term's end) moves the image position without a message: a replay
+                # whose range ends with padding is complete once the image has passed it.
+                consumed = max(consumed, image.position)
+                if self.end_position is not None and consumed >= self.end_position:
+                    return
             if image.is_closed or image.is_end_of_stream:
                 # Nothing more can arrive: a replay that stopped short of its end failed.
                 if self.end_position is not None and consumed < self.end_position:
