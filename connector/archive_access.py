@@ -13,7 +13,16 @@ Real-client facts used here:
   session only: replays of other partitions on the same channel/stream then never become images
   of this subscription (an unpolled IPC image would hold their publications back);
 * a replay is bounded by a limit counter holding the range end, so the archive never sends a
-  byte past it.
+  byte past it;
+* ``archive.dir`` is resolved through the archive's mark file, and a mark file that says the
+  archive stopped (or stopped updating) is a clear error at once, not a connect timeout.
+
+The client calls (checked against ``ArchiveClient`` and the sidecar): ``connect(control_channel,
+control_stream_id, response_channel, response_stream_id, aeron_dir, timeout)``,
+``list_recording``, ``list_recordings_for_uri(from, count, fragment, stream_id)``,
+``recording_position`` (-1 when not active), ``start_bounded_replay(recording_id, position,
+length, limit_counter_id, channel, stream_id)``, ``stop_replay``, ``close``; and on its
+AeronClient ``add_subscription``, ``add_counter(type_id, key, label)`` and ``counters_reader``.
 """
 
 from __future__ import annotations
@@ -77,6 +86,12 @@ def resolve_connection(connection: ArchiveConnection) -> ArchiveConnection:
     if connection.archive_dir is None:
         return connection
     mark = read_mark_file_location(connection.archive_dir)
+    if not mark.is_live():
+        state = ("stopped cleanly" if mark.terminated else
+                 f"has not been updated for {mark.activity_age_ms() / 1000:.1f} s or its process {mark.pid} is gone")
+        raise ArchiveUnavailable(f"option archive.dir: no archive is running on {connection.archive_dir} "
+                                 f"(its mark file {mark.path} says it {state}); start `aeron-archive serve "
+                                 f"--dir {connection.archive_dir}` or point archive.dir at a running archive")
     if not mark.control_channel and not connection.control_channel:
         raise ArchiveUnavailable(f"the archive mark file in {connection.archive_dir} names no control channel; "
                                  "set archive.controlChannel")
@@ -176,7 +191,7 @@ class ClientArchiveAccess:
             next_id = page[-1].recording_id + 1
 
     def live_position(self, recording_id: int) -> int | None:
-        counters = _FirstMatchCounters(self._client.aeron.counters_reader)
+        counters = self._client.aeron.counters_reader
         counter_id = self._counter_ids.get(recording_id)
         if counter_id is None:
             counter_id = recording_position.find_counter_id_by_recording(counters, recording_id, self.archive_id)
@@ -193,9 +208,6 @@ class ClientArchiveAccess:
     @contextlib.contextmanager
     def replay(self, recording_id: int, start: int, end: int,
                settings: ReplaySettings) -> Iterator[Iterator[tuple[int, bytes]]]:
-        descriptor = self.describe(recording_id)
-        if descriptor is None:
-            raise ReplayFailed(f"recording {recording_id} is not in the archive catalog")
         aeron = self._client.aeron
         session_id = random.randint(1, (1 << 31) - 1)
         channel = _with_param(settings.channel, "session-id", str(session_id))
@@ -208,7 +220,7 @@ class ClientArchiveAccess:
             replay_session_id = self._client.start_bounded_replay(
                 recording_id, start, end - start, limit.counter_id, channel, settings.stream_id)
             image = _await_image(subscription, session_id, settings.idle_timeout_ms, recording_id)
-            yield _replayed_blocks(image, descriptor, start, end, settings.idle_timeout_ms)
+            yield _replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms)
         finally:
             if replay_session_id is not None:
                 with contextlib.suppress(Exception):
@@ -237,7 +249,7 @@ def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: i
     raise ReplayFailed(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
 
 
-def _replayed_blocks(image, descriptor: RecordingDescriptor, start: int, end: int,
+def _replayed_blocks(image, recording_id: int, start: int, end: int,
                      idle_timeout_ms: int) -> Iterator[tuple[int, bytes]]:
     received: list[tuple[int, bytes]] = []
 
@@ -254,10 +266,10 @@ def _replayed_blocks(image, descriptor: RecordingDescriptor, start: int, end: in
             if not received:
                 if image.is_closed or image.is_end_of_stream:
                     raise ReplayFailed(
-                        f"recording {descriptor.recording_id}: replay ended at {position}, before {end}")
+                        f"recording {recording_id}: replay ended at {position}, before {end}")
                 if time.monotonic() - idle_since > idle_timeout_ms / 1000.0:
                     raise ReplayFailed(
-                        f"recording {descriptor.recording_id}: replay made no progress at {position} "
+                        f"recording {recording_id}: replay made no progress at {position} "
                         f"for {idle_timeout_ms} ms (replay.idleTimeoutMs)")
                 time.sleep(0.0005)
                 continue
@@ -267,23 +279,3 @@ def _replayed_blocks(image, descriptor: RecordingDescriptor, start: int, end: in
                 position = block_position + len(block)
     finally:
         image.close()
-
-
-class _FirstMatchCounters:
-    """CountersReader whose ``find`` returns the first match or None.
-
-    driver_integration.counters.CountersReader.find returns every matching id (a list), while
-    archive.recording_position's CountersView expects one id or None.
-    """
-
-    def __init__(self, reader) -> None:
-        self._reader = reader
-
-    def find(self, type_id: int, key_predicate):
-        found = self._reader.find(type_id, key_predicate)
-        if isinstance(found, list):
-            return found[0] if found else None
-        return found
-
-    def __getattr__(self, name: str):
-        return getattr(self._reader, name)
