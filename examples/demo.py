@@ -333,8 +333,13 @@ def describe_result(archive, spark, archive_dir: Path) -> None:
     parsed.orderBy("position").show(12, truncate=False)
 
 
+def _exit_on_sigterm(signum: int, _frame) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally blocks that stop everything
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from aeron_spark.archive.client import ArchiveClient
 
     work = Path(tempfile.mkdtemp(prefix="aeron-spark-demo-"))

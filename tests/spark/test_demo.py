@@ -1,8 +1,8 @@
 """Smoke test of the README's demo: examples/demo.py runs end to end in a short configuration.
 
-The demo is run as a subprocess (it starts its own sidecar and Spark session); the subprocess is
-killed by PID (its whole process group: the sidecar, the JVM and Python workers are its children)
-on timeout or failure.
+The demo is run as a subprocess (it starts its own sidecar and Spark session). On timeout or
+failure it is stopped by PID: SIGTERM first (it then stops Spark and the sidecar itself), then
+SIGKILL to its whole process group (the sidecar, the JVM and Python workers are its children).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(330)]
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
-RUN_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 270
+STOP_GRACE_S = 30
 RESULT_LINE = re.compile(r"result recording (\d+): startPosition=(\d+) stopPosition=(\d+)")
 READ_BACK_LINE = re.compile(r"read back (\d+) rows? of recording (\d+)")
 PROGRESS_LINE = re.compile(r"batch \d+: \d+ rows .* end offset \{")
@@ -30,21 +31,23 @@ def run_demo(*args: str) -> subprocess.CompletedProcess:
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=RUN_TIMEOUT_S)
-    except BaseException:
-        _kill_group(process)
-        raise
     finally:
         if process.poll() is None:
-            _kill_group(process)
+            _stop(process)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM (the demo then stops Spark and its sidecar), then SIGKILL to its process group."""
+    process.send_signal(signal.SIGTERM)
     try:
-        os.killpg(process.pid, signal.SIGKILL)  # the demo leads its own session: pgid == pid
-    except ProcessLookupError:
-        pass
-    process.communicate()
+        process.communicate(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the demo leads its own session: pgid == pid
+        except ProcessLookupError:
+            pass
+        process.communicate()
 
 
 def test_demo_prints_the_result_recording_and_its_rows():
