@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> list[Sample]:
     samples: list[Sample] = []
     profile_index = 0
     for repeat in range(args.repeats):
-        order = ARCHIVES if repeat % 2 == 0 else tuple(reversed(ARCHIVES))
+        order = args.archives if repeat % 2 == 0 else tuple(reversed(args.archives))
         for archive in order:
             with started(archive, installation, args.work_dir, args.java_threading) as running:
                 profiling = contextlib.nullcontext()
@@ -294,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=parse_messages, default=parse_messages("32=4000000,1024=500000"),
                         help="payload sizes and message counts, SIZE=COUNT,... (default 32=4000000,1024=500000)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--archives", type=lambda text: tuple(text.split(",")), default=ARCHIVES,
+                        help="which archives to run, comma separated (default java,ours; the table needs both)")
     parser.add_argument("--java-threading", choices=("shared", "dedicated"), default="shared",
                         help="the Java archive's threading (driver and archive agents); default shared")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false",
@@ -305,12 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if not args.archives or set(args.archives) - set(ARCHIVES):
+        parser.error(f"--archives {','.join(args.archives)} is invalid: choose from {','.join(ARCHIVES)}")
     own_work_dir = args.work_dir is None
     args.work_dir = Path(tempfile.mkdtemp(prefix="archive-bench-", dir="/var/tmp")) if own_work_dir else args.work_dir
     args.work_dir.mkdir(parents=True, exist_ok=True)
     try:
         samples = run(args)
-        results = table(samples, args.messages)
+        results = table(samples, args.messages) if set(args.archives) == set(ARCHIVES) else "(one archive only: no table)"
         notes = machine_notes(args.work_dir)
     finally:
         if own_work_dir:
