@@ -50,3 +50,19 @@ def test_fixed_size_messages_whose_frames_are_back_to_back():
     log = unfragmented_log((64,), 50, seed=3, term_length=1 << 16)  # no PAD frame at all
     check(log, 0, 50, 0)
     check(log, 10, 50, 30)
+
+
+def test_uniform_blocks_take_the_strided_path_and_reject_anything_else():
+    from aeron_spark.connector import message_batches
+
+    log = unfragmented_log((100,), 40, seed=9, term_length=1 << 16)
+    data = bytes(log.data)
+    whole = message_batches._uniform_whole_messages(
+        message_batches._as_bytes_array(data), 0, log.messages[4].end_position)
+    assert whole is not None and list(whole.end_positions) == [m.end_position for m in log.messages[5:]]
+    mutated = bytearray(data)
+    mutated[20 * 160 + 5] = 0x80  # one frame: BEGIN only (a fragment)
+    assert message_batches._uniform_whole_messages(message_batches._as_bytes_array(bytes(mutated)), 0, None) is None
+    mutated = bytearray(data)
+    mutated[7 * 160 + 6] = 0  # one PAD frame of the same length
+    assert message_batches._uniform_whole_messages(message_batches._as_bytes_array(bytes(mutated)), 0, None) is None
