@@ -2,7 +2,8 @@
 
 For every message received it prints the stream position, term id and term offset that Aeron
 reports, next to the values recomputed with ``aeron_spark.driver_integration.position``, and
-checks that they agree. Run: ``python examples/driver_positions_demo.py`` (exits 0 when everything agrees).
+checks that they agree. Run: ``python examples/driver_positions_demo.py`` (exits 0 when
+everything agrees).
 """
 
 from __future__ import annotations
