@@ -122,13 +122,14 @@ class OffsetReader:
 
     def _sink_committed_end(self, recording_id: int) -> int | None:
         """A sink recording is stopped between commits and extended by each: always re-described."""
-        if self.access.live_position(recording_id) is not None:
-            return self._sink_visibility.while_active(self.descriptors[recording_id])
+        live = self.access.live_position(recording_id)
+        if live is not None:
+            return self._sink_visibility.while_active(self.access, self.descriptors[recording_id], live)
         descriptor = self.refresh(recording_id)
         if descriptor is None:
             return None
         if descriptor.is_active:
-            return self._sink_visibility.while_active(descriptor)
+            return self._sink_visibility.while_active(self.access, descriptor, None)
         return self._sink_visibility.when_stopped(self.access, descriptor)
 
     def layouts(self, recording_ids: Iterable[int]) -> dict[int, RecordingLayout]:

@@ -4,8 +4,9 @@ A recording written by the `aeron-archive` sink (its original channel carries
 ``alias=aeron-spark-sink:<sink.id>``) is only ever extended by a commit, and a commit is visible
 once its marker is recorded and the recording stopped. So, for the source's driver side:
 
-* while the recording is ACTIVE (a commit in progress) its readable end is the committed end this
-  reader last established (the recording's start position if it never saw it stopped);
+* while the recording is ACTIVE (a commit in progress, or one that died and has not been stopped
+  yet) its readable end is the committed end this reader last established; a reader that never
+  saw it stopped scans the recorded part once for the last marker;
 * once STOPPED, its stop position when the tail is a marker (one 96-byte replay); otherwise the
   tail is debris of a commit that died, and the end of the last marker is found by scanning
   forward from the last committed end known (or the start). The result is cached per stop
@@ -47,8 +48,19 @@ class SinkVisibility:
         self._known_end: dict[int, int] = {}             # recording id -> committed end established
         self._by_stop: dict[int, tuple[int, int]] = {}   # recording id -> (stop position, committed end)
 
-    def while_active(self, descriptor: RecordingDescriptor) -> int:
-        return self._known_end.get(descriptor.recording_id, descriptor.start_position)
+    def while_active(self, access, descriptor: RecordingDescriptor, live_position: int | None) -> int:
+        known = self._known_end.get(descriptor.recording_id)
+        if known is not None:
+            return known
+        if live_position is None or live_position <= descriptor.start_position:
+            return descriptor.start_position
+        # Never seen stopped: the recorded part holds every committed batch (a commit in progress
+        # or a dead one only adds after the last marker), so one scan finds the committed end.
+        expected = sink_id_hash(sink_id_of_channel(descriptor.original_channel) or "")
+        last = self._scan(access, descriptor, descriptor.start_position, live_position, expected)
+        end = last.end if last is not None else descriptor.start_position
+        self._known_end[descriptor.recording_id] = end
+        return end
 
     def when_stopped(self, access, descriptor: RecordingDescriptor) -> int:
         recording_id, stop = descriptor.recording_id, descriptor.stop_position

@@ -80,7 +80,9 @@ def test_while_a_commit_runs_only_the_known_committed_end_is_readable(tmp_path):
     fresh = OffsetReader(source_options(rid), lambda: archive)
     recording.active = True
     recording.data += bytes(recording.data[:512])  # the next commit is appending
-    assert fresh.latest_positions([rid])[0] == {rid: 0}  # never saw it stopped: nothing yet
+    assert fresh.latest_positions([rid])[0] == {rid: committed}  # never saw it stopped: one scan
+    replays = archive.calls["replay"]
+    assert fresh.latest_positions([rid])[0] == {rid: committed} and archive.calls["replay"] == replays
     recording.active = False
     recording.data = recording.data[:committed]
     seen = OffsetReader(source_options(rid), lambda: archive)

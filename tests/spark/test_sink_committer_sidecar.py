@@ -1,0 +1,98 @@
+"""The sink committer against a real `aeron-archive serve` sidecar (no Spark session): a commit that
+dies between its data and its marker is invisible to readers and truncated back by the next commit,
+also when the dead commit's recording was left active."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from sidecar_fixture import running_sidecar  # noqa: E402
+
+from aeron_spark.connector import sink_archive  # noqa: E402
+from aeron_spark.connector.archive_access import open_archive  # noqa: E402
+from aeron_spark.connector.offset_reader import OffsetReader  # noqa: E402
+from aeron_spark.connector.options import ReadMode, SourceOptions  # noqa: E402
+from aeron_spark.connector.partition_planner import ReplayRange  # noqa: E402
+from aeron_spark.connector.partition_reader import read_range  # noqa: E402
+from aeron_spark.connector.sink_commit import CommitOutcome, commit_staged  # noqa: E402
+from aeron_spark.connector.sink_options import SinkOptions  # noqa: E402
+from aeron_spark.connector.sink_staging import streaming_batch_key  # noqa: E402
+from aeron_spark.connector.writer import TaskInfo, stage_task_output  # noqa: E402
+
+
+class Crash(RuntimeError):
+    pass
+
+
+@pytest.fixture()
+def archive_dir(tmp_path):
+    directory = tmp_path / "archive"
+    with running_sidecar(directory):
+        yield directory
+
+
+def options(archive_dir: Path) -> SinkOptions:
+    return SinkOptions.parse({"channel": "aeron:ipc", "streamId": "4100", "archive.dir": str(archive_dir),
+                              "sink.termLength": "64k", "sink.mtu": "1408", "sink.commitTimeoutMs": "4000"},
+                             streaming=True)
+
+
+def rows(n: int, tag: str) -> list[bytes]:
+    return [f"{tag}-{i}-".encode().ljust(100, b".") for i in range(n)]
+
+
+def stage(opts, batch_id: int, payloads: list[bytes], attempt: int = 0):
+    table = pa.table({"payload": pa.array(payloads, pa.binary())})
+    return stage_task_output(opts, iter(table.to_batches()), TaskInfo(0, attempt, attempt, batch_id, "q-crash"),
+                             streaming_batch_key(batch_id))
+
+
+def visible_rows(archive_dir: Path, recording_id: int) -> list[bytes]:
+    source = SourceOptions.parse({"recordingIds": str(recording_id), "archive.dir": str(archive_dir)}, ReadMode.BATCH)
+    access = open_archive(source.connection)
+    try:
+        end = OffsetReader(source, lambda: access).latest_positions([recording_id])[0][recording_id]
+        if end == 0:
+            return []
+        batches = list(read_range(ReplayRange(recording_id, 0, end), source, access))
+    finally:
+        access.close()
+    return pa.Table.from_batches(batches).column("payload").to_pylist() if batches else []
+
+
+@pytest.mark.parametrize("recording_left_active", [False, True])
+def test_a_commit_dying_before_its_marker_is_invisible_and_cut_back(archive_dir, monkeypatch, recording_left_active):
+    opts = options(archive_dir)
+    first = commit_staged(opts, [stage(opts, 0, rows(300, "a"))], 0)
+    assert first.outcome is CommitOutcome.COMMITTED
+    rid = first.recording_id
+
+    real_append = sink_archive.ClientAppender.append
+    calls = {"n": 0}
+
+    def dying_append(self, block):
+        calls["n"] += 1
+        if calls["n"] > 4:
+            raise Crash("driver died mid-commit")
+        real_append(self, block)
+
+    monkeypatch.setattr(sink_archive.ClientAppender, "append", dying_append)
+    if recording_left_active:  # no clean-up at all: the recording stays active, as after kill -9
+        monkeypatch.setattr(sink_archive.ClientAppender, "abandon", lambda self: None)
+    with pytest.raises(Crash):
+        commit_staged(opts, [stage(opts, 1, rows(5000, "b"))], 1)
+    monkeypatch.undo()
+
+    assert visible_rows(archive_dir, rid) == rows(300, "a")  # the debris is never read
+    again = commit_staged(opts, [stage(opts, 1, rows(5000, "b"), attempt=1)], 1)
+    assert again.outcome is CommitOutcome.COMMITTED and again.data_start == first.end
+    assert visible_rows(archive_dir, rid) == rows(300, "a") + rows(5000, "b")
+    replayed = commit_staged(opts, [stage(opts, 1, rows(5000, "b"), attempt=2)], 1)
+    assert replayed.outcome is CommitOutcome.ALREADY_COMMITTED
+    assert visible_rows(archive_dir, rid) == rows(300, "a") + rows(5000, "b")
