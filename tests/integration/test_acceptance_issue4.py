@@ -275,7 +275,10 @@ def test_concurrent_replays_from_one_and_from_several_sessions(sidecar: Sidecar,
         for index, (archive, position, length, channel) in enumerate(requests):
             replay = stack.enter_context(archive.replay(recording_id, position, length, channel, 3000 + index))
             replays.append((replay, expected(published, position, position + length)))
-        assert len({r.replay_session_id for r, _ in replays}) == len(replays)
+        # replaySessionId = (replay counter << 32) | the replay publication's session id
+        counters_part = [r.replay_session_id >> 32 for r, _ in replays]
+        assert len(set(counters_part)) == len(replays) and all(c > 0 for c in counters_part)
+        assert all(r.image.session_id == replay_image_session_id(r.replay_session_id) for r, _ in replays)
 
         received: list[list[tuple[int, bytes]]] = [[] for _ in replays]
         deadline = time.monotonic() + 2 * TIMEOUT
@@ -355,6 +358,146 @@ def test_bounded_replay_advances_with_its_limit_counter(sidecar: Sidecar, local_
             limit.close()
 
 
+def test_one_recording_per_image_and_a_spy_for_a_local_udp_publication(sidecar: Sidecar, local_aeron: AeronClient):
+    """Two publications (two images) on one recorded UDP channel of the sidecar's own driver,
+    recorded with sourceLocation LOCAL: the archive subscribes with aeron-spy: (images appear for
+    local publications only) and makes one recording per image, each replaying its own messages."""
+    channel = udp()
+    with ipc_archive(local_aeron) as archive:
+        subscription_id = archive.start_recording(channel, RECORDED_STREAM, SourceLocation.LOCAL)
+        [(_, described)] = [(d.subscription_id, d.stripped_channel) for d in
+                            archive.list_recording_subscriptions(0, 10, "", RECORDED_STREAM, True)]
+        assert described.startswith("aeron-spy:aeron:udp")
+        # a UDP publication needs a receiver to be connected (spies do not count by default)
+        receiver = local_aeron.add_subscription(channel, RECORDED_STREAM)
+        publications = [local_aeron.add_exclusive_publication(channel, RECORDED_STREAM) for _ in range(2)]
+        try:
+            starts = [archive.await_recording_signal(RecordingSignal.START, subscription_id=subscription_id)
+                      for _ in publications]
+            by_session = {archive.list_recording(s.recording_id).session_id: s.recording_id for s in starts}
+            assert set(by_session) == {p.session_id for p in publications}
+            published = [publish(p, payloads(40, seed=20 + i)) for i, p in enumerate(publications)]
+            for publication, messages in zip(publications, published, strict=True):
+                await_recorded(archive, by_session[publication.session_id], messages.end)
+        finally:
+            for publication in publications:
+                publication.close()
+            receiver.close()
+        archive.stop_recording(channel, RECORDED_STREAM)
+        for publication, messages in zip(publications, published, strict=True):
+            recording_id = by_session[publication.session_id]
+            archive.await_recording_signal(RecordingSignal.STOP, recording_id=recording_id)
+            with archive.replay(recording_id, 0, messages.end, "aeron:ipc", 2001) as replay:
+                assert as_pairs(list(replay.messages(idle_timeout=TIMEOUT))) == expected(messages)
+
+
+# ------------------------------------------------------------------------------------------------
+# stop recording (by subscription, by identity), stop replay, stop all replays
+# ------------------------------------------------------------------------------------------------
+
+def await_gone(image, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not image.is_closed and not image.is_end_of_stream:
+        assert time.monotonic() < deadline, what
+        image.poll(lambda payload, header: None, 64)
+        time.sleep(0.002)
+
+
+def test_stop_recording_by_subscription_and_by_identity_and_stopping_replays(sidecar: Sidecar,
+                                                                            local_aeron: AeronClient):
+    with ipc_archive(local_aeron) as archive:
+        recordings = []
+        for stream_id in (1001, 1002):
+            subscription_id = archive.start_recording(IPC_RECORDED, stream_id, SourceLocation.LOCAL)
+            publication = local_aeron.add_exclusive_publication(IPC_RECORDED, stream_id)
+            recording_id = archive.await_recording_signal(
+                RecordingSignal.START, subscription_id=subscription_id).recording_id
+            published = publish(publication, payloads(80, seed=stream_id))
+            await_recorded(archive, recording_id, published.end)
+            recordings.append((subscription_id, recording_id, published, publication))
+
+        (subscription_id, first_id, first, first_publication), (_, second_id, second, second_publication) = recordings
+        archive.stop_recording_subscription(subscription_id)
+        assert archive.await_recording_signal(RecordingSignal.STOP, recording_id=first_id).position == first.end
+        assert archive.stop_recording_by_identity(second_id) is True
+        assert archive.await_recording_signal(RecordingSignal.STOP, recording_id=second_id).position == second.end
+        assert archive.stop_recording_by_identity(second_id) is False  # no longer active
+        with pytest.raises(ArchiveError) as unknown:
+            archive.stop_recording_subscription(subscription_id)
+        assert unknown.value.error_code == ArchiveErrorCode.UNKNOWN_SUBSCRIPTION
+        assert [archive.stop_position(r) for r in (first_id, second_id)] == [first.end, second.end]
+        first_publication.close()
+        second_publication.close()
+
+        # replays held at a limit counter stay alive until stopped
+        limit = local_aeron.add_counter(1001, b"acceptance-stop", "acceptance stop-replay limit")
+        limit.value = first.starts[10]
+        subscription = local_aeron.add_subscription("aeron:ipc", 2001)
+        try:
+            images = []
+            for recording_id, end in ((first_id, first.end), (first_id, first.end), (second_id, second.end)):
+                replay_session_id = archive.start_bounded_replay(recording_id, 0, end, limit.counter_id,
+                                                                 "aeron:ipc", 2001)
+                session = replay_image_session_id(replay_session_id)
+                wait_for(lambda: subscription.image_by_session_id(session) is not None, "a replay image")
+                images.append((replay_session_id, subscription.image_by_session_id(session)))
+            time.sleep(0.3)
+            assert not any(image.is_closed or image.is_end_of_stream for _, image in images)
+
+            archive.stop_replay(images[0][0])
+            await_gone(images[0][1], "the stopped replay to end")
+            archive.stop_all_replays(first_id)
+            await_gone(images[1][1], "the other replay of the first recording to end")
+            time.sleep(0.3)
+            third = images[2][1]
+            assert not third.is_closed and not third.is_end_of_stream  # another recording's replay
+            archive.stop_all_replays()
+            await_gone(third, "every replay to end")
+        finally:
+            subscription.close()
+            limit.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# segment maintenance
+# ------------------------------------------------------------------------------------------------
+
+def test_detach_attach_delete_and_purge_segments_through_the_sidecar(sidecar: Sidecar, local_aeron: AeronClient):
+    """Segments of 64 KiB (the fixture's --segment-length): detach moves the start to a segment
+    base and keeps the files, attach brings them back, delete-detached removes them, purge-segments
+    does both; a replay from the new start still works and one before it is refused."""
+    segment = 64 * 1024
+    directory = sidecar.archive_dir
+    with ipc_archive(local_aeron) as archive:
+        recording_id, published, _ = record_ipc(archive, payloads(500, seed=15))
+        assert published.end > 4 * segment
+
+        def bases() -> list[int]:
+            return sorted(int(p.stem.split("-")[1]) for p in directory.glob(f"{recording_id}-*.rec"))
+        all_bases = bases()
+        assert all_bases[:4] == [0, segment, 2 * segment, 3 * segment]
+
+        archive.detach_segments(recording_id, 2 * segment)
+        assert archive.start_position(recording_id) == 2 * segment and bases() == all_bases
+        assert archive.attach_segments(recording_id) == 2
+        assert archive.start_position(recording_id) == 0
+
+        archive.detach_segments(recording_id, segment)
+        assert archive.delete_detached_segments(recording_id) == 1
+        archive.await_recording_signal(RecordingSignal.DELETE, recording_id=recording_id)
+        assert bases() == all_bases[1:]
+        assert archive.purge_segments(recording_id, 3 * segment) == 2
+        archive.await_recording_signal(RecordingSignal.DELETE, recording_id=recording_id)
+        assert bases() == all_bases[3:] and archive.start_position(recording_id) == 3 * segment
+
+        bad = error_of(lambda: archive.detach_segments(recording_id, 3 * segment + 1024))
+        assert "is not a segment base" in bad.archive_message
+        before = error_of(lambda: archive.start_replay(recording_id, 0, 1024, "aeron:ipc", 2001))
+        assert before.error_code == ArchiveErrorCode.INVALID_POSITION
+        with archive.replay(recording_id, 3 * segment, published.end - 3 * segment, "aeron:ipc", 2002) as replay:
+            assert as_pairs(list(replay.messages(idle_timeout=TIMEOUT))) == expected(published, 3 * segment)
+
+
 # ------------------------------------------------------------------------------------------------
 # bad requests
 # ------------------------------------------------------------------------------------------------
@@ -422,11 +565,12 @@ def test_bad_replay_truncate_and_purge_requests_get_useful_errors(sidecar: Sidec
 # counters
 # ------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("sidecar", [["--archive-id", "777"]], indirect=True, ids=["archive-id-777"])
 def test_rec_pos_counter_and_recorder_replayer_io_counters(sidecar: Sidecar, local_aeron: AeronClient):
     counters = local_aeron.counters_reader
     with ipc_archive(local_aeron) as archive:
         archive_id = archive.archive_id
-        assert archive_id == int(sidecar.ready["archiveId"])
+        assert archive_id == int(sidecar.ready["archiveId"]) == 777
         recording_id, published, publication = record_ipc(archive, payloads(150, seed=11), keep_open=True)
         try:
             counter_id = recording_position.find_counter_id_by_recording(counters, recording_id, archive_id)
