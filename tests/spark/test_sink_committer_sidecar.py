@@ -1,6 +1,8 @@
 """The sink committer against a real `aeron-archive serve` sidecar (no Spark session): a commit that
 dies between its data and its marker is invisible to readers and truncated back by the next commit,
-also when the dead commit's recording was left active."""
+also when the dead commit's recording was left active; and the sidecar killed with SIGKILL before or
+after a commit's marker was recorded recovers (archive crash recovery + the sink's truncate-back or
+skip) to every row exactly once."""
 
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ def archive_dir(tmp_path):
 
 def options(archive_dir: Path) -> SinkOptions:
     return SinkOptions.parse({"channel": "aeron:ipc", "streamId": "4100", "archive.dir": str(archive_dir),
-                              "sink.termLength": "64k", "sink.mtu": "1408", "sink.commitTimeoutMs": "4000"},
+                              "sink.termLength": "64k", "sink.mtu": "1408", "sink.commitTimeoutMs": "4000",
+                              "archive.timeoutMs": "3000"},
                              streaming=True)
 
 
@@ -96,3 +99,50 @@ def test_a_commit_dying_before_its_marker_is_invisible_and_cut_back(archive_dir,
     replayed = commit_staged(opts, [stage(opts, 1, rows(5000, "b"), attempt=2)], 1)
     assert replayed.outcome is CommitOutcome.ALREADY_COMMITTED
     assert visible_rows(archive_dir, rid) == rows(300, "a") + rows(5000, "b")
+
+
+@pytest.mark.parametrize("kill_point", ["before the marker", "after the marker"])
+def test_the_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path, monkeypatch, kill_point):
+    from sidecar_fixture import Sidecar
+
+    directory = tmp_path / "archive"
+    sidecar = Sidecar(directory).start()
+    try:
+        opts = options(directory)
+        first = commit_staged(opts, [stage(opts, 0, rows(300, "a"))], 0)
+        rid = first.recording_id
+        calls = {"n": 0}
+        real_append = sink_archive.ClientAppender.append
+        real_stop = sink_archive.ClientAppender._stop_subscription
+
+        def append_then_kill(self, block):
+            real_append(self, block)
+            calls["n"] += 1
+            if calls["n"] == 4:
+                sidecar.kill()  # SIGKILL mid-batch
+                raise Crash("archive killed")
+
+        def kill_before_stop(self):
+            if self._subscription_id is not None:  # the marker is recorded (seal waited for it)
+                sidecar.kill()
+                raise Crash("archive killed after the marker was recorded")
+            real_stop(self)
+
+        if kill_point == "before the marker":
+            monkeypatch.setattr(sink_archive.ClientAppender, "append", append_then_kill)
+        else:
+            monkeypatch.setattr(sink_archive.ClientAppender, "_stop_subscription", kill_before_stop)
+        with pytest.raises(Crash):
+            commit_staged(opts, [stage(opts, 1, rows(5000, "b"))], 1)
+        monkeypatch.undo()
+
+        sidecar = Sidecar(directory).start()  # recovery stops the recording at its last whole frame
+        expected_before = rows(300, "a") + (rows(5000, "b") if kill_point == "after the marker" else [])
+        assert visible_rows(directory, rid) == expected_before
+        again = commit_staged(opts, [stage(opts, 1, rows(5000, "b"), attempt=1)], 1)
+        assert again.outcome is (CommitOutcome.ALREADY_COMMITTED if kill_point == "after the marker"
+                                 else CommitOutcome.COMMITTED)
+        assert visible_rows(directory, rid) == rows(300, "a") + rows(5000, "b")
+    finally:
+        sidecar.terminate()
+        sidecar.kill()
