@@ -68,6 +68,7 @@ class ArchiveServiceOptions:
     file_sync: int = 0
     catalog_file_sync: int = 0
     checksum: str | None = None  # None or a checksum name accepted by archive.checksum
+    replay_checksum: str | None = None  # verify stored checksums before replaying (None: off)
     replay_buffer_length: int = 1024 * 1024
     max_concurrent_recordings: int = 20
     max_concurrent_replays: int = 20
@@ -152,6 +153,7 @@ class ArchiveService:
         settings = ConductorSettings(
             archive_dir=directory, archive_id=self.archive_id,
             segment_file_length=o.segment_file_length, file_sync=o.file_sync, checksum=checksum,
+            replay_checksum=_checksum(o.replay_checksum),
             replay_buffer_length=o.replay_buffer_length,
             max_concurrent_recordings=o.max_concurrent_recordings,
             max_concurrent_replays=o.max_concurrent_replays,

@@ -83,6 +83,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="0 none, 1 fdatasync data, 2 fsync data and metadata (segments and catalog)")
     parser.add_argument("--checksum", choices=sorted(CHECKSUMS), default="none",
                         help="record checksum stamped into each frame's session-id field")
+    parser.add_argument("--replay-checksum", choices=sorted(CHECKSUMS), default="none",
+                        help="verify each frame's stored checksum before replaying it (recordings "
+                             "made with the same --checksum); a mismatch ends the replay with an error")
     parser.add_argument("--replay-buffer-length", type=_power_of_two_length, default=1024 * 1024)
     parser.add_argument("--max-concurrent-recordings", type=int, default=20)
     parser.add_argument("--max-concurrent-replays", type=int, default=20)
@@ -120,6 +123,7 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
         recording_events_stream_id=args.recording_events_stream_id, archive_id=args.archive_id,
         segment_file_length=args.segment_length, file_sync=args.file_sync,
         catalog_file_sync=args.file_sync, checksum=CHECKSUMS[args.checksum],
+        replay_checksum=CHECKSUMS[args.replay_checksum],
         replay_buffer_length=args.replay_buffer_length,
         max_concurrent_recordings=args.max_concurrent_recordings,
         max_concurrent_replays=args.max_concurrent_replays,

@@ -203,14 +203,15 @@ def test_serve_options_and_their_defaults(tmp_path: Path):
     assert options.recording_events_channel is None  # off by default
     assert options.aeron_dir is None  # an embedded driver
     assert (options.file_sync, options.checksum, options.archive_id) == (0, None, None)
+    assert options.replay_checksum is None
     assert options.replay_buffer_length == 1024 * 1024 and options.connect_timeout_ms == 5_000
     assert options.segment_file_length == 128 * 1024 * 1024 and options.authenticator is None
     out = io.StringIO()
     assert tool.main(["serve", "--help"], stdout=out) == 0
     for option in ("--dir", "--aeron-dir", "--control-channel", "--control-stream-id",
                    "--local-control-channel", "--recording-events-channel", "--archive-id",
-                   "--segment-length", "--file-sync", "--checksum", "--replay-buffer-length",
-                   "--auth-credentials-file"):
+                   "--segment-length", "--file-sync", "--checksum", "--replay-checksum",
+                   "--replay-buffer-length", "--auth-credentials-file"):
         assert option in out.getvalue(), option
     err = io.StringIO()
     assert tool.main(["serve", "--dir", str(tmp_path), "--file-sync", "3"], stderr=err) == 2
@@ -275,6 +276,34 @@ def test_replay_of_a_recording_that_ends_with_term_padding_completes(sidecar: Si
         with archive.replay(recording_id, 0, TERM, "aeron:ipc", 2001) as replay:
             assert as_pairs(list(replay.messages(idle_timeout=TIMEOUT))) == in_first_term
             assert replay.position == TERM
+
+
+@pytest.mark.parametrize("sidecar", [["--checksum", "crc32c", "--replay-checksum", "crc32c"]], indirect=True,
+                         ids=["crc32c"])
+def test_replay_verifies_record_checksums_when_enabled(sidecar: Sidecar, local_aeron: AeronClient):
+    """With --replay-checksum the replayer verifies each frame's stored CRC-32C before sending it
+    (and restores the session id): a clean recording replays exactly; after one payload byte on
+    disk is flipped, the replay delivers what precedes the damaged block and ends with an ERROR
+    naming the position. (`serve` had no way to enable this until the audit added the option.)"""
+    with ipc_archive(local_aeron) as archive:
+        recording_id, published, _ = record_ipc(archive, payloads(100, seed=16))
+        with archive.replay(recording_id, 0, published.end, "aeron:ipc", 2001) as replay:
+            assert as_pairs(list(replay.messages(idle_timeout=TIMEOUT))) == expected(published)
+
+        victim = published.starts[60]
+        with open(sidecar.archive_dir / f"{recording_id}-0.rec", "r+b") as segment:
+            segment.seek(victim + 40)
+            byte = segment.read(1)
+            segment.seek(victim + 40)
+            segment.write(bytes([byte[0] ^ 0xFF]))
+        received: list[ReplayedMessage] = []
+        with pytest.raises(ArchiveError) as failed:
+            with archive.replay(recording_id, 0, published.end, "aeron:ipc", 2002) as replay:
+                for message in replay.messages(idle_timeout=TIMEOUT):
+                    received.append(message)
+        assert f"checksum mismatch at position={victim}" in failed.value.archive_message
+        assert as_pairs(received) == expected(published, 0, victim)[:len(received)]
+        assert all(m.position < victim for m in received)
 
 
 # ------------------------------------------------------------------------------------------------
