@@ -319,6 +319,7 @@ def test_concurrent_replays_from_one_and_from_several_sessions(sidecar: Sidecar,
         assert first.control_session_id != second.control_session_id
         recording_id, published, _ = record_ipc(first, payloads(400, seed=5))
         assert published.end > 5 * 64 * 1024
+        assert second.poll_for_recording_signals() == []  # signals go only to the session that asked
         quarter = published.starts[100]
         requests = [  # (session, from position, length, channel)
             (first, 0, published.end, "aeron:ipc"),
