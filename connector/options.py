@@ -243,9 +243,15 @@ def validate_common(options: Mapping[str, str]) -> None:
 # --- helpers -----------------------------------------------------------------------------------
 
 
+# Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
+SPARK_SUPPLIED_OPTIONS = frozenset({"queryname"})
+
+
 def _canonical_options(options: Mapping[str, str]) -> dict[str, str]:
     canonical: dict[str, str] = {}
     for key, value in options.items():
+        if key.lower() in SPARK_SUPPLIED_OPTIONS:
+            continue
         spec = _SPECS_BY_LOWER.get(key.lower())
         if spec is None:
             raise OptionError(_unknown_option_message(key))

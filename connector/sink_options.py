@@ -179,6 +179,8 @@ def _check_sink_channel(channel: str) -> None:
 def _canonical(options: Mapping[str, str]) -> dict[str, str]:
     canonical: dict[str, str] = {}
     for key, value in options.items():
+        if key.lower() in source_options.SPARK_SUPPLIED_OPTIONS:
+            continue
         name = _BY_LOWER.get(key.lower())
         if name is None:
             source_only = _SOURCE_ONLY.get(key.lower())

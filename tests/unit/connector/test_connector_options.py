@@ -140,3 +140,8 @@ def test_archive_dir_is_resolved_through_the_archive_mark_file(tmp_path):
         assert (resolved.control_stream_id, resolved.aeron_dir) == (12, "/other")
     finally:
         mark.close()
+
+
+def test_query_name_that_spark_adds_to_the_options_is_accepted():
+    validate_common({**BASE, "queryName": "vwap"})
+    assert parse(ReadMode.STREAM, **STREAM, queryName="vwap").recording_ids == (1, 2)

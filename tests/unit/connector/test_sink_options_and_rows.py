@@ -133,3 +133,8 @@ def test_sink_ids_come_from_the_alias_only():
     assert sink_id_of_channel("aeron:ipc?alias=aeron-spark-sink:q1|session-id=4") == "q1"
     assert sink_id_of_channel("aeron:ipc?alias=other") is None
     assert sink_id_of_channel("aeron:udp?endpoint=x:1|tags=aeron-spark-sink:q1") is None
+
+
+def test_sink_accepts_the_query_name_spark_adds_to_its_options():
+    assert SinkOptions.parse({**BASE, "queryName": "vwap-out"}, streaming=True).channel == \
+        SinkOptions.parse(BASE, streaming=True).channel
