@@ -98,9 +98,15 @@ class BenchClients:
     timeout_s: float = 600.0
 
     def java(self, command: str, connection: list[str], *args: str) -> dict[str, Any]:
-        return self._run([str(self.installation.java), *JVM_OPTIONS, "-cp",
-                          f"{self.classes}{os.pathsep}{self.installation.aeron_jar}", BENCH_CLIENT_CLASS,
-                          command, *connection, *args])
+        driver_dir = shm_tempdir("aeron-bench-client-") if "--embedded-driver" in connection else None
+        extra = ["--embedded-driver-dir", str(driver_dir)] if driver_dir is not None else []
+        try:
+            return self._run([str(self.installation.java), *JVM_OPTIONS, "-cp",
+                              f"{self.classes}{os.pathsep}{self.installation.aeron_jar}", BENCH_CLIENT_CLASS,
+                              command, *connection, *extra, *args])
+        finally:
+            if driver_dir is not None:
+                shutil.rmtree(driver_dir, ignore_errors=True)
 
     def python(self, command: str, aeron_dir: str, *args: str) -> dict[str, Any]:
         return self._run([sys.executable, str(PYTHON_BENCH_CLIENT), command, "--aeron-dir", aeron_dir, *args])

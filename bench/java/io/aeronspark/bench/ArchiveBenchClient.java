@@ -68,7 +68,10 @@ public final class ArchiveBenchClient
             final String aeronDir;
             if (options.containsKey("embedded-driver"))
             {
-                driverDir = Files.createTempDirectory(new File("/dev/shm").isDirectory() ?
+                // The caller may name the directory, so it can remove it even if this JVM is killed.
+                driverDir = options.containsKey("embedded-driver-dir") ?
+                    new File(options.get("embedded-driver-dir")) :
+                    Files.createTempDirectory(new File("/dev/shm").isDirectory() ?
                     new File("/dev/shm").toPath() : new File(System.getProperty("java.io.tmpdir")).toPath(),
                     "aeron-bench-client-").toFile();
                 driver = MediaDriver.launchEmbedded(new MediaDriver.Context()
