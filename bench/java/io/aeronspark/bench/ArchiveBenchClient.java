@@ -13,6 +13,7 @@ import io.aeron.Image;
 import io.aeron.Publication;
 import io.aeron.Subscription;
 import io.aeron.archive.client.AeronArchive;
+import io.aeron.archive.client.ArchiveException;
 import io.aeron.archive.codecs.SourceLocation;
 import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
@@ -145,7 +146,7 @@ public final class ArchiveBenchClient
                 Thread.sleep(1);
             }
             long recordingId;
-            while ((recordingId = archive.findLastMatchingRecording(0, channel, streamId, publication.sessionId())) < 0)
+            while ((recordingId = findRecording(archive, channel, streamId, publication.sessionId())) < 0)
             {
                 check(deadline, "the recording to appear in the catalog");
                 Thread.sleep(1);
@@ -207,6 +208,20 @@ public final class ArchiveBenchClient
                 ", \"measuredBytes\": " + bytes + ", \"measuredSeconds\": " + seconds +
                 ", \"probes\": " + probe.probes + ", \"publishSeconds\": " + publishNs / 1e9 +
                 ", \"backPressuredOffers\": " + backPressured + "}");
+        }
+    }
+
+    private static long findRecording(
+        final AeronArchive archive, final String channel, final int streamId, final int sessionId)
+    {
+        try
+        {
+            return archive.findLastMatchingRecording(0, channel, streamId, sessionId);
+        }
+        catch (final ArchiveException ex)
+        {
+            // 1.15.1 answers "min recording id outside valid range" while its catalog is still empty.
+            return -1;
         }
     }
 
