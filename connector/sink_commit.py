@@ -54,6 +54,7 @@ from .sink_log import (
     sink_id_hash,
     sink_id_of_channel,
 )
+from .sink_fault_injection import fault_point
 from .sink_staging import clean_stale, delete_quietly, read_staged, sink_staging_dir
 
 LOG = logging.getLogger("aeron_spark.connector.sink")
@@ -314,6 +315,7 @@ class SinkCommitter:
                      batch_id, last.marker.batch_id)
             return CommitResult(CommitOutcome.ALREADY_COMMITTED, batch_id, state.recording.recording_id,
                                 end=state.committed_end)
+        fault_point("before-append", batch_id)  # test-only fault injection; off unless its env var is set
         appender = self.archive.start_appender(state.recording, self.sink_id)
         try:
             data_start = appender.position
@@ -321,6 +323,7 @@ class SinkCommitter:
                 raise SinkCommitError(f"sink {self.sink_id}: the publication starts at {data_start}, the recording "
                                       f"ends at {state.committed_end}")
             written, payload_bytes, data_crc = self._append_staged(appender, inputs)
+            fault_point("before-marker", batch_id)  # test-only fault injection (sink_fault_injection)
             if written != rows:
                 raise SinkCommitError(f"sink {self.sink_id}: staged files hold {written} rows, the tasks reported {rows}")
             marker = CommitMarker(self._hash, batch_id, data_start, written, payload_bytes, data_crc,
