@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from aeron_spark.archive import codecs, recording_position
 from aeron_spark.archive.archive_counters import (
     RECORDER_MAX_WRITE_TIME_TYPE_ID,
@@ -41,9 +40,17 @@ from aeron_spark.archive.archive_counters import (
 )
 from aeron_spark.archive.catalog import Catalog
 from aeron_spark.archive.client import ArchiveClient, ArchiveError
-from aeron_spark.archive.codecs import ArchiveErrorCode, ControlResponseCode, RecordingSignal, SourceLocation
+from aeron_spark.archive.codecs import (
+    ArchiveErrorCode,
+    ControlResponseCode,
+    RecordingSignal,
+    SourceLocation,
+)
 from aeron_spark.archive.mark_file import read_mark_file
-from aeron_spark.archive.replay_subscription import ReplayedMessage, replay_image_session_id
+from aeron_spark.archive.replay_subscription import (
+    ReplayedMessage,
+    replay_image_session_id,
+)
 from aeron_spark.driver_integration import AeronClient
 from aeron_spark.driver_integration.frame import compute_fragmented_frame_length
 from aeron_spark.driver_integration.media_driver import MediaDriver
@@ -496,7 +503,7 @@ def test_stop_recording_by_subscription_and_by_identity_and_stopping_replays(sid
                 replay_session_id = archive.start_bounded_replay(recording_id, 0, end, limit.counter_id,
                                                                  "aeron:ipc", 2001)
                 session = replay_image_session_id(replay_session_id)
-                wait_for(lambda: subscription.image_by_session_id(session) is not None, "a replay image")
+                wait_for(lambda s=session: subscription.image_by_session_id(s) is not None, "a replay image")
                 images.append((replay_session_id, subscription.image_by_session_id(session)))
             time.sleep(0.3)
             assert not any(image.is_closed or image.is_end_of_stream for _, image in images)
@@ -599,7 +606,7 @@ def test_bad_replay_truncate_and_purge_requests_get_useful_errors(sidecar: Sidec
         truncate_misaligned = error_of(lambda: archive.truncate_recording(stopped_id, 40))
         assert truncate_misaligned.error_code == ArchiveErrorCode.INVALID_POSITION
 
-        active_id, live, publication = record_ipc(archive, payloads(10, seed=10), stream_id=1002, keep_open=True)
+        active_id, _, publication = record_ipc(archive, payloads(10, seed=10), stream_id=1002, keep_open=True)
         try:
             truncate_active = error_of(lambda: archive.truncate_recording(active_id, 0))
             assert truncate_active.error_code == ArchiveErrorCode.ACTIVE_RECORDING
