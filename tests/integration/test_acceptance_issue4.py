@@ -743,22 +743,36 @@ def test_idle_and_vanished_control_sessions_time_out(sidecar: Sidecar, local_aer
 
 def test_sigint_stops_cleanly_with_stop_positions_and_closes_the_embedded_driver(tmp_path: Path,
                                                                                  aeron_client: AeronClient):
+    """SIGINT while a recording is active, a client session is open and a tail replay of that
+    recording is running: exit 0, the stop position stored, the replay ended at it, the mark file
+    marked terminated, the embedded driver's directory removed."""
     archive_dir = tmp_path / "archive"
     sidecar = Sidecar(archive_dir)
     channel = udp()
     try:
         sidecar.start()
         with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron_client,
-                                   timeout=TIMEOUT) as archive:
+                                   timeout=TIMEOUT) as archive, ExitStack() as replays:
             subscription_id = archive.start_recording(channel, RECORDED_STREAM, SourceLocation.REMOTE)
             publication = aeron_client.add_exclusive_publication(channel, RECORDED_STREAM)
             recording_id = archive.await_recording_signal(
                 RecordingSignal.START, subscription_id=subscription_id).recording_id
             published = publish(publication, payloads(100, seed=13))
             await_recorded(archive, recording_id, published.end)
-        sidecar.process.send_signal(signal.SIGINT)
-        assert sidecar.process.wait(TIMEOUT) == 0, sidecar.log_tail()
-        driver_dir_left = os.path.exists(sidecar.ready["aeronDir"])
+            replay = replays.enter_context(archive.replay(recording_id, 0, -1, udp(), 2001))
+            received: list[tuple[int, bytes]] = []
+            drain_until(replay, received, 100, "the tail replay")
+
+            sidecar.process.send_signal(signal.SIGINT)
+            assert sidecar.process.wait(TIMEOUT) == 0, sidecar.log_tail()
+            driver_dir_left = os.path.exists(sidecar.ready["aeronDir"])
+            deadline = time.monotonic() + TIMEOUT
+            while not replay.image.is_closed and not replay.image.is_end_of_stream:
+                poll_into(replay, received)
+                assert time.monotonic() < deadline, "the replay image outlived the archive"
+                time.sleep(0.002)
+            assert received == expected(published)
+            archive.timeout = 1.0  # the archive is gone: let the replay's StopReplay fail fast
         publication.close()
     finally:
         sidecar.terminate()
