@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from sidecar_fixture import running_sidecar  # noqa: E402
 
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
 from aeron_spark.connector import sink_archive  # noqa: E402
 from aeron_spark.connector.archive_access import open_archive  # noqa: E402
 from aeron_spark.connector.offset_reader import OffsetReader  # noqa: E402

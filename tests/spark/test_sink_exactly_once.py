@@ -17,6 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from sidecar_fixture import running_sidecar  # noqa: E402
 
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
 from aeron_spark.connector import register  # noqa: E402
 
 STREAM_ID = 4001
