@@ -106,6 +106,10 @@ class ClientAppender:
         self._publication = client.aeron.add_exclusive_publication(channel, options.stream_id,
                                                                    initial_position=initial)
         self._subscription_id: int | None = None
+        # Errors left by earlier requests (e.g. a tail replay refused asynchronously) are not this
+        # extension's: drop them before INVALID_EXTENSION is watched for.
+        while client.poll_for_error_response() is not None:
+            pass
         try:
             if recording is None:
                 self._subscription_id = client.start_recording(channel, options.stream_id, location, auto_stop=True)
