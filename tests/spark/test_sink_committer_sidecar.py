@@ -148,3 +148,16 @@ def test_the_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path, monkey
     finally:
         sidecar.terminate()
         sidecar.kill()
+
+
+def test_a_udp_sink_channel_recorded_remotely_round_trips(archive_dir):
+    from sidecar_fixture import free_udp_port
+
+    opts = SinkOptions.parse({"channel": f"aeron:udp?endpoint=localhost:{free_udp_port()}", "streamId": "4101",
+                              "archive.dir": str(archive_dir), "sink.termLength": "64k",
+                              "sink.commitTimeoutMs": "8000"}, streaming=True)
+    assert not opts.source_location_local and opts.mtu == 1408
+    first = commit_staged(opts, [stage(opts, 0, rows(2000, "u"))], 0)
+    second = commit_staged(opts, [stage(opts, 1, rows(10, "v"))], 1)
+    assert second.recording_id == first.recording_id
+    assert visible_rows(archive_dir, first.recording_id) == rows(2000, "u") + rows(10, "v")
