@@ -138,3 +138,16 @@ def test_sink_ids_come_from_the_alias_only():
 def test_sink_accepts_the_query_name_spark_adds_to_its_options():
     assert SinkOptions.parse({**BASE, "queryName": "vwap-out"}, streaming=True).channel == \
         SinkOptions.parse(BASE, streaming=True).channel
+
+
+def test_small_batches_are_coalesced_in_order_and_messages_pickle():
+    import pickle
+
+    from aeron_spark.connector.writer import SinkCommitMessage, coalesce
+
+    batches = [to_staged_batch(pa.record_batch({"payload": pa.array([bytes([i]) * 10] * 5)})) for i in range(7)]
+    combined = list(coalesce(iter(batches), target_bytes=2 * batches[0].nbytes + 1))
+    assert [b.num_rows for b in combined] == [15, 15, 5]
+    assert [p for b in combined for p in b.column(0).to_pylist()] == [p for b in batches for p in b.column(0).to_pylist()]
+    message = SinkCommitMessage("s", "b0000000000000000001", 2, 0, "/x", 5, 50)
+    assert pickle.loads(pickle.dumps(message)) == message
