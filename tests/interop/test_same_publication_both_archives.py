@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -59,6 +62,7 @@ TERM_LENGTH = 64 * 1024
 SEGMENT_LENGTH = 128 * 1024
 CONNECT_TIMEOUT_S = 15.0
 _HEADER = struct.Struct("<iBBHiiiiq")
+T = TypeVar("T")
 
 
 def java_1_15_segment_files(archive_dir: Path, recording_id: int, start_position: int, stop_position: int,
@@ -77,6 +81,13 @@ def our_segment_files(archive_dir: Path, recording_id: int, start_position: int,
     """Ours (modern layout): ``<recordingId>-<segmentBasePosition>.rec``."""
     return [archive_dir / f"{recording_id}-{base}.rec"
             for base in range(start_position, stop_position, segment_length)]
+
+
+def both(first: Callable[[], T], second: Callable[[], T]) -> tuple[T, T]:
+    """Runs two peer commands at once (each waits on its own subprocess); re-raises a failure."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = pool.submit(first), pool.submit(second)
+        return futures[0].result(), futures[1].result()
 
 
 def offer_all(publication, messages: np.ndarray, timeout: float = 30.0) -> int:
@@ -101,8 +112,9 @@ def test_same_publication_recorded_by_both_archives_has_identical_segment_bytes(
             running_sidecar(tmp_path / "ours", ["--segment-length", str(SEGMENT_LENGTH)]) as sidecar:
         ours = PeerClient(peer_installation, ArchiveEndpoint(
             control_channel=sidecar.control_channel, response_channel=None, aeron_dir=None), timeout=60)
-        java.client.start_recording(java_channel, STREAM_ID)
-        ours.start_recording(our_channel, STREAM_ID)
+        # Each peer command is a JVM start (~0.5-1 s): run the two archives' commands side by side.
+        both(lambda: java.client.start_recording(java_channel, STREAM_ID),
+             lambda: ours.start_recording(our_channel, STREAM_ID))
 
         with AeronClient.with_embedded_driver() as publisher_client:
             publication = publisher_client.add_exclusive_publication(publication_channel, STREAM_ID)
@@ -114,18 +126,19 @@ def test_same_publication_recorded_by_both_archives_has_identical_segment_bytes(
             stop_position = offer_all(publication, payloads(0, MESSAGES, SIZE))
             # Keep the publication open until both recordings have it all (lingering is not enough
             # under min flow control: a closed publication stops retransmitting).
-            java_stopped = java.client.stop_recording(java_channel, STREAM_ID, recording_id=0,
-                                                      await_position=stop_position, timeout_ms=20_000)
-            our_stopped = ours.stop_recording(our_channel, STREAM_ID, recording_id=0,
-                                              await_position=stop_position, timeout_ms=20_000)
+            java_stopped, our_stopped = both(
+                lambda: java.client.stop_recording(java_channel, STREAM_ID, recording_id=0,
+                                                   await_position=stop_position, timeout_ms=20_000),
+                lambda: ours.stop_recording(our_channel, STREAM_ID, recording_id=0,
+                                            await_position=stop_position, timeout_ms=20_000))
         expected_stop = MESSAGES * framed_length(SIZE) + (MESSAGES * framed_length(SIZE) // TERM_LENGTH) * (
             TERM_LENGTH % framed_length(SIZE))  # plus one PAD frame per completed term
         assert stop_position == expected_stop
         assert (java_stopped["startPosition"], java_stopped["stopPosition"]) == (0, stop_position)
         assert (our_stopped["startPosition"], our_stopped["stopPosition"]) == (0, stop_position)
 
-        (java_descriptor,) = java.client.list_recordings()
-        (our_descriptor,) = ours.list_recordings()
+        java_listing, our_listing = both(java.client.list_recordings, ours.list_recordings)
+        (java_descriptor,), (our_descriptor,) = java_listing, our_listing
         same_fields = ("startPosition", "stopPosition", "initialTermId", "sessionId", "streamId",
                        "termBufferLength", "segmentFileLength", "mtuLength")
         assert {f: our_descriptor[f] for f in same_fields} == {f: java_descriptor[f] for f in same_fields}
