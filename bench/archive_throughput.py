@@ -61,23 +61,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_processes import (  # noqa: E402 - after the path tweak for the sibling module
+from aeron_spark.driver_integration.interop_peer import (
+    ensure_peer_built,
+    framed_length,
+    free_udp_port,
+    udp_channel,
+)
+from bench_processes import (
     BenchClients,
     RunningArchive,
     build_bench_client,
-    summarize_profile,
     java_ipc_connection,
     java_udp_connection,
     py_spy_recording,
     running_java_archive_process,
     running_our_sidecar,
-)
-
-from aeron_spark.driver_integration.interop_peer import (  # noqa: E402
-    ensure_peer_built,
-    framed_length,
-    free_udp_port,
-    udp_channel,
+    summarize_profile,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -222,8 +221,8 @@ def back_pressure_share(samples: list[Sample], **match: Any) -> str:
 
 
 def table(samples: list[Sample], messages: dict[int, int]) -> str:
-    lines = ["| transport | payload | messages | operation | Java 1.15.1 MB/s (M msg/s) | ours MB/s (M msg/s) "
-             "| ours/Java | target | publisher back-pressured (Java / ours) |",
+    lines = [("| transport | payload | messages | operation | Java 1.15.1 MB/s (M msg/s) | ours MB/s (M msg/s) "
+             "| ours/Java | target | publisher back-pressured (Java / ours) |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for transport in dict.fromkeys(s.transport for s in samples):
         for size, count in messages.items():
@@ -247,7 +246,7 @@ def table(samples: list[Sample], messages: dict[int, int]) -> str:
 def machine_notes(work_dir: Path) -> str:
     def command(*argv: str) -> str:
         try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout.strip()
+            return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             return "?"
     cpu = next((line.split(":", 1)[1].strip() for line in command("lscpu").splitlines()
@@ -279,7 +278,7 @@ def write_docs(transport: str, results: str, command_line: str, notes: str) -> N
              f"Run {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC.\n\n{results}\n\n{end}")
     text = DOC.read_text() if DOC.exists() else "# Performance\n"
     if begin in text and end in text:
-        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.DOTALL)
     elif SECTION_TITLE in text:
         head, _, tail = text.partition(SECTION_TITLE)
         body_end = tail.find("\n## ")

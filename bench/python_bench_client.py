@@ -29,11 +29,15 @@ import threading
 import time
 
 import numpy as np
-
 from aeron_spark.archive.client import ArchiveClient, SourceLocation
 from aeron_spark.archive.replay_subscription import replay_image_session_id
 from aeron_spark.driver_integration.client import AeronClient
-from aeron_spark.driver_integration.frame import HDR_TYPE_DATA, HEADER_LENGTH, UNFRAGMENTED, aligned_frame_length
+from aeron_spark.driver_integration.frame import (
+    HDR_TYPE_DATA,
+    HEADER_LENGTH,
+    UNFRAGMENTED,
+    aligned_frame_length,
+)
 from aeron_spark.driver_integration.publication import ExclusivePublication
 
 PROBE_INTERVAL_S = 0.0005

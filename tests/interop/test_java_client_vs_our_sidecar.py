@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from aeron_spark.driver_integration.interop_peer import (
     ArchiveEndpoint,
     PeerClient,
@@ -34,6 +33,7 @@ from aeron_spark.driver_integration.interop_peer import (
     free_udp_port,
     udp_channel,
 )
+
 from tests.integration.sidecar_fixture import Sidecar, running_sidecar
 
 pytestmark = pytest.mark.interop

@@ -38,10 +38,14 @@ from typing import TypeVar
 
 import numpy as np
 import pytest
-
 from aeron_spark.archive.segment import SegmentReader
 from aeron_spark.driver_integration.client import AeronClient
-from aeron_spark.driver_integration.frame import HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, UNFRAGMENTED
+from aeron_spark.driver_integration.frame import (
+    HDR_TYPE_DATA,
+    HDR_TYPE_PAD,
+    HEADER_LENGTH,
+    UNFRAGMENTED,
+)
 from aeron_spark.driver_integration.interop_peer import (
     ArchiveEndpoint,
     PeerClient,
@@ -51,6 +55,7 @@ from aeron_spark.driver_integration.interop_peer import (
     payloads,
     running_java_archive,
 )
+
 from tests.integration.sidecar_fixture import running_sidecar
 
 pytestmark = pytest.mark.interop
@@ -83,7 +88,7 @@ def our_segment_files(archive_dir: Path, recording_id: int, start_position: int,
             for base in range(start_position, stop_position, segment_length)]
 
 
-def both(first: Callable[[], T], second: Callable[[], T]) -> tuple[T, T]:
+def both[T](first: Callable[[], T], second: Callable[[], T]) -> tuple[T, T]:
     """Runs two peer commands at once (each waits on its own subprocess); re-raises a failure."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = pool.submit(first), pool.submit(second)
