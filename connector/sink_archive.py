@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import threading
 import time
 
 import numpy as np
@@ -54,6 +55,31 @@ def open_sink_archive(options: SinkOptions) -> "ClientSinkArchive":
         timeout=resolved.timeout_ms / 1000.0,
     )
     return ClientSinkArchive(client, options)
+
+
+_shared: dict[SinkOptions, "ClientSinkArchive"] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_sink_archive(options: SinkOptions) -> tuple["ClientSinkArchive", bool]:
+    """One archive connection per sink per process, kept across commits (Spark's commit worker is
+    long-lived); returns (archive, whether it was reused). Callers forget it after a failure."""
+    with _shared_lock:
+        archive = _shared.get(options)
+        if archive is not None:
+            return archive, True
+    archive = open_sink_archive(options)
+    with _shared_lock:
+        _shared[options] = archive
+    return archive, False
+
+
+def forget_shared_sink_archive(options: SinkOptions) -> None:
+    with _shared_lock:
+        archive = _shared.pop(options, None)
+    if archive is not None:
+        with contextlib.suppress(Exception):
+            archive.close()
 
 
 class ClientSinkArchive:

@@ -406,20 +406,49 @@ def commit_staged(options, messages: Sequence, batch_id: int | None,
     sink_id = sink_ids.pop()
     directory = sink_staging_dir(options.staging_root, sink_id)
     inputs = [StagedInput(m.partition_id, m.path, m.rows) for m in staged]
-    if open_archive is None:
-        from .sink_archive import open_sink_archive as open_archive
+
+    def run(archive: SinkArchive) -> CommitResult:
+        committer = SinkCommitter(archive, sink_id, options.stream_id, hints=HintStore(directory),
+                                  timeout_s=options.commit_timeout_ms / 1000.0)
+        return committer.commit(inputs, batch_id)
+
     with commit_lock(directory):
-        archive = open_archive(options)
-        try:
-            committer = SinkCommitter(archive, sink_id, options.stream_id, hints=HintStore(directory),
-                                      timeout_s=options.commit_timeout_ms / 1000.0)
-            result = committer.commit(inputs, batch_id)
-        finally:
-            archive.close()
+        if open_archive is not None:
+            archive = open_archive(options)
+            try:
+                result = run(archive)
+            finally:
+                archive.close()
+        else:
+            result = _run_on_shared_archive(options, run)
         for message in staged:
             delete_quietly(message.path)
         clean_stale(directory, keep=set(), committed_batch_id=result.batch_id if batch_id is not None else None)
     return result
+
+
+def _run_on_shared_archive(options, run: Callable[[SinkArchive], CommitResult]) -> CommitResult:
+    """``run`` on this process's cached connection; when a REUSED connection fails (e.g. the archive
+    restarted since), once more on a fresh one - safe because a commit recovers and is idempotent."""
+    from .sink_archive import forget_shared_sink_archive, shared_sink_archive
+    archive, reused = shared_sink_archive(options)
+    try:
+        return run(archive)
+    except (SinkCommitError, ValueError):
+        raise  # about the data or the recording, not the connection
+    except Exception as error:
+        forget_shared_sink_archive(options)
+        if not reused:
+            raise
+        LOG.warning("sink commit failed on a reused archive connection (%s); retrying on a new one", error)
+    archive, _ = shared_sink_archive(options)
+    try:
+        return run(archive)
+    except (SinkCommitError, ValueError):
+        raise
+    except Exception:
+        forget_shared_sink_archive(options)
+        raise
 
 
 def abort_staged(messages: Sequence) -> None:

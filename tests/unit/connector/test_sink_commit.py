@@ -233,3 +233,23 @@ def test_marker_round_trip_and_crc():
     broken[30] ^= 1
     with pytest.raises(ValueError, match="CRC"):
         CommitMarker.decode(bytes(broken))
+
+
+def test_a_reused_connection_that_fails_is_replaced_once_and_the_commit_recovers(tmp_path, monkeypatch):
+    from aeron_spark.connector import sink_archive
+
+    opts = options(tmp_path)
+    healthy = FakeSinkArchive()
+    broken = FakeSinkArchive()
+    broken.find_sink_recordings = lambda *a: (_ for _ in ()).throw(ConnectionError("archive restarted"))
+    handed: list = [(broken, True), (healthy, False)]
+    forgotten: list = []
+    monkeypatch.setattr(sink_archive, "shared_sink_archive", lambda _o: handed.pop(0))
+    monkeypatch.setattr(sink_archive, "forget_shared_sink_archive", lambda _o: forgotten.append(1))
+    result = commit_staged(opts, [stage(opts, 0, 0, batch(5, "r"))], 0)
+    assert result.outcome is CommitOutcome.COMMITTED and forgotten == [1] and handed == []
+    assert rows_of(healthy, only_recording(healthy)) == batch(5, "r")
+
+    handed[:] = [(broken, False)]  # a fresh connection failing is not retried
+    with pytest.raises(ConnectionError):
+        commit_staged(opts, [stage(opts, 1, 0, batch(5, "s"))], 1)
