@@ -263,6 +263,7 @@ def test_request_timeout_says_which_request_timed_out(tmp_path: Path, aeron_clie
         client = ArchiveClient.connect(control_channel=frozen.control_channel, aeron=aeron_client,
                                        timeout=1.0)
         os.kill(frozen.pid, signal.SIGSTOP)
+        _wait_until_stopped(frozen.pid)
         try:
             with pytest.raises(ArchiveTimeoutError) as raised:
                 client.list_recordings(0, 10)
@@ -343,3 +344,14 @@ def test_cli_errors_and_exit_codes(sidecar: Sidecar) -> None:
     assert code == 2 and "/nonexistent/aeron does not exist" in err
     code, _, err = run_tool("recordings", "--dir", "/nonexistent/archive")
     assert code == 1 and "cannot find the archive of /nonexistent/archive" in err
+
+
+def _wait_until_stopped(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP is asynchronous: wait until the kernel shows the process stopped (state T)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop within {timeout} s")

@@ -3,6 +3,7 @@
 import io
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from aeron_spark.driver_integration import frame, position as positions
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
 INITIAL_TERM_ID = 3
-VENV_TOOL = Path("/work/main/.venv/bin/aeron-archive")
+VENV_TOOL = Path(sys.executable).parent / "aeron-archive"
 MARK_SETTINGS = dict(archive_id=42, control_channel="aeron:udp?endpoint=localhost:8010",
                      control_stream_id=10, local_control_channel="aeron:ipc",
                      local_control_stream_id=11, events_channel="aeron:ipc", events_stream_id=30,
