@@ -128,11 +128,11 @@ def rate(result: dict[str, Any]) -> float:
 
 
 @contextlib.contextmanager
-def started(archive: str, installation, work_dir: Path, java_threading: str):
+def started(archive: str, installation, work_dir: Path, java_threading: str, our_args: tuple[str, ...] = ()):
     archive_dir = work_dir / f"{archive}-archive"
     shutil.rmtree(archive_dir, ignore_errors=True)
     manager = (running_java_archive_process(installation, archive_dir, threading_mode=java_threading)
-               if archive == "java" else running_our_sidecar(archive_dir))
+               if archive == "java" else running_our_sidecar(archive_dir, extra_args=our_args))
     try:
         with manager as running:
             yield running
@@ -185,7 +185,8 @@ def run(args: argparse.Namespace) -> list[Sample]:
     for repeat in range(args.repeats):
         order = args.archives if repeat % 2 == 0 else tuple(reversed(args.archives))
         for archive in order:
-            with started(archive, installation, args.work_dir, args.java_threading) as running:
+            with started(archive, installation, args.work_dir, args.java_threading,
+                         tuple(args.our_args.split())) as running:
                 profiling = contextlib.nullcontext()
                 if archive == "ours" and args.profile is not None:
                     args.profile.mkdir(parents=True, exist_ok=True)
@@ -299,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="which archives to run, comma separated (default java,ours; the table needs both)")
     parser.add_argument("--java-threading", choices=("shared", "dedicated"), default="shared",
                         help="the Java archive's threading (driver and archive agents); default shared")
+    parser.add_argument("--our-args", default="",
+                        help="extra `aeron-archive serve` options for our sidecar, e.g. '--replay-buffer-length 4m'")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false",
                         help="skip the untimed warm-up recording+replay (1/4 of the messages) per case")
     parser.add_argument("--work-dir", type=Path, default=None,
@@ -329,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         print(profile_summary(args.profile))
     if args.write_docs:
         shown = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--write-docs"]
-        write_docs(args.transport, results, " ".join([".venv/bin/python bench/archive_throughput.py", *shown]), notes)
+        key = args.transport + ("" if args.java_threading == "shared" else f" java-{args.java_threading}")
+        write_docs(key, results, " ".join([".venv/bin/python bench/archive_throughput.py", *shown]), notes)
         print(f"\nwritten to {DOC}")
     return 0
 
