@@ -22,12 +22,15 @@ import threading
 import time
 
 import numpy as np
-
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration.frame import HEADER_LENGTH
 from aeron_spark.driver_integration.publication import InitialPosition, OfferResult
 
-from .archive_access import ClientArchiveAccess, default_response_channel, resolve_connection
+from .archive_access import (
+    ClientArchiveAccess,
+    default_response_channel,
+    resolve_connection,
+)
 from .options import DEFAULT_CONTROL_STREAM_ID
 from .sink_frames import PublicationLayout, TermBlock
 from .sink_log import sink_alias
@@ -41,8 +44,10 @@ class SinkArchiveError(RuntimeError):
     pass
 
 
-def open_sink_archive(options: SinkOptions) -> "ClientSinkArchive":
-    from aeron_spark.archive.client import ArchiveClient  # late: only the committing driver needs it
+def open_sink_archive(options: SinkOptions) -> ClientSinkArchive:
+    from aeron_spark.archive.client import (
+        ArchiveClient,  # late: only the committing driver needs it
+    )
     resolved = resolve_connection(options.connection)
     if not resolved.control_channel:
         raise SinkArchiveError("no archive control channel: set archive.controlChannel or archive.dir")
@@ -57,11 +62,11 @@ def open_sink_archive(options: SinkOptions) -> "ClientSinkArchive":
     return ClientSinkArchive(client, options)
 
 
-_shared: dict[SinkOptions, "ClientSinkArchive"] = {}
+_shared: dict[SinkOptions, ClientSinkArchive] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_sink_archive(options: SinkOptions) -> tuple["ClientSinkArchive", bool]:
+def shared_sink_archive(options: SinkOptions) -> tuple[ClientSinkArchive, bool]:
     """One archive connection per sink per process, kept across commits (Spark's commit worker is
     long-lived); returns (archive, whether it was reused). Callers forget it after a failure."""
     with _shared_lock:
@@ -106,7 +111,7 @@ class ClientSinkArchive:
     def live_position(self, recording_id: int) -> int | None:
         return self._access.live_position(recording_id)
 
-    def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> "ClientAppender":
+    def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> ClientAppender:
         return ClientAppender(self, recording, sink_id)
 
     def close(self) -> None:
@@ -189,8 +194,8 @@ class ClientAppender:
                 if end <= start:  # one frame longer than a piece: offer it alone
                     following = int(np.searchsorted(offsets, start, side="right"))
                     end = int(offsets[following]) if following < offsets.size else size
-            piece_start = start
-            self._retry(lambda: self._publication.offer_block(data, piece_start, end - piece_start), "offer_block")
+            self._retry(lambda first=start, last=end: self._publication.offer_block(data, first, last - first),
+                        "offer_block")
             start = end
         self._position = block.end
 

@@ -30,18 +30,19 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import ContextManager, Protocol
+from typing import Protocol
 
 import crc32c
 import numpy as np
 import pyarrow as pa
-
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration.frame import scan_frames
 
+from .sink_fault_injection import fault_point
 from .sink_frames import PublicationLayout, TermBlock, frame_messages
 from .sink_log import (
     FLAG_BATCH_WRITE,
@@ -54,7 +55,6 @@ from .sink_log import (
     sink_id_hash,
     sink_id_of_channel,
 )
-from .sink_fault_injection import fault_point
 from .sink_staging import clean_stale, delete_quietly, read_staged, sink_staging_dir
 
 LOG = logging.getLogger("aeron_spark.connector.sink")

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from aeron_spark.driver_integration.frame import (
     BEGIN_FRAG_FLAG,
     END_FRAG_FLAG,

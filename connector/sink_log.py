@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import crc32c
 import numpy as np
-
 from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA,
     HEADER_LENGTH,
@@ -87,7 +86,7 @@ class CommitMarker:
         return unsigned[:_CRC_OFFSET] + struct.pack("<I", crc) + unsigned[_CRC_OFFSET + 4:]
 
     @classmethod
-    def decode(cls, payload: bytes | memoryview) -> "CommitMarker":
+    def decode(cls, payload: bytes | memoryview) -> CommitMarker:
         data = bytes(payload)
         if len(data) != MARKER_PAYLOAD_LENGTH:
             raise MarkerError(f"a commit marker payload is {MARKER_PAYLOAD_LENGTH} bytes, got {len(data)}")

@@ -105,7 +105,7 @@ class SinkOptions:
         return channel if session_id is None else f"{channel}|session-id={session_id}"
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> "SinkOptions":
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
         raw = _canonical(options)
         channel = raw.get("channel")
         if channel is None or "streamId" not in raw:

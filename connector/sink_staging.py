@@ -55,7 +55,7 @@ class StagedName:
         return f"{self.key}-p{self.partition_id:05d}-a{self.attempt}-t{self.task_attempt_id}{SUFFIX}"
 
     @classmethod
-    def parse(cls, file_name: str) -> "StagedName | None":
+    def parse(cls, file_name: str) -> StagedName | None:
         match = _NAME.match(file_name)
         if match is None:
             return None

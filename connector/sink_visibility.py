@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration.frame import scan_frames
 

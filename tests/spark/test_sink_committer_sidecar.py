@@ -14,20 +14,20 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from sidecar_fixture import running_sidecar  # noqa: E402
+from sidecar_fixture import running_sidecar
+
+from aeron_spark.connector import sink_archive
+from aeron_spark.connector.archive_access import ArchiveUnavailable, open_archive
+from aeron_spark.connector.offset_reader import OffsetReader
+from aeron_spark.connector.options import ReadMode, SourceOptions
+from aeron_spark.connector.partition_planner import ReplayRange
+from aeron_spark.connector.partition_reader import read_range
+from aeron_spark.connector.sink_commit import CommitOutcome, commit_staged
+from aeron_spark.connector.sink_options import SinkOptions
+from aeron_spark.connector.sink_staging import streaming_batch_key
+from aeron_spark.connector.writer import TaskInfo, stage_task_output
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-from aeron_spark.connector import sink_archive  # noqa: E402
-from aeron_spark.connector.archive_access import ArchiveUnavailable, open_archive  # noqa: E402
-from aeron_spark.connector.offset_reader import OffsetReader  # noqa: E402
-from aeron_spark.connector.options import ReadMode, SourceOptions  # noqa: E402
-from aeron_spark.connector.partition_planner import ReplayRange  # noqa: E402
-from aeron_spark.connector.partition_reader import read_range  # noqa: E402
-from aeron_spark.connector.sink_commit import CommitOutcome, commit_staged  # noqa: E402
-from aeron_spark.connector.sink_options import SinkOptions  # noqa: E402
-from aeron_spark.connector.sink_staging import streaming_batch_key  # noqa: E402
-from aeron_spark.connector.writer import TaskInfo, stage_task_output  # noqa: E402
 
 
 class Crash(RuntimeError):

@@ -15,11 +15,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from sidecar_fixture import running_sidecar  # noqa: E402
+from sidecar_fixture import running_sidecar
+
+from aeron_spark.connector import register
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-from aeron_spark.connector import register  # noqa: E402
 
 STREAM_ID = 4001
 
@@ -117,7 +117,7 @@ def test_an_aborted_batch_leaves_nothing_visible(spark, archive, tmp_path):
         query.stop()
     assert sink_rows(spark, archive_dir, "aborting") == lines_of(0, 50)
     staging = archive_dir / "spark-sink-staging" / "aborting"
-    assert not [name for name in os.listdir(staging) if name.endswith(".arrow") or name.endswith(".tmp")]
+    assert not [name for name in os.listdir(staging) if name.endswith((".arrow", ".tmp"))]
 
 
 def test_batch_writes_append_one_committed_batch_each(spark, archive):

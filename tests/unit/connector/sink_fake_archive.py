@@ -16,12 +16,14 @@ import struct
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from aeron_spark.archive.recording_descriptor import NULL_POSITION, RecordingDescriptor
 from aeron_spark.connector.sink_frames import PublicationLayout, TermBlock
 from aeron_spark.connector.sink_log import sink_alias
 from aeron_spark.driver_integration.frame import scan_frames
-from aeron_spark.driver_integration.position import compute_term_id_from_position, position_bits_to_shift
+from aeron_spark.driver_integration.position import (
+    compute_term_id_from_position,
+    position_bits_to_shift,
+)
 
 
 class InjectedCrash(RuntimeError):
@@ -119,7 +121,7 @@ class FakeSinkArchive:
         self._count("stop_active")
         self.recordings[recording_id].active = False
 
-    def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> "FakeAppender":
+    def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> FakeAppender:
         self._count("start_appender")
         session_id = random.randint(1, 1 << 30)
         if recording is None:
@@ -182,7 +184,7 @@ class FakeAppender:
             raise InjectedCrash(f"injected crash after {self.appends} appends")
         if block.position != self.position:
             raise AssertionError(f"block at {block.position}, publication at {self.position}")
-        length, _v, _flags, _type, term_offset, session_id, stream_id, term_id, _r = struct.unpack_from(
+        _length, _v, _flags, _type, term_offset, session_id, stream_id, term_id, _r = struct.unpack_from(
             "<iBBHiiiiq", block.data.tobytes(), 0)
         layout = self._layout
         expected_term_id = compute_term_id_from_position(block.position, position_bits_to_shift(layout.term_length),

@@ -7,21 +7,28 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from aeron_spark.connector.message_batches import assemble_messages
 from aeron_spark.connector.sink_commit import (
     CommitOutcome,
     HintStore,
     SinkCommitError,
+    SinkCommitter,
     SinkConflict,
     StagedInput,
-    SinkCommitter,
     abort_staged,
     commit_staged,
 )
-from aeron_spark.connector.sink_log import MARKER_RESERVED_VALUE, CommitMarker, marker_at_tail
+from aeron_spark.connector.sink_log import (
+    MARKER_RESERVED_VALUE,
+    CommitMarker,
+    marker_at_tail,
+)
 from aeron_spark.connector.sink_options import SinkOptions
-from aeron_spark.connector.sink_staging import new_job_key, sink_staging_dir, streaming_batch_key
+from aeron_spark.connector.sink_staging import (
+    new_job_key,
+    sink_staging_dir,
+    streaming_batch_key,
+)
 from aeron_spark.connector.writer import TaskInfo, stage_task_output
 from sink_fake_archive import FakeSinkArchive, InjectedCrash
 
@@ -210,8 +217,8 @@ def test_batch_writes_number_their_batches_and_cannot_share_a_streaming_sink(tmp
         commit(streaming, archive, [stage(streaming, 7, 0, batch(1, "s"), query_id=None)], 7)
 
 
-def test_two_messages_for_one_partition_are_rejected(tmp_path):
-    opts, archive = options(tmp_path), FakeSinkArchive()
+def test_two_messages_for_one_partition_are_rejected():
+    archive = FakeSinkArchive()
     committer = SinkCommitter(archive, SINK, 1001)
     with pytest.raises(SinkCommitError, match="two commit messages for one partition"):
         committer.commit([StagedInput(0, "a", 1), StagedInput(0, "b", 1)], 0)

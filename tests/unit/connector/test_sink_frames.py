@@ -6,9 +6,12 @@ import random
 
 import numpy as np
 import pytest
-
 from aeron_spark.connector.message_batches import assemble_messages
-from aeron_spark.connector.sink_frames import FramingError, PublicationLayout, frame_messages
+from aeron_spark.connector.sink_frames import (
+    FramingError,
+    PublicationLayout,
+    frame_messages,
+)
 from synthetic_log import SyntheticLog
 
 

@@ -8,8 +8,6 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
-
 from aeron_spark.connector.data_source import AeronArchiveDataSource
 from aeron_spark.connector.options import OptionError
 from aeron_spark.connector.sink_frames import PublicationLayout, frame_messages
@@ -22,9 +20,26 @@ from aeron_spark.connector.sink_log import (
     sink_id_of_channel,
 )
 from aeron_spark.connector.sink_options import SinkOptions
-from aeron_spark.connector.sink_staging import StagedName, clean_stale, streaming_batch_key
-from aeron_spark.connector.writer import SinkDataError, check_append_only, sink_columns, to_staged_batch
+from aeron_spark.connector.sink_staging import (
+    StagedName,
+    clean_stale,
+    streaming_batch_key,
+)
+from aeron_spark.connector.writer import (
+    SinkDataError,
+    check_append_only,
+    sink_columns,
+    to_staged_batch,
+)
 from aeron_spark.driver_integration.frame import scan_frames
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 BASE = {"channel": "aeron:ipc", "streamId": "7", "archive.dir": "/data/archive"}
 

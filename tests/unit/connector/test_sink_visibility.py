@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pyarrow as pa
-
 from aeron_spark.connector.offset_reader import OffsetReader
 from aeron_spark.connector.options import ReadMode, SourceOptions
 from aeron_spark.connector.partition_planner import ReplayRange
