@@ -38,6 +38,7 @@ class OffsetReader:
         self._next_discovery_id = 0
         self._last_discovery_ms: float | None = None
         self._sink_visibility = SinkVisibility(options.replay)
+        self._stopped_checked_ms: dict[int, float] = {}
 
     @property
     def access(self) -> ArchiveAccess:
@@ -106,6 +107,8 @@ class OffsetReader:
                 else:
                     latest[recording_id] = end
                 continue
+            if descriptor is not None and not descriptor.is_active:
+                descriptor = self._recheck_stopped(recording_id, descriptor)
             if descriptor is not None and descriptor.is_active:
                 live = self.access.live_position(recording_id)
                 if live is not None:
@@ -119,6 +122,19 @@ class OffsetReader:
             else:
                 latest[recording_id] = descriptor.stop_position
         return latest, vanished
+
+    def _recheck_stopped(self, recording_id: int, descriptor: RecordingDescriptor) -> RecordingDescriptor | None:
+        """A stopped recording may be extended later: describe it again, at most once per
+        discoveryIntervalMs (latestOffset is called many times a second)."""
+        now = self._clock_ms()
+        last = self._stopped_checked_ms.get(recording_id)
+        if last is None:
+            self._stopped_checked_ms[recording_id] = now
+            return descriptor
+        if now - last < self.options.discovery_interval_ms:
+            return descriptor
+        self._stopped_checked_ms[recording_id] = now
+        return self.refresh(recording_id)
 
     def _sink_committed_end(self, recording_id: int) -> int | None:
         """A sink recording is stopped between commits and extended by each: always re-described."""

@@ -337,3 +337,26 @@ def test_batch_ending_positions_must_be_recorded_already():
         reader = AeronArchiveBatchReader(options, driver_opener=lambda c: archive)
         with pytest.raises(ValueError, match=message):
             reader.partitions()
+
+
+def test_a_stopped_recording_that_is_extended_later_is_read_on(tmp_path):
+    archive = FakeArchive()
+    clock = Clock()
+    log = make_log(10)
+    recording = archive.add(1, log, CHANNEL, active=False)
+    reader = stream_reader(archive, tmp_path, clock, recordingIds="1", startingPositions="earliest",
+                           discoveryIntervalMs="2000")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"1": log.position}
+    describes = archive.calls["describe"]
+    reader.latestOffset(end, ReadAllAvailable())
+    assert archive.calls["describe"] == describes  # stopped: not described on every call
+    # extended: active again and growing; seen once the discovery interval has passed
+    for index in range(4):
+        log.append(bytes([index]) * 500)
+    recording.active = True
+    clock.now += 2000
+    extended = reader.latestOffset(end, ReadAllAvailable())
+    assert extended == {"1": log.position}
+    assert run_batch(reader, end, extended) == messages_of(1, log, end["1"])
