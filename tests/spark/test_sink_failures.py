@@ -187,6 +187,7 @@ class SinkRecording:
     data: list[tuple[int, bytes]]  # (start position, payload) of every data message
     markers: list[tuple[int, CommitMarker]]  # (start position, marker)
     after_last_marker: int  # data messages recorded after the last marker (a dead commit's debris)
+    active: bool  # still being recorded (a killed driver's commit, until autoStop)
 
 
 def connect(sidecar: Sidecar) -> ArchiveClient:
@@ -221,7 +222,7 @@ def raw_sink_recording(scene: Scene) -> SinkRecording:
                     else:
                         data.append((message.position, message.payload))
                         after += 1
-        return SinkRecording(recording_id, data, markers, after)
+        return SinkRecording(recording_id, data, markers, after, descriptor.is_active)
     finally:
         client.close()
 
@@ -254,6 +255,8 @@ def assert_committed_prefix(scene: Scene) -> SinkRecording:
     rows = committed_rows(recording)
     assert [payload for _, payload in recording.data[:rows]] == payloads[:rows]
     assert visible_payloads(scene, recording.recording_id) == payloads[:rows]
+    print(f"sink recording {recording.recording_id}: batches {batch_ids}, {rows} rows committed and visible, "
+          f"{recording.after_last_marker} rows of debris after the last marker{' (active)' if recording.active else ''}")
     return recording
 
 
@@ -357,6 +360,7 @@ def test_every_row_exactly_once_across_driver_kills_a_paused_commit_and_a_sideca
     pause.unlink()  # the commit goes on and cannot finish: the query fails
     code = run.wait_exit(RUN_TIMEOUT_S)
     assert code != 0 and run.line_starting("QUERY DONE") is None, run.output()
+    print("the query after the sidecar's SIGKILL:", run.line_starting("QUERY FAILED") or f"exit code {code}")
     assert staged_batch in run.finished_batches()  # the batch staged in stage 2 was replayed and committed
 
     scene.start_sidecar()  # the same archive directory: crash recovery stops the sink recording
