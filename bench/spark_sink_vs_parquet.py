@@ -61,7 +61,7 @@ class Workload:
         return self.count * self.size / 1e6
 
     @classmethod
-    def parse(cls, text: str) -> "Workload":
+    def parse(cls, text: str) -> Workload:
         count, _, size = text.lower().partition("x")
         try:
             workload = cls(int(count.replace("_", "")), int(size))

@@ -67,9 +67,8 @@ def main(argv: list[str]) -> int:
         from aeron_spark.connector.sink_fault_injection import ENV_VAR, parse_fault_plan
         parse_fault_plan(args.fault)  # a typo fails here, not silently in a worker
         os.environ[ENV_VAR] = args.fault
-    from pyspark.sql import SparkSession
-
     from aeron_spark.connector import register
+    from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("sink-query-process")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")

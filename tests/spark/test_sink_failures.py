@@ -40,14 +40,19 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
 from aeron_spark.archive.client import ArchiveClient
 from aeron_spark.connector.archive_access import open_archive
 from aeron_spark.connector.offset_reader import OffsetReader
 from aeron_spark.connector.options import ReadMode, SourceOptions
 from aeron_spark.connector.partition_planner import ReplayRange
 from aeron_spark.connector.partition_reader import read_range
-from aeron_spark.connector.sink_log import MARKER_MAGIC, MARKER_PAYLOAD_LENGTH, CommitMarker, sink_id_of_channel
+from aeron_spark.connector.sink_log import (
+    MARKER_MAGIC,
+    MARKER_PAYLOAD_LENGTH,
+    CommitMarker,
+    sink_id_of_channel,
+)
+
 from tests.integration.sidecar_fixture import Sidecar
 from tests.spark.source_fixtures import Recorded, RecordingArchive, numbered_payloads
 

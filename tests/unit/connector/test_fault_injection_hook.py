@@ -7,8 +7,11 @@ import threading
 import time
 
 import pytest
-
-from aeron_spark.connector.sink_fault_injection import ENV_VAR, fault_point, parse_fault_plan
+from aeron_spark.connector.sink_fault_injection import (
+    ENV_VAR,
+    fault_point,
+    parse_fault_plan,
+)
 
 
 def test_unset_the_hook_does_nothing(monkeypatch, tmp_path):
