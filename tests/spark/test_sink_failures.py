@@ -3,24 +3,32 @@ query in ANOTHER process (``sink_query_process.py``: aeron-archive source -> aer
 the test kills with SIGKILL and restarts from its checkpoint.
 
 Input: one stopped recording of numbered messages of mixed sizes, recorded beforehand. The query
-writes each message's payload with the input position as its reserved value, a few hundred KiB
-per micro-batch, so the input becomes ~8 batches and any replayed batch produces the same rows.
+writes each message's payload with the input position as its reserved value, 128 KiB of input per
+micro-batch (~10 batches), so a replayed batch produces the same rows.
 
-After the final run the sink recording is read two ways and must equal the input exactly once,
-in order: (1) a raw replay of the whole recording with the archive client (every recorded byte,
-markers included: data messages == input, markers numbered 0, 1, 2, ... each counting the rows
-since the previous one, nothing after the last marker); (2) ``spark.read.format("aeron-archive")``
-in the query process (the source's view: rows and reserved values, digested).
+One test runs the failures one after the other on the same query and checkpoint, because starting
+a Spark query process costs 20-90 s on this 2-core machine. After each failure the test checks
+what it left: whole batches 0..k-1 in the sink recording, with consecutive batch ids, and readers
+seeing exactly their rows and nothing of the batch that was in flight.
 
 1. the query's driver (its whole process group: Python, JVM, workers) is SIGKILLed mid-stream;
-2. the query is SIGKILLed while its commit of batch 2 is paused by the sink's fault-injection hook
-   between the tasks' staging and the commit's first append (``before-append``);
-3. an aborted batch leaves nothing visible: covered by
-   ``test_sink_exactly_once.py::test_an_aborted_batch_leaves_nothing_visible`` (not repeated);
-4. the SIDECAR is SIGKILLed while the commit of batch 2 is paused after its rows were appended
-   and recorded but before its marker (``before-marker``); the query then fails; a new sidecar
-   on the same archive directory recovers it, and the restarted query ends exactly once.
+2. restarted, it is SIGKILLed while its commit of a later batch is paused by the sink's
+   fault-injection hook (``connector/sink_fault_injection.py``) after the tasks staged the batch
+   and before the commit appends anything (``before-append``);
+3. restarted, the SIDECAR is SIGKILLed while the next commit is paused with its rows appended
+   and recorded but no marker (``before-marker``). The query then fails, and a new sidecar on the
+   same archive directory recovers the recording (debris after the last marker, never visible);
+4. restarted once more, the query runs to the end.
 
+At the end the sink recording must equal the input exactly once, in order, read two ways:
+(1) a raw replay of the whole recording with the archive client: every recorded byte, markers
+included. The data messages must equal the input, the markers must be numbered 0, 1, 2, ... and
+each must count the rows since the previous one, with nothing after the last marker;
+(2) ``spark.read.format("aeron-archive")`` in the query process, the source's view of rows and
+reserved values, compared as a digest.
+
+An aborted batch leaving nothing visible is covered by
+``test_sink_exactly_once.py::test_an_aborted_batch_leaves_nothing_visible`` and not repeated here.
 Every process started here (sidecars, query process groups) is stopped by PID in ``finally``.
 """
 
@@ -59,9 +67,9 @@ from tests.spark.source_fixtures import Recorded, RecordingArchive, numbered_pay
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(420)]
 
 QUERY_SCRIPT = Path(__file__).with_name("sink_query_process.py")
-INPUT_MESSAGES = 6000
-INPUT_SIZES = (16, 48, 100, 300)  # ~100 B on average: 6000 messages ~ 0.9 MB of 64k terms
-MAX_BYTES_PER_TRIGGER = "128k"  # ~8 micro-batches of two partitions (one per term)
+INPUT_MESSAGES = 7500
+INPUT_SIZES = (16, 48, 100, 300)  # ~116 B on average: 7500 messages ~ 1.2 MB of 64k terms
+MAX_BYTES_PER_TRIGGER = "128k"  # ~10 micro-batches of two partitions (one per term)
 RUN_TIMEOUT_S = 240.0
 PAUSE_TIMEOUT_S = 180.0
 
@@ -336,6 +344,7 @@ def test_every_row_exactly_once_across_driver_kills_a_paused_commit_and_a_sideca
     run.kill()
     after_kill = assert_committed_prefix(scene)
     assert len(after_kill.markers) >= 2 and committed_rows(after_kill) < INPUT_MESSAGES
+    assert last_committed_batch(after_kill) <= 5, "the kill came too late to leave batches for stages 2-4"
 
     # 2. Restart from the checkpoint; SIGKILL it while the commit of a later batch is paused between the
     #    tasks' staging and its first append (fault hook before-append): that batch is staged, not committed.
