@@ -218,6 +218,11 @@ def prepare_block(buffer: np.ndarray, length: int, remaining: int, session_id: i
     chain; payload bytes that merely look like a header break the chain and fall back to the
     general scan, so the result is always exact.
     """
+    if vectorized and term_offset is not None and term_id is not None:
+        fixed = _prepare_fixed_size(buffer, length, remaining, session_id, stream_id, checksum,
+                                    block_position, term_offset, term_id)
+        if fixed is not None:
+            return fixed
     view = memoryview(buffer)[:length]
     if vectorized:
         found = None
@@ -266,6 +271,56 @@ def prepare_block(buffer: np.ndarray, length: int, remaining: int, session_id: i
         else:
             for offset in offsets[:cut]:
                 struct.pack_into("<ii", view, offset + SESSION_ID_OFFSET, session_id, stream_id)
+    return PreparedBlock(data_length, padding)
+
+
+def _prepare_fixed_size(buffer: np.ndarray, length: int, remaining: int, session_id: int, stream_id: int,
+                        checksum, block_position: int, term_offset: int, term_id: int) -> PreparedBlock | None:
+    """The common case (fixed-size messages): DATA frames of one length, back to back from
+    offset 0. One strided view over the block checks every header's frame length, type, term
+    offset and term id and rewrites the ids; None (the general path decides) when any frame
+    differs or the tail after them holds a whole frame."""
+    if length < HEADER_LENGTH:
+        return None
+    words = buffer[:length].view("<i4") if not length & 3 else buffer[: length & ~3].view("<i4")
+    frame_length = int(words[0])
+    if frame_length < HEADER_LENGTH:
+        return None
+    aligned = (frame_length + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1)
+    count = length // aligned
+    if count == 0:
+        return None
+    stride = aligned // 4
+    rows = words[: count * stride].reshape(count, stride)
+    if not ((rows[:, 0] == frame_length).all()
+            and (rows[:, 1] >> 16 == HDR_TYPE_DATA).all()  # type: u16 at byte 6 (little-endian)
+            and (rows[:, 5] == term_id).all()
+            and (rows[:, 2] == np.arange(term_offset, term_offset + count * aligned, aligned,
+                                         dtype=np.int32)).all()):
+        return None
+    end = count * aligned
+    padding = 0
+    if end < length:
+        if length - end < HEADER_LENGTH:
+            return None  # a truncated header after the frames: rare, the general path decides
+        next_length = int(words[end >> 2])
+        if next_length <= 0 or next_length < HEADER_LENGTH:
+            return None  # bad length: the general path reports it (or stops at the limit)
+        if end + ((next_length + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1)) <= length:
+            return None  # a whole frame of another length or kind follows
+        if end < remaining and (int(words[(end >> 2) + 1]) >> 16) & 0xFFFF == HDR_TYPE_PAD:
+            padding = next_length  # a PAD cut by the read: its header is enough
+    cut = min(count, -(-remaining // aligned)) if remaining > 0 else 0
+    if cut < count:
+        padding = 0
+    data_length = cut * aligned
+    if data_length:
+        if checksum is not None:
+            from aeron_spark.archive.checksum import verify_and_restore  # only when enabled
+            verify_and_restore(memoryview(buffer)[:data_length], session_id, checksum,
+                               block_position=block_position)
+        rows[:cut, SESSION_ID_OFFSET // 4] = session_id
+        rows[:cut, STREAM_ID_OFFSET // 4] = stream_id
     return PreparedBlock(data_length, padding)
 
 
