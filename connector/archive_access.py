@@ -33,8 +33,8 @@ import random
 import struct
 import threading
 import time
-from collections.abc import Iterator
-from typing import ContextManager, Protocol
+from collections.abc import Callable, Iterator
+from typing import ContextManager, Protocol, TypeVar
 
 from aeron_spark.archive import recording_position
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
@@ -47,6 +47,7 @@ LOG = logging.getLogger(__name__)
 REPLAY_LIMIT_COUNTER_TYPE_ID = 1_977_100
 LIST_PAGE_SIZE = 256
 REPLAY_BLOCK_LIMIT = 1 << 20
+T = TypeVar("T")
 
 
 class ArchiveUnavailable(RuntimeError):
@@ -208,6 +209,11 @@ class ClientArchiveAccess:
     @contextlib.contextmanager
     def replay(self, recording_id: int, start: int, end: int,
                settings: ReplaySettings) -> Iterator[Iterator[tuple[int, bytes]]]:
+        with self._replay_image(recording_id, start, end, settings) as image:
+            yield _replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms)
+
+    @contextlib.contextmanager
+    def _replay_image(self, recording_id: int, start: int, end: int, settings: ReplaySettings):
         aeron = self._client.aeron
         session_id = random.randint(1, (1 << 31) - 1)
         channel = _with_param(settings.channel, "session-id", str(session_id))
@@ -219,8 +225,7 @@ class ClientArchiveAccess:
         try:
             replay_session_id = self._client.start_bounded_replay(
                 recording_id, start, end - start, limit.counter_id, channel, settings.stream_id)
-            image = _await_image(subscription, session_id, settings.idle_timeout_ms, recording_id)
-            yield _replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms)
+            yield _await_image(subscription, session_id, settings.idle_timeout_ms, recording_id)
         finally:
             if replay_session_id is not None:
                 with contextlib.suppress(Exception):
@@ -228,6 +233,16 @@ class ClientArchiveAccess:
             for resource in (subscription, limit):
                 with contextlib.suppress(Exception):
                     resource.close()
+
+    @contextlib.contextmanager
+    def replay_pump(self, recording_id: int, start: int, end: int,
+                    settings: ReplaySettings) -> Iterator[ReplayPump]:
+        """Like :meth:`replay`, but the caller copies each block where it wants it (one copy)."""
+        with self._replay_image(recording_id, start, end, settings) as image:
+            try:
+                yield ReplayPump(image, recording_id, start, end, settings.idle_timeout_ms)
+            finally:
+                image.close()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -249,33 +264,57 @@ def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: i
     raise ReplayFailed(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
 
 
+class ReplayPump:
+    """Polls one replay image block by block; ``next_block(consume)`` hands the block to
+    ``consume(view, position)`` while the view still points into the term buffer, so a caller
+    that copies it straight to where it is needed makes the only copy."""
+
+    def __init__(self, image, recording_id: int, start: int, end: int, idle_timeout_ms: int) -> None:
+        self._image = image
+        self._recording_id = recording_id
+        self._end = end
+        self._idle_timeout_ms = idle_timeout_ms
+        self.position = start
+        self._result: list = []
+
+    def _on_block(self, view, position: int, _session_id: int, _term_id: int) -> None:
+        self._result.append((position, len(view), self._consume(view, position)))
+
+    def next_block(self, consume: Callable[[memoryview, int], T]) -> tuple[int, T] | None:
+        """(block position, what ``consume`` returned) for the next block; None at the range end."""
+        if self.position >= self._end:
+            return None
+        self._consume = consume
+        idle_since = time.monotonic()
+        image, result = self._image, self._result
+        while True:
+            result.clear()
+            image.block_poll(self._on_block, min(REPLAY_BLOCK_LIMIT, self._end - self.position))
+            if result:
+                position, length, value = result[0]
+                result.clear()
+                self.position = position + length
+                return position, value
+            if image.is_closed or image.is_end_of_stream:
+                raise ReplayFailed(
+                    f"recording {self._recording_id}: replay ended at {self.position}, before {self._end}")
+            if time.monotonic() - idle_since > self._idle_timeout_ms / 1000.0:
+                raise ReplayFailed(
+                    f"recording {self._recording_id}: replay made no progress at {self.position} "
+                    f"for {self._idle_timeout_ms} ms (replay.idleTimeoutMs)")
+            time.sleep(0.0005)
+
+
+def _copied(view, _position: int) -> bytes:
+    # Copied: the view points into the term buffer and is only valid during the callback.
+    return bytes(view)
+
+
 def _replayed_blocks(image, recording_id: int, start: int, end: int,
                      idle_timeout_ms: int) -> Iterator[tuple[int, bytes]]:
-    received: list[tuple[int, bytes]] = []
-
-    def on_block(view, position: int, _session_id: int, _term_id: int) -> None:
-        # Copied: the view points into the term buffer and is only valid during the callback.
-        received.append((position, bytes(view)))
-
-    position = start
-    idle_since = time.monotonic()
+    pump = ReplayPump(image, recording_id, start, end, idle_timeout_ms)
     try:
-        while position < end:
-            received.clear()
-            image.block_poll(on_block, min(REPLAY_BLOCK_LIMIT, end - position))
-            if not received:
-                if image.is_closed or image.is_end_of_stream:
-                    raise ReplayFailed(
-                        f"recording {recording_id}: replay ended at {position}, before {end}")
-                if time.monotonic() - idle_since > idle_timeout_ms / 1000.0:
-                    raise ReplayFailed(
-                        f"recording {recording_id}: replay made no progress at {position} "
-                        f"for {idle_timeout_ms} ms (replay.idleTimeoutMs)")
-                time.sleep(0.0005)
-                continue
-            idle_since = time.monotonic()
-            for block_position, block in received:
-                yield block_position, block
-                position = block_position + len(block)
+        while (block := pump.next_block(_copied)) is not None:
+            yield block
     finally:
         image.close()

@@ -17,7 +17,7 @@ fragments are dropped (its head was never recorded), as Aeron's FragmentAssemble
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pyarrow as pa
 
@@ -61,26 +61,79 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
     readable = available_range(replay_range, descriptor, policy)
     if readable is None or descriptor is None:
         return
+    if getattr(access, "replay_pump", None) is not None:
+        builder = yield from _read_pumped(readable, descriptor, options, access)
+    else:
+        builder = yield from _read_blocks(readable, descriptor, options, access)
+    recording_id, start, end = readable.recording_id, readable.start, readable.end
+    stats = builder.stats
+    if stats.dropped_fragments:
+        policy.report(f"recording {recording_id}: {stats.dropped_fragments} fragment(s) in [{start}, {end}) "
+                      "belong to no complete message")
+    if stats.leading_fragments:
+        LOG.info("recording %d: dropped %d fragment(s) of a message begun before the recording started",
+                 recording_id, stats.leading_fragments)
+
+
+def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
+             first_block) -> tuple[MessageBatchBuilder, int]:
+    """The batch builder for a range, and where its feed starts (earlier than the range when the
+    first block continues a message: its head is replayed from the start of the term)."""
+    start = readable.start
+    feed_start = start
+    if first_frame_continues_a_message(first_block):
+        term_start = start // descriptor.term_buffer_length * descriptor.term_buffer_length
+        feed_start = max(descriptor.start_position, term_start)
+    builder = MessageBatchBuilder(
+        recording_id=readable.recording_id,
+        session_id=descriptor.session_id,
+        stream_id=descriptor.stream_id,
+        start_position=feed_start,
+        min_end_position=start,
+        include_timestamp=options.include_timestamp,
+        allow_leading_fragments=feed_start == descriptor.start_position,
+        drop_reserved_value=MARKER_RESERVED_VALUE if is_sink_recording(descriptor) else None,
+    )
+    return builder, feed_start
+
+
+def _copy(view, _position: int) -> bytes:
+    return bytes(view)
+
+
+def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
+                 access) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
+    """Each replayed block is copied once, from the term buffer straight into the builder's
+    staging buffer (only the first block, needed before the builder exists, is copied twice)."""
+    recording_id, start, end = readable.recording_id, readable.start, readable.end
+    with access.replay_pump(recording_id, start, end, options.replay) as pump:
+        first = pump.next_block(_copy)
+        if first is None:
+            raise RuntimeError(f"recording {recording_id}: the replay of [{start}, {end}) delivered nothing")
+        builder, feed_start = _builder(readable, descriptor, options, first[1])
+        if feed_start < start:
+            with access.replay_pump(recording_id, feed_start, start, options.replay) as head:
+                while (batches := head.next_block(builder.add_block)) is not None:
+                    yield from batches[1]
+        yield from builder.add_block(first[1], first[0])
+        while (batches := pump.next_block(builder.add_block)) is not None:
+            yield from batches[1]
+        if builder.next_position != end:
+            raise RuntimeError(f"recording {recording_id}: replay stopped at {builder.next_position}, "
+                               f"range end is {end}")
+        yield from builder.finish()
+    return builder
+
+
+def _read_blocks(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
+                 access: ArchiveAccess) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
     recording_id, start, end = readable.recording_id, readable.start, readable.end
     with access.replay(recording_id, start, end, options.replay) as blocks:
         blocks = iter(blocks)
         first = next(blocks, None)
         if first is None:
             raise RuntimeError(f"recording {recording_id}: the replay of [{start}, {end}) delivered nothing")
-        feed_start = start
-        if first_frame_continues_a_message(first[1]):
-            term_start = start // descriptor.term_buffer_length * descriptor.term_buffer_length
-            feed_start = max(descriptor.start_position, term_start)
-        builder = MessageBatchBuilder(
-            recording_id=recording_id,
-            session_id=descriptor.session_id,
-            stream_id=descriptor.stream_id,
-            start_position=feed_start,
-            min_end_position=start,
-            include_timestamp=options.include_timestamp,
-            allow_leading_fragments=feed_start == descriptor.start_position,
-            drop_reserved_value=MARKER_RESERVED_VALUE if is_sink_recording(descriptor) else None,
-        )
+        builder, feed_start = _builder(readable, descriptor, options, first[1])
         if feed_start < start:
             with access.replay(recording_id, feed_start, start, options.replay) as head_blocks:
                 for position, block in head_blocks:
@@ -92,10 +145,4 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
             raise RuntimeError(f"recording {recording_id}: replay stopped at {builder.next_position}, "
                                f"range end is {end}")
         yield from builder.finish()
-    stats = builder.stats
-    if stats.dropped_fragments:
-        policy.report(f"recording {recording_id}: {stats.dropped_fragments} fragment(s) in [{start}, {end}) "
-                      "belong to no complete message")
-    if stats.leading_fragments:
-        LOG.info("recording %d: dropped %d fragment(s) of a message begun before the recording started",
-                 recording_id, stats.leading_fragments)
+    return builder
