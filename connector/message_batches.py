@@ -20,6 +20,7 @@ rewrites them in every frame.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,9 @@ from aeron_spark.driver_integration.frame import (
 
 DEFAULT_TARGET_BATCH_BYTES = 8 << 20
 UNFRAGMENTED = FLAG_BEGIN | FLAG_END
+# Aeron's smallest term length; every term length is a power-of-two multiple, so a term's PAD
+# frame ends on a multiple of it.
+MIN_TERM_LENGTH = 64 * 1024
 # Arrow `binary` has int32 offsets: one batch must hold < 2 GiB of payload.
 MAX_BATCH_PAYLOAD_BYTES = (1 << 31) - 1
 
@@ -213,6 +217,79 @@ def assemble_messages(buffer, base_position: int, min_end_position: int | None =
 
 def _uniform_whole_messages(data: np.ndarray, base_position: int,
                             min_end_position: int | None) -> AssembledMessages | None:
+    """assemble_messages for runs of equal, unfragmented DATA frames separated by PAD frames (a
+    term end), or None. Each run goes through :func:`_uniform_run`; a PAD only ends a run."""
+    if data.size < HEADER_LENGTH or data.size % FRAME_ALIGNMENT:
+        return None
+    runs: list[AssembledMessages] = []
+    offset = 0
+    while offset < data.size:
+        run_length, pad_length = _uniform_run_length(data[offset:])
+        if run_length == 0 and pad_length == 0:
+            return None
+        if pad_length and (base_position + offset + run_length + pad_length) % MIN_TERM_LENGTH:
+            return None  # a PAD not ending a term (appended padding): the general path handles it
+        if run_length:
+            run = _uniform_run(data[offset:offset + run_length], base_position + offset, min_end_position)
+            if run is None:
+                return None
+            runs.append(run)
+        offset += run_length + pad_length
+        if len(runs) > 64:
+            return None  # many short runs: the general path is as fast
+    if len(runs) == 1:
+        return dataclasses.replace(runs[0], carry_offset=int(data.size))
+    if not runs:
+        return _no_messages(int(data.size), 0)
+    payload_sizes = [int(run.payload.size) for run in runs]
+    if sum(payload_sizes) > MAX_BATCH_PAYLOAD_BYTES:
+        raise FrameStreamError("more than 2 GiB of payload in one batch; lower the staging size")
+    value_offsets = np.concatenate([runs[0].value_offsets] + [
+        run.value_offsets[1:] + np.int32(shift)
+        for run, shift in zip(runs[1:], np.cumsum(payload_sizes)[:-1])])
+    return AssembledMessages(
+        end_positions=np.concatenate([run.end_positions for run in runs]),
+        reserved=np.concatenate([run.reserved for run in runs]),
+        value_offsets=value_offsets.astype(np.int32, copy=False),
+        payload=np.concatenate([run.payload for run in runs]),
+        carry_offset=int(data.size),
+        leading_fragments=0,
+        dropped_fragments=0,
+    )
+
+
+def _uniform_run_length(data: np.ndarray) -> tuple[int, int]:
+    """(bytes of equal frames from offset 0, aligned length of the PAD frame right after them, 0
+    if none); (0, 0) when the buffer is not equal frames up to its end or a PAD."""
+    length = int(data[:4].view("<i4")[0])
+    frame_type = int(data[6:8].view("<u2")[0])
+    if frame_type == TYPE_PAD:
+        pad = int(aligned(length))
+        return (0, pad) if HEADER_LENGTH <= pad <= data.size else (0, 0)
+    if length <= HEADER_LENGTH:
+        return 0, 0
+    stride = int(aligned(length))
+    count = data.size // stride
+    if count == 0:
+        return 0, 0
+    lengths = data[: count * stride].reshape(count, stride)[:, :4].view("<i4")[:, 0]
+    differs = np.flatnonzero(lengths != length)
+    run = int(differs[0]) if differs.size else count
+    run_bytes = run * stride
+    if run_bytes == data.size:
+        return run_bytes, 0
+    if data.size - run_bytes < HEADER_LENGTH:
+        return 0, 0
+    pad_length = int(data[run_bytes:run_bytes + 4].view("<i4")[0])
+    pad_type = int(data[run_bytes + 6:run_bytes + 8].view("<u2")[0])
+    pad = int(aligned(pad_length))
+    if pad_type != TYPE_PAD or pad < HEADER_LENGTH or run_bytes + pad > data.size:
+        return 0, 0
+    return run_bytes, pad
+
+
+def _uniform_run(data: np.ndarray, base_position: int,
+                 min_end_position: int | None) -> AssembledMessages | None:
     """assemble_messages for a buffer of equal, unfragmented DATA frames (fixed-size messages, no
     PAD), or None. The buffer is viewed as a (frames, stride) matrix: headers are checked and
     fields read through strided column views, with no frame walk and no index gathers."""

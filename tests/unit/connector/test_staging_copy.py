@@ -122,3 +122,43 @@ def test_pump_gives_up_after_the_idle_timeout():
     pump = ReplayPump(FakeImage([]), 9, 0, 64, idle_timeout_ms=20)
     with pytest.raises(ReplayFailed, match="no progress at 0 for 20 ms"):
         pump.next_block(lambda view, position: None)
+
+
+@pytest.mark.parametrize("payload", [100, 1000])
+def test_fixed_size_fast_path_accepts_the_pad_frames_that_end_terms(payload):
+    from aeron_spark.connector import message_batches
+
+    rng = random.Random(payload)
+    log = SyntheticLog(term_length=TERM, mtu=1408)
+    for index in range(3 * TERM // (payload + 32) + 7):
+        log.append(rng.randbytes(payload), reserved_value=index)
+    data = message_batches._as_bytes_array(bytes(log.data))
+    frames_bytes = len(log.messages) * ((payload + 32 + 31) // 32 * 32)
+    assert data.size > frames_bytes  # the rest is PAD frames at the term ends
+    for start_index, min_index in ((0, 0), (5, 40), (0, len(log.messages) - 3)):
+        start = log.messages[start_index].begin_position
+        chunk = data[start:]
+        minimum = log.messages[min_index].end_position
+        fast = message_batches._uniform_whole_messages(chunk, start, minimum)
+        assert fast is not None
+        wanted = [m for m in log.messages[start_index:] if m.end_position > minimum]
+        assert list(fast.end_positions) == [m.end_position for m in wanted]
+        assert list(fast.reserved) == [m.reserved_value for m in wanted]
+        offsets, payload_bytes = fast.value_offsets, fast.payload.tobytes()
+        assert [payload_bytes[a:b] for a, b in zip(offsets, offsets[1:])] == [m.payload for m in wanted]
+        assert fast.carry_offset == chunk.size
+        assert (fast.leading_fragments, fast.dropped_fragments) == (0, 0)
+
+
+def test_a_pad_frame_inside_a_term_is_left_to_the_general_path():
+    from aeron_spark.connector import message_batches
+
+    log = SyntheticLog(term_length=TERM, mtu=1408)
+    for index in range(10):
+        log.append(bytes(100), reserved_value=index)
+    data = bytearray(log.data)
+    data[4 * 160 + 6] = 0  # frame 4 becomes a PAD mid-term
+    array = message_batches._as_bytes_array(bytes(data))
+    assert message_batches._uniform_whole_messages(array, 0, None) is None
+    general = message_batches.assemble_messages(array, 0)
+    assert list(general.reserved) == [0, 1, 2, 3, 5, 6, 7, 8, 9]
