@@ -292,11 +292,16 @@ def _prepare_fixed_size(buffer: np.ndarray, length: int, remaining: int, session
         return None
     stride = aligned // 4
     rows = words[: count * stride].reshape(count, stride)
-    if not ((rows[:, 0] == frame_length).all()
-            and (rows[:, 1] >> 16 == HDR_TYPE_DATA).all()  # type: u16 at byte 6 (little-endian)
-            and (rows[:, 5] == term_id).all()
-            and (rows[:, 2] == np.arange(term_offset, term_offset + count * aligned, aligned,
-                                         dtype=np.int32)).all()):
+    matches = ((rows[:, 0] == frame_length)
+               & (rows[:, 1] >> 16 == HDR_TYPE_DATA)  # type: u16 at byte 6 (little-endian)
+               & (rows[:, 5] == term_id)
+               & (rows[:, 2] == np.arange(term_offset, term_offset + count * aligned, aligned, dtype=np.int32)))
+    if not matches[-1]:  # the frames stop early: only the term's PAD may follow them
+        count = int(np.argmin(matches))
+        if count == 0 or matches[count:].any():
+            return None
+        rows = rows[:count]
+    elif not matches.all():
         return None
     end = count * aligned
     padding = 0
@@ -306,10 +311,11 @@ def _prepare_fixed_size(buffer: np.ndarray, length: int, remaining: int, session
         next_length = int(words[end >> 2])
         if next_length <= 0 or next_length < HEADER_LENGTH:
             return None  # bad length: the general path reports it (or stops at the limit)
-        if end + ((next_length + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1)) <= length:
-            return None  # a whole frame of another length or kind follows
-        if end < remaining and (int(words[(end >> 2) + 1]) >> 16) & 0xFFFF == HDR_TYPE_PAD:
-            padding = next_length  # a PAD cut by the read: its header is enough
+        is_pad = (int(words[(end >> 2) + 1]) >> 16) & 0xFFFF == HDR_TYPE_PAD
+        if not is_pad and end + ((next_length + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1)) <= length:
+            return None  # a whole DATA frame of another length follows
+        if is_pad and end < remaining:
+            padding = next_length  # the term's PAD (whole or cut by the read: its header is enough)
     cut = min(count, -(-remaining // aligned)) if remaining > 0 else 0
     if cut < count:
         padding = 0

@@ -75,10 +75,14 @@ def test_the_replay_limit_cuts_after_the_frame_it_starts_in(remaining):
 
 @pytest.mark.parametrize("pad_written", [32, 64, 2048])
 def test_a_trailing_pad_frame_is_reported_whole_or_cut(pad_written):
+    """The term's PAD ends the block: reported whole or cut, and past the limit not at all."""
     data = frames([100] * 20) + pad_frame(2048, 20 * 160, pad_written)
-    got, got_bytes, want, want_bytes, _ = both_ways(data, 1 << 40)
+    got, got_bytes, want, want_bytes, taken = both_ways(data, 1 << 40)
+    assert taken
     assert got == want == PreparedBlock(20 * 160, 2048)
     assert got_bytes == want_bytes
+    got, _, want, _, taken = both_ways(data, 20 * 160)
+    assert taken and got == want == PreparedBlock(20 * 160, 0)
 
 
 def test_a_cut_last_frame_is_left_for_the_next_read():
