@@ -31,7 +31,6 @@ import contextlib
 import logging
 import random
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import ContextManager, Protocol, TypeVar
@@ -39,6 +38,7 @@ from typing import ContextManager, Protocol, TypeVar
 from aeron_spark.archive import recording_position
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 
+from .connection_cache import ConnectionCache
 from .options import ArchiveConnection, DEFAULT_CONTROL_STREAM_ID, ReplaySettings
 
 LOG = logging.getLogger(__name__)
@@ -147,26 +147,16 @@ def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
     return ClientArchiveAccess(client)
 
 
-_shared: dict[ArchiveConnection, ArchiveAccess] = {}
-_shared_lock = threading.Lock()
+_connections: ConnectionCache[ArchiveConnection, ArchiveAccess] = ConnectionCache(lambda c: open_archive(c))
 
 
 def shared_archive(connection: ArchiveConnection) -> ArchiveAccess:
     """One connection per Python worker process (Spark reuses workers across tasks)."""
-    with _shared_lock:
-        access = _shared.get(connection)
-        if access is None:
-            access = open_archive(connection)
-            _shared[connection] = access
-        return access
+    return _connections.get(connection)[0]
 
 
 def forget_shared_archive(connection: ArchiveConnection) -> None:
-    with _shared_lock:
-        access = _shared.pop(connection, None)
-    if access is not None:
-        with contextlib.suppress(Exception):
-            access.close()
+    _connections.forget(connection)
 
 
 class ClientArchiveAccess:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import threading
 import time
 
 import numpy as np
@@ -31,6 +30,7 @@ from .archive_access import (
     default_response_channel,
     resolve_connection,
 )
+from .connection_cache import ConnectionCache
 from .options import DEFAULT_CONTROL_STREAM_ID
 from .sink_frames import PublicationLayout, TermBlock
 from .sink_log import sink_alias
@@ -62,29 +62,17 @@ def open_sink_archive(options: SinkOptions) -> ClientSinkArchive:
     return ClientSinkArchive(client, options)
 
 
-_shared: dict[SinkOptions, ClientSinkArchive] = {}
-_shared_lock = threading.Lock()
+_connections: ConnectionCache[SinkOptions, ClientSinkArchive] = ConnectionCache(lambda o: open_sink_archive(o))
 
 
 def shared_sink_archive(options: SinkOptions) -> tuple[ClientSinkArchive, bool]:
     """One archive connection per sink per process, kept across commits (Spark's commit worker is
     long-lived); returns (archive, whether it was reused). Callers forget it after a failure."""
-    with _shared_lock:
-        archive = _shared.get(options)
-        if archive is not None:
-            return archive, True
-    archive = open_sink_archive(options)
-    with _shared_lock:
-        _shared[options] = archive
-    return archive, False
+    return _connections.get(options)
 
 
 def forget_shared_sink_archive(options: SinkOptions) -> None:
-    with _shared_lock:
-        archive = _shared.pop(options, None)
-    if archive is not None:
-        with contextlib.suppress(Exception):
-            archive.close()
+    _connections.forget(options)
 
 
 class ClientSinkArchive:
