@@ -188,31 +188,38 @@ class Timings:
     def line(self, name: str, workload: Workload) -> str:
         low, median = min(self.seconds), statistics.median(self.seconds)
         mb = workload.count * workload.size / 1e6
-        return (f"  {name:<22} min {low:7.3f} s  median {median:7.3f} s   "
+        return (f"  {name:<26} min {low:7.3f} s  median {median:7.3f} s   "
                 f"best {workload.count / low / 1e6:6.2f} M rows/s {mb / low:8.1f} MB/s   "
                 f"median {workload.count / median / 1e6:6.2f} M rows/s {mb / median:8.1f} MB/s")
 
 
+SOURCE_ALL = "source, all columns"
+SOURCE_PAYLOAD = "source, .schema(payload)"
+PARQUET = "Parquet scan"
+
+
 def measure(spark, workload: Workload, archive_dir: Path, recording_id: int, parquet: Path,
-            repetitions: int, max_bytes_per_partition: str) -> tuple[Timings, Timings]:
+            repetitions: int, source_options: dict[str, str]) -> dict[str, Timings]:
+    """Alternates the three reads (the default schema, only the payload column, Parquet)."""
     source = (spark.read.format("aeron-archive").option("archive.dir", str(archive_dir))
-              .option("recordingIds", str(recording_id)).option("maxBytesPerPartition", max_bytes_per_partition))
-    scans = {"aeron-archive source": lambda: aggregate(source.load()),
-             "Parquet scan": lambda: aggregate(spark.read.parquet(str(parquet)))}
+              .option("recordingIds", str(recording_id)).options(**source_options))
+    scans = {SOURCE_ALL: lambda: aggregate(source.load()),
+             SOURCE_PAYLOAD: lambda: aggregate(source.schema("payload binary").load()),
+             PARQUET: lambda: aggregate(spark.read.parquet(str(parquet)))}
     answers = {name: scan() for name, scan in scans.items()}  # warm-up, and the correctness check
     expected = (workload.count, workload.count * workload.size)
     for name, answer in answers.items():
         if tuple(answer[:2]) != expected:
             raise AssertionError(f"{name}: count/bytes {answer[:2]} != {expected}")
     if len(set(answers.values())) != 1:
-        raise AssertionError(f"the two reads disagree: {answers}")
+        raise AssertionError(f"the reads disagree: {answers}")
     seconds: dict[str, list[float]] = {name: [] for name in scans}
     for _ in range(repetitions):
-        for name, scan in scans.items():  # alternating: noise hits both alike
+        for name, scan in scans.items():  # alternating: noise hits all alike
             started = time.perf_counter()
             scan()
             seconds[name].append(time.perf_counter() - started)
-    return Timings(seconds["aeron-archive source"]), Timings(seconds["Parquet scan"])
+    return {name: Timings(values) for name, values in seconds.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="COUNTxSIZE, repeatable (default: 2000000x32 and 500000x1024)")
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--work-dir", type=Path, help="where the archive and Parquet files go (default: a temp dir)")
-    parser.add_argument("--max-bytes-per-partition", default="64m", help="the source's maxBytesPerPartition")
+    parser.add_argument("--max-bytes-per-partition", help="the source's maxBytesPerPartition (default: its default)")
+    parser.add_argument("--min-partitions", default="2",
+                        help="the source's minPartitions (default 2: the cores of local[2], as Parquet's split size)")
     parser.add_argument("--parquet-max-partition-bytes", default="32m",
                         help="spark.sql.files.maxPartitionBytes for the Parquet scan")
     args = parser.parse_args(argv)
@@ -255,15 +264,21 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 from aeron_spark.connector import register
                 register(spark)
+                source_options = {"minPartitions": args.min_partitions}
+                if args.max_bytes_per_partition:
+                    source_options["maxBytesPerPartition"] = args.max_bytes_per_partition
                 for workload, recording_id, parquet in recordings:
-                    source, scan = measure(spark, workload, running.archive_dir, recording_id, parquet,
-                                           args.repetitions, args.max_bytes_per_partition)
-                    print(f"\n{workload.label} ({args.repetitions} repetitions, local[2])")
-                    print(source.line("aeron-archive source", workload))
-                    print(scan.line("Parquet scan", workload))
-                    print(f"  ratio source/Parquet (rows/s): best {min(scan.seconds) / min(source.seconds):.2f}x, "
-                          f"median {statistics.median(scan.seconds) / statistics.median(source.seconds):.2f}x",
-                          flush=True)
+                    timings = measure(spark, workload, running.archive_dir, recording_id, parquet,
+                                      args.repetitions, source_options)
+                    print(f"\n{workload.label} ({args.repetitions} repetitions, local[2], source options "
+                          f"{source_options})")
+                    for name, timing in timings.items():
+                        print(timing.line(name, workload))
+                    scan = timings[PARQUET].seconds
+                    for name in (SOURCE_ALL, SOURCE_PAYLOAD):
+                        mine = timings[name].seconds
+                        print(f"  ratio {name} / Parquet (rows/s): best {min(scan) / min(mine):.2f}x, "
+                              f"median {statistics.median(scan) / statistics.median(mine):.2f}x", flush=True)
             finally:
                 spark.stop()
     finally:

@@ -32,7 +32,8 @@ def plan_batch(options: SourceOptions, offset_reader: OffsetReader) -> list[Repl
                              f"startingPositions {start[recording_id]}")
     end_positions = end
     layouts = offset_reader.layouts(end_positions)
-    return plan_ranges(start, end_positions, layouts, options.max_bytes_per_partition)
+    return plan_ranges(start, end_positions, layouts, options.max_bytes_per_partition,
+                       options.min_partitions)
 
 
 class AeronArchiveBatchReader(DataSourceReader):

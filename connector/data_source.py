@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -24,18 +26,19 @@ from .sink_options import reject_sink_options_on_read, without_sink_options
 FORMAT_NAME = "aeron-archive"
 
 
+SOURCE_FIELDS = (
+    StructField("recording_id", LongType()),
+    StructField("position", LongType()),
+    StructField("payload", BinaryType()),
+    StructField("session_id", IntegerType()),
+    StructField("stream_id", IntegerType()),
+    StructField("reserved_value", LongType()),
+    StructField("timestamp", TimestampType()),
+)
+
+
 def source_schema(include_timestamp: bool) -> StructType:
-    fields = [
-        StructField("recording_id", LongType()),
-        StructField("position", LongType()),
-        StructField("payload", BinaryType()),
-        StructField("session_id", IntegerType()),
-        StructField("stream_id", IntegerType()),
-        StructField("reserved_value", LongType()),
-    ]
-    if include_timestamp:
-        fields.append(StructField("timestamp", TimestampType()))
-    return StructType(fields)
+    return StructType([f for f in SOURCE_FIELDS if include_timestamp or f.name != "timestamp"])
 
 
 class AeronArchiveDataSource(DataSource):
@@ -56,15 +59,13 @@ class AeronArchiveDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from .batch_reader import AeronArchiveBatchReader
         reject_sink_options_on_read(self.options)
-        options = SourceOptions.parse(self.options, ReadMode.BATCH)
-        _check_schema(schema, options)
+        options = select_columns(schema, SourceOptions.parse(self.options, ReadMode.BATCH))
         return AeronArchiveBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .micro_batch_stream import AeronArchiveStreamReader
         reject_sink_options_on_read(self.options)
-        options = SourceOptions.parse(self.options, ReadMode.STREAM)
-        _check_schema(schema, options)
+        options = select_columns(schema, SourceOptions.parse(self.options, ReadMode.STREAM))
         return AeronArchiveStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -82,12 +83,25 @@ class AeronArchiveDataSource(DataSource):
         return AeronArchiveStreamWriter(SinkOptions.parse(self.options, streaming=True), sink_columns(schema))
 
 
-def _check_schema(schema: StructType, options: SourceOptions) -> None:
-    expected = source_schema(options.include_timestamp)
-    if schema is not None and schema != expected:
+def select_columns(schema: StructType | None, options: SourceOptions) -> SourceOptions:
+    """The options with the columns a user schema (``.schema(...)``) asks for: any of the source's
+    columns, in any order, each with its own type; NOT NULL is allowed (no value is ever null).
+    Reading fewer columns is the only column pruning a Python source gets, and it is cheaper."""
+    if schema is None or schema == source_schema(options.include_timestamp):
+        return options
+    known = {f.name: f.dataType for f in SOURCE_FIELDS}
+    accepted = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in SOURCE_FIELDS)
+    names = [f.name for f in schema.fields]
+    problems = [f"{f.name} {f.dataType.simpleString()}" for f in schema.fields
+                if known.get(f.name) != f.dataType]
+    if problems or not names or len(set(names)) != len(names):
+        what = (f"unknown column or wrong type: {', '.join(problems)}" if problems
+                else "no columns" if not names else "a column is named twice")
         raise OptionError(
-            f"format {FORMAT_NAME} has a fixed schema {expected.simpleString()}; got {schema.simpleString()} "
-            "(do not call .schema(...), or pass exactly this one; includeTimestamp=true adds timestamp)")
+            f"format {FORMAT_NAME}: the schema {schema.simpleString()} is not accepted ({what}); a schema may "
+            f"select any of these columns, in any order, each at most once: {accepted}")
+    return dataclasses.replace(options, output_columns=tuple(names),
+                               non_nullable_columns=frozenset(f.name for f in schema.fields if not f.nullable))
 
 
 def register(spark) -> None:

@@ -55,10 +55,31 @@ BASE_FIELDS = (
     pa.field("reserved_value", pa.int64()),
 )
 TIMESTAMP_FIELD = pa.field("timestamp", pa.timestamp("us", tz="UTC"))
+ALL_FIELDS = BASE_FIELDS + (TIMESTAMP_FIELD,)
+_FIELDS_BY_NAME = {f.name: f for f in ALL_FIELDS}
 
 
 def arrow_schema(include_timestamp: bool) -> pa.Schema:
     return pa.schema(BASE_FIELDS + ((TIMESTAMP_FIELD,) if include_timestamp else ()))
+
+
+@dataclass(frozen=True)
+class OutputColumns:
+    """Which columns a batch carries, in order, and whether each may hold nulls (never: nullability
+    only has to match what Spark expects). A narrower selection is cheaper end to end: Spark
+    converts every column of every row from Arrow, and a Python source gets no column pruning."""
+
+    names: tuple[str, ...]
+    non_nullable: frozenset[str] = frozenset()
+
+    @classmethod
+    def default(cls, include_timestamp: bool) -> "OutputColumns":
+        return cls(tuple(f.name for f in arrow_schema(include_timestamp)))
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([_FIELDS_BY_NAME[name].with_nullable(name not in self.non_nullable)
+                          for name in self.names])
 
 
 class FrameStreamError(ValueError):
@@ -395,26 +416,29 @@ def _gather(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarr
     bits = np.packbits(np.repeat(pattern, counts), bitorder="little")
     arrow_mask = pa.Array.from_buffers(pa.bool_(), data.size, [None, pa.py_buffer(bits)])
     arrow_data = pa.Array.from_buffers(pa.uint8(), data.size, [None, pa.py_buffer(data)])
-    return pc.filter(arrow_data, arrow_mask).to_numpy(zero_copy_only=True)
+    kept = pc.filter(arrow_data, arrow_mask)
+    # np.frombuffer, not Array.to_numpy: that imports pandas (~1 s in every fresh Spark worker).
+    return np.frombuffer(kept.buffers()[1], dtype=np.uint8, count=len(kept), offset=kept.offset)
 
 
 def to_record_batch(messages: AssembledMessages, *, recording_id: int, session_id: int, stream_id: int,
-                    include_timestamp: bool) -> pa.RecordBatch:
+                    include_timestamp: bool = False, columns: OutputColumns | None = None) -> pa.RecordBatch:
+    """The batch of ``columns`` (default: the source schema, with timestamp if asked for); only
+    the selected columns are built."""
+    selected = columns or OutputColumns.default(include_timestamp)
     count = messages.count
-    payload = pa.Array.from_buffers(
-        pa.binary(), count, [None, pa.py_buffer(messages.value_offsets), pa.py_buffer(messages.payload)])
-    columns = [
-        pa.array(np.full(count, recording_id, dtype=np.int64)),
-        pa.array(messages.end_positions),
-        payload,
-        pa.array(np.full(count, session_id, dtype=np.int32)),
-        pa.array(np.full(count, stream_id, dtype=np.int32)),
-        pa.array(messages.reserved),
-    ]
-    if include_timestamp:
-        micros = messages.reserved // 1000
-        columns.append(pa.Array.from_buffers(TIMESTAMP_FIELD.type, count, [None, pa.py_buffer(micros)]))
-    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_timestamp))
+    builders = {
+        "recording_id": lambda: pa.array(np.full(count, recording_id, dtype=np.int64)),
+        "position": lambda: pa.array(messages.end_positions),
+        "payload": lambda: pa.Array.from_buffers(
+            pa.binary(), count, [None, pa.py_buffer(messages.value_offsets), pa.py_buffer(messages.payload)]),
+        "session_id": lambda: pa.array(np.full(count, session_id, dtype=np.int32)),
+        "stream_id": lambda: pa.array(np.full(count, stream_id, dtype=np.int32)),
+        "reserved_value": lambda: pa.array(messages.reserved),
+        "timestamp": lambda: pa.Array.from_buffers(
+            TIMESTAMP_FIELD.type, count, [None, pa.py_buffer(messages.reserved // 1000)]),
+    }
+    return pa.RecordBatch.from_arrays([builders[name]() for name in selected.names], schema=selected.schema)
 
 
 @dataclass
@@ -443,6 +467,7 @@ class MessageBatchBuilder:
     min_end_position: int
     include_timestamp: bool = False
     allow_leading_fragments: bool = False
+    columns: OutputColumns | None = None  # None: the default source schema
     target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES
     # Messages with this reserved value are not rows (the sink's commit markers; sink recordings only).
     drop_reserved_value: int | None = None
@@ -507,13 +532,27 @@ class MessageBatchBuilder:
         self._staged = remaining
         if messages.count == 0:
             return []
-        batch = to_record_batch(messages, recording_id=self.recording_id, session_id=self.session_id,
-                                stream_id=self.stream_id, include_timestamp=self.include_timestamp)
         if self.drop_reserved_value is not None:
-            batch = batch.filter(pc.not_equal(batch.column(5), self.drop_reserved_value))
-            if batch.num_rows == 0:
+            messages = _without_reserved_value(messages, self.drop_reserved_value)
+            if messages.count == 0:
                 return []
-        return [batch]
+        return [to_record_batch(messages, recording_id=self.recording_id, session_id=self.session_id,
+                                stream_id=self.stream_id, include_timestamp=self.include_timestamp,
+                                columns=self.columns)]
+
+
+def _without_reserved_value(messages: AssembledMessages, reserved_value: int) -> AssembledMessages:
+    """The messages whose reserved value differs (the sink's markers are dropped this way)."""
+    keep = messages.reserved != reserved_value
+    if keep.all():
+        return messages
+    starts, stops = messages.value_offsets[:-1][keep], messages.value_offsets[1:][keep]
+    lengths = (stops - starts).astype(np.int64)
+    value_offsets = np.zeros(lengths.size + 1, dtype=np.int32)
+    np.cumsum(lengths, out=value_offsets[1:])
+    return dataclasses.replace(messages, end_positions=messages.end_positions[keep],
+                               reserved=messages.reserved[keep], value_offsets=value_offsets,
+                               payload=_gather(messages.payload, starts.astype(np.int64), stops.astype(np.int64)))
 
 
 def first_frame_continues_a_message(block) -> bool:

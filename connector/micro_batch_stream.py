@@ -148,7 +148,8 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             if end_positions[recording_id] != start_positions.get(recording_id):
                 self._policy.report(f"recording {recording_id} is no longer in the archive")
             end_positions = end_positions.without({recording_id})
-        ranges = plan_ranges(start_positions, end_positions, layouts, self.options.max_bytes_per_partition)
+        ranges = plan_ranges(start_positions, end_positions, layouts, self.options.max_bytes_per_partition,
+                             self.options.min_partitions)
         return [ReplayPartition(r) for r in ranges] or [EmptyPartition()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -44,6 +44,7 @@ DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_RESPONSE_STREAM_ID = 20
 DEFAULT_REPLAY_CHANNEL = "aeron:ipc"
 DEFAULT_REPLAY_STREAM_ID = 1001
+DEFAULT_MAX_BYTES_PER_PARTITION = 256 << 20
 
 OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("recordingIds", "comma list or JSON list of recording ids, e.g. 1,2 or [1,2]", None, _BOTH,
@@ -88,8 +89,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
                "Wait until this many bytes are available (or maxTriggerDelay passed) before a batch."),
     OptionSpec("maxTriggerDelay", "a duration, e.g. 500ms, 30s, 15m, 1h (plain numbers are ms)", "15m",
                _STREAM, "Longest wait for minBytesPerTrigger."),
-    OptionSpec("maxBytesPerPartition", "a size > 0", "64m", _BOTH,
-               "Split a recording's range into Spark partitions of about this many bytes (at term boundaries)."),
+    OptionSpec("maxBytesPerPartition", "a size > 0", "256m", _BOTH,
+               "Split a recording's range into Spark partitions of at most about this many bytes (at term "
+               "boundaries). Each partition is one replay, and each replay maps a fresh log of three terms: "
+               "pieces much smaller than that cost more than they gain."),
+    OptionSpec("minPartitions", "an int >= 1", None, _BOTH,
+               "Desired minimum number of partitions per batch (as Kafka's minPartitions): the bytes of a "
+               "batch are shared out so that at least this many partitions read them, term lengths "
+               "permitting. Set it to the cores available to the query to use them all on small batches."),
     OptionSpec("discoveryIntervalMs", "an int >= 0 (milliseconds)", "1000", _STREAM,
                "Least time between two catalog listings looking for new recordings (channel/streamId)."),
     OptionSpec("includeTimestamp", "true | false", "false", _BOTH,
@@ -167,6 +174,11 @@ class SourceOptions:
     discovery_interval_ms: int
     include_timestamp: bool
     checkpoint_location: str | None
+    min_partitions: int = 1
+    # Names of the columns to produce and those declared NOT NULL, from the schema given to the
+    # reader (data_source.select_columns); None: the default schema.
+    output_columns: tuple[str, ...] | None = None
+    non_nullable_columns: frozenset[str] = frozenset()
 
     @property
     def subscribes_to_channel(self) -> bool:
@@ -217,7 +229,8 @@ class SourceOptions:
             max_bytes_per_trigger=max_bytes,
             min_bytes_per_trigger=min_bytes,
             max_trigger_delay_ms=_duration_ms(raw, "maxTriggerDelay", 15 * 60 * 1000),
-            max_bytes_per_partition=_optional(raw, "maxBytesPerPartition", _parse_size) or 64 << 20,
+            max_bytes_per_partition=_optional(raw, "maxBytesPerPartition", _parse_size) or DEFAULT_MAX_BYTES_PER_PARTITION,
+            min_partitions=_int(raw, "minPartitions", 1, minimum=1),
             discovery_interval_ms=_int(raw, "discoveryIntervalMs", 1000, minimum=0),
             include_timestamp=_bool(raw, "includeTimestamp", False),
             checkpoint_location=checkpoint,

@@ -70,19 +70,32 @@ def range_starts(start: RecordingPositions, end: RecordingPositions,
 
 
 def plan_ranges(start: RecordingPositions, end: RecordingPositions,
-                layouts: Mapping[int, RecordingLayout], max_bytes_per_partition: int) -> list[ReplayRange]:
+                layouts: Mapping[int, RecordingLayout], max_bytes_per_partition: int,
+                min_partitions: int = 1) -> list[ReplayRange]:
+    """One range per recording with data, split to pieces of at most ``max_bytes_per_partition``
+    and, when the batch holds fewer bytes than ``min_partitions`` such pieces, of about
+    total / min_partitions (rounded up to whole terms: splits fall on term boundaries only)."""
     if max_bytes_per_partition <= 0:
         raise PlanningError(f"maxBytesPerPartition must be > 0, got {max_bytes_per_partition}")
-    ranges: list[ReplayRange] = []
+    if min_partitions < 1:
+        raise PlanningError(f"minPartitions must be >= 1, got {min_partitions}")
+    spans: list[tuple[int, int, int, int]] = []
     for recording_id, first in range_starts(start, end, layouts).items():
         last = end[recording_id]
         if last < first:
             raise PlanningError(
                 f"recording {recording_id}: end position {last} is before start position {first}")
-        if last == first:
-            continue
-        term_length = layouts[recording_id].term_length if recording_id in layouts else 0
-        cuts = split_points(first, last, term_length, max_bytes_per_partition)
+        if last > first:
+            term_length = layouts[recording_id].term_length if recording_id in layouts else 0
+            spans.append((recording_id, first, last, term_length))
+    share = -(-sum(last - first for _, first, last, _ in spans) // min_partitions)
+    ranges: list[ReplayRange] = []
+    for recording_id, first, last, term_length in spans:
+        budget = max_bytes_per_partition
+        if share < budget:
+            whole_terms = -(-share // term_length) * term_length if term_length > 0 else share
+            budget = min(budget, max(whole_terms, 1))
+        cuts = split_points(first, last, term_length, budget)
         ranges.extend(ReplayRange(recording_id, a, b) for a, b in zip(cuts, cuts[1:]))
     return ranges
 

@@ -25,7 +25,7 @@ from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 
 from .archive_access import ArchiveAccess
 from .data_loss import DataLossPolicy
-from .message_batches import MessageBatchBuilder, first_frame_continues_a_message
+from .message_batches import MessageBatchBuilder, OutputColumns, first_frame_continues_a_message
 from .options import SourceOptions
 from .partition_planner import ReplayRange
 from .sink_log import MARKER_RESERVED_VALUE, is_sink_recording
@@ -91,6 +91,8 @@ def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: So
         start_position=feed_start,
         min_end_position=start,
         include_timestamp=options.include_timestamp,
+        columns=None if options.output_columns is None
+        else OutputColumns(options.output_columns, options.non_nullable_columns),
         allow_leading_fragments=feed_start == descriptor.start_position,
         drop_reserved_value=MARKER_RESERVED_VALUE if is_sink_recording(descriptor) else None,
     )

@@ -21,7 +21,6 @@ import synthetic_log  # noqa: E402
 from aeron_spark.connector.batch_reader import AeronArchiveBatchReader  # noqa: E402
 from aeron_spark.connector.data_source import AeronArchiveDataSource  # noqa: E402
 from aeron_spark.connector.micro_batch_stream import AeronArchiveStreamReader  # noqa: E402
-from aeron_spark.connector.options import ReadMode, SourceOptions  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -58,14 +57,14 @@ class FakeArchiveSource(AeronArchiveDataSource):
         return "aeron-archive-fake"
 
     def reader(self, schema):
-        super().reader(schema)  # validation as the real source does it
+        options = super().reader(schema).options  # validated and column-selected as the real source does
         opener = FakeOpener(int(self.options["replay.streamId"]))
-        return AeronArchiveBatchReader(SourceOptions.parse(self.options, ReadMode.BATCH), opener, opener)
+        return AeronArchiveBatchReader(options, opener, opener)
 
     def streamReader(self, schema):
-        super().streamReader(schema)
+        options = super().streamReader(schema).options
         opener = FakeOpener(int(self.options["replay.streamId"]))
-        return AeronArchiveStreamReader(SourceOptions.parse(self.options, ReadMode.STREAM), opener, opener)
+        return AeronArchiveStreamReader(options, opener, opener)
 
 
 def expected_rows(seed):
@@ -112,3 +111,25 @@ def test_batch_read_with_timestamps_and_small_partitions(fake_source):
     assert sorted((r.recording_id, r.position, bytes(r.payload)) for r in rows) == expected_rows(12)
     first = min(rows, key=lambda r: r.reserved_value)
     assert first.timestamp.year == 2023
+
+
+def test_a_schema_selects_columns_and_min_partitions_spreads_a_batch(fake_source):
+    """.schema(...) picks columns (any order, NOT NULL allowed); minPartitions splits a small batch."""
+    df = (fake_source.read.format("aeron-archive-fake").options(**OPTIONS).option("replay.streamId", "13")
+          .option("minPartitions", "4").schema("payload binary not null, position bigint, recording_id bigint")
+          .load())
+    assert df.columns == ["payload", "position", "recording_id"]
+    assert df.rdd.getNumPartitions() >= 4
+    rows = df.collect()
+    assert sorted((r.recording_id, r.position, bytes(r.payload)) for r in rows) == expected_rows(13)
+
+
+@pytest.mark.parametrize("schema, complaint", [
+    ("payload string", "unknown column or wrong type: payload string"),
+    ("offset bigint", "unknown column or wrong type: offset bigint"),
+])
+def test_a_schema_with_unknown_columns_or_types_is_rejected(fake_source, schema, complaint):
+    with pytest.raises(Exception) as error:
+        (fake_source.read.format("aeron-archive-fake").options(**OPTIONS).option("replay.streamId", "14")
+         .schema(schema).load().collect())
+    assert complaint in str(error.value) and "recording_id bigint, position bigint, payload binary" in str(error.value)

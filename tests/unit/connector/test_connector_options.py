@@ -19,7 +19,7 @@ def test_defaults_for_batch_and_stream():
     assert batch.recording_ids == (1, 2)
     assert batch.starting.kind is StartKind.EARLIEST and batch.ending.kind is StartKind.LATEST
     assert batch.fail_on_data_loss and not batch.include_timestamp
-    assert batch.max_bytes_per_partition == 64 << 20
+    assert batch.max_bytes_per_partition == 256 << 20 and batch.min_partitions == 1
     stream = parse(ReadMode.STREAM, **STREAM)
     assert stream.starting.kind is StartKind.LATEST
     assert stream.max_trigger_delay_ms == 15 * 60 * 1000
@@ -60,6 +60,8 @@ def test_unknown_option_suggests_close_matches():
     ({**BASE, "maxBytesPerTrigger": "1g"}, "maxBytesPerTrigger only applies to spark.readStream"),
     ({**BASE, "failOnDataLoss": "yes"}, "accepted: true | false"),
     ({**BASE, "maxBytesPerPartition": "12 parsecs"}, "is not a size"),
+    ({**BASE, "minPartitions": "0"}, "minPartitions=0 must be >= 1"),
+    ({**BASE, "minPartitions": "two"}, "minPartitions='two' is not an integer"),
     ({**BASE, "path": "/a", "archive.dir": "/b"}, "disagree"),
 ])
 def test_batch_rejections_name_the_option_and_accepted_values(options, message):
@@ -145,3 +147,21 @@ def test_archive_dir_is_resolved_through_the_archive_mark_file(tmp_path):
 def test_query_name_that_spark_adds_to_the_options_is_accepted():
     validate_common({**BASE, "queryName": "vwap"})
     assert parse(ReadMode.STREAM, **STREAM, queryName="vwap").recording_ids == (1, 2)
+
+
+def test_a_user_schema_selects_columns_or_is_rejected_with_the_accepted_columns():
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType, TimestampType
+
+    from aeron_spark.connector.data_source import select_columns, source_schema
+    options = parse(**BASE)
+    assert select_columns(None, options) is options
+    assert select_columns(source_schema(False), options) is options
+    chosen = select_columns(StructType([StructField("payload", BinaryType(), nullable=False),
+                                        StructField("timestamp", TimestampType())]), options)
+    assert chosen.output_columns == ("payload", "timestamp") and chosen.non_nullable_columns == {"payload"}
+    payload = StructField("payload", BinaryType())
+    for schema, what in ((StructType([StructField("payload", StringType())]), "wrong type: payload string"),
+                         (StructType([payload, payload]), "twice")):
+        with pytest.raises(OptionError, match=what) as error:
+            select_columns(schema, options)
+        assert "recording_id bigint, position bigint, payload binary, session_id int" in str(error.value)

@@ -63,6 +63,22 @@ def test_plan_starts_new_recordings_at_their_start_and_skips_empty_ranges():
         plan_ranges(RecordingPositions({1: 640}), RecordingPositions({1: 320}), layouts, TERM)
 
 
+def test_min_partitions_shares_a_small_batch_out_in_whole_terms():
+    layouts = {1: RecordingLayout(1, 0, TERM), 2: RecordingLayout(2, 0, TERM)}
+    start, end = RecordingPositions({1: 0, 2: 0}), RecordingPositions({1: 8 * TERM, 2: 4 * TERM - 96})
+    assert len(plan_ranges(start, end, layouts, 1 << 30)) == 2
+    ranges = plan_ranges(start, end, layouts, 1 << 30, min_partitions=4)
+    # 12 terms over 4 partitions: pieces of 3 terms, cut at term boundaries
+    assert ranges == [ReplayRange(1, 0, 3 * TERM), ReplayRange(1, 3 * TERM, 6 * TERM), ReplayRange(1, 6 * TERM, 8 * TERM),
+                      ReplayRange(2, 0, 3 * TERM), ReplayRange(2, 3 * TERM, 4 * TERM - 96)]
+    # maxBytesPerPartition still caps the pieces; a share below one term takes a whole term
+    assert len(plan_ranges(start, end, layouts, TERM, min_partitions=2)) == 12
+    assert plan_ranges(RecordingPositions({1: 0}), RecordingPositions({1: TERM}), layouts, 1 << 30,
+                       min_partitions=8) == [ReplayRange(1, 0, TERM)]
+    with pytest.raises(PlanningError, match="minPartitions"):
+        plan_ranges(start, end, layouts, TERM, min_partitions=0)
+
+
 def test_term_boundary_splits_deliver_every_message_once():
     log = random_log(seed=2, count=500)
     archive = FakeArchive(block_jitter=random.Random(3))
