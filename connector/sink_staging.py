@@ -6,8 +6,13 @@ One Arrow IPC file per task attempt, in ``<staging root>/<sink id>/``::
     j<job id>-p<partition>-a<attempt>-t<taskAttemptId>.arrow                          (write)
 
 with columns ``payload: binary`` and ``reserved_value: int64`` (not null). A file is written under
-a dot-prefixed temporary name, fsynced and renamed, so a name without the dot is always complete.
+a dot-prefixed temporary name and renamed, so a name without the dot is always complete.
 Readers of the recording never see staged rows; only the commit (driver) appends them.
+
+Staged files are not fsynced (it cost 0.1-0.6 s per 150 MB here): only the commit messages held in
+the driver's memory refer to them, so a crash that could lose unsynced pages (the OS's) also loses
+those messages, and Spark re-runs the batch, which stages it again under new attempt names. On
+shared storage, close() publishes the file to the driver (NFS close-to-open; HDFS/S3 on close).
 """
 
 from __future__ import annotations
@@ -86,9 +91,7 @@ def write_staged(directory: Path, name: StagedName, batches: Iterable[pa.RecordB
                 writer.write_batch(batch)
                 rows += batch.num_rows
                 payload_bytes += _payload_bytes(batch)
-        _fsync(temporary)
         os.replace(temporary, final)
-        _fsync_directory(directory)
     except BaseException:
         with contextlib.suppress(OSError):
             temporary.unlink()
@@ -145,16 +148,3 @@ def clean_stale(directory: Path, *, keep: set[str], committed_batch_id: int | No
 def _payload_bytes(batch: pa.RecordBatch) -> int:
     import pyarrow.compute as pc
     return int(pc.sum(pc.binary_length(batch.column(0))).as_py() or 0)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_directory(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        _fsync(directory)
