@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .archive_access import ArchiveAccess, forget_shared_archive, open_archive, shared_archive
+from .archive_access import ArchiveAccess, ArchiveUnavailable, forget_shared_archive, shared_archive
 from .offset_reader import OffsetReader
 from .options import ArchiveConnection, SourceOptions
 from .partition_planner import ReplayPartition, ReplayRange, plan_ranges
@@ -37,18 +37,36 @@ def plan_batch(options: SourceOptions, offset_reader: OffsetReader) -> list[Repl
 
 
 class AeronArchiveBatchReader(DataSourceReader):
-    def __init__(self, options: SourceOptions, driver_opener: Opener = open_archive,
-                 executor_opener: Opener = shared_archive) -> None:
+    """``driver_opener`` gives the planning connection. By default it is the planning worker's
+    cached one (Spark reuses that worker; a fresh connection cost ~30-100 ms per query), which is
+    kept open; ``forget_driver_connection`` drops it after a failure, and the plan is retried once
+    on a new one (it may have gone stale between queries). With ``forget_driver_connection=None``
+    the opener's connections are the reader's own and closed after planning."""
+
+    def __init__(self, options: SourceOptions, driver_opener: Opener = shared_archive,
+                 executor_opener: Opener = shared_archive,
+                 forget_driver_connection: Callable[[ArchiveConnection], None] | None = forget_shared_archive) -> None:
         self.options = options
         self._driver_opener = driver_opener
         self._executor_opener = executor_opener
+        self._forget_driver_connection = forget_driver_connection
 
     def partitions(self) -> Sequence[InputPartition]:
-        offset_reader = OffsetReader(self.options, lambda: self._driver_opener(self.options.connection))
-        try:
-            ranges = plan_batch(self.options, offset_reader)
-        finally:
-            offset_reader.close()
+        cached = self._forget_driver_connection is not None
+        for attempt in (1, 2) if cached else (2,):
+            offset_reader = OffsetReader(self.options, lambda: self._driver_opener(self.options.connection))
+            try:
+                ranges = plan_batch(self.options, offset_reader)
+                break
+            except (ArchiveUnavailable, ValueError, LookupError):
+                raise  # the archive is gone, or the request itself is wrong: a new connection won't help
+            except Exception:
+                if not cached or attempt == 2:
+                    raise
+                self._forget_driver_connection(self.options.connection)
+            finally:
+                if not cached:
+                    offset_reader.close()
         return [ReplayPartition(r) for r in ranges] or [EmptyPartition()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

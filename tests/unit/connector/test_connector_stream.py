@@ -360,3 +360,30 @@ def test_a_stopped_recording_that_is_extended_later_is_read_on(tmp_path):
     extended = reader.latestOffset(end, ReadAllAvailable())
     assert extended == {"1": log.position}
     assert run_batch(reader, end, extended) == messages_of(1, log, end["1"])
+
+
+def test_batch_planning_keeps_its_cached_connection_and_retries_once_on_a_fresh_one():
+    archive = FakeArchive()
+    archive.add(1, make_log(10), CHANNEL, active=False)
+
+    class Stale:
+        def describe(self, recording_id):
+            raise RuntimeError("control session closed by the archive")
+
+        def close(self):
+            raise AssertionError("a cached connection is not closed by planning")
+
+    opened, forgotten = [Stale(), archive], []
+    options = SourceOptions.parse(CaseInsensitiveDict({"archive.controlChannel": "aeron:ipc", "recordingIds": "1"}),
+                                  ReadMode.BATCH)
+    reader = AeronArchiveBatchReader(options, driver_opener=lambda c: opened.pop(0),
+                                     forget_driver_connection=forgotten.append)
+    assert len(reader.partitions()) == 1
+    assert forgotten == [options.connection] and not opened
+    # a wrong request is not retried
+    bad = AeronArchiveBatchReader(SourceOptions.parse(CaseInsensitiveDict(
+        {"archive.controlChannel": "aeron:ipc", "recordingIds": "7"}), ReadMode.BATCH),
+        driver_opener=lambda c: archive, forget_driver_connection=forgotten.append)
+    with pytest.raises(LookupError):
+        bad.partitions()
+    assert len(forgotten) == 1
