@@ -43,7 +43,9 @@ _BATCH = frozenset({ReadMode.BATCH})
 DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_RESPONSE_STREAM_ID = 20
 DEFAULT_REPLAY_CHANNEL = "aeron:ipc"
-DEFAULT_REPLAY_STREAM_ID = 1001
+# Not 1001 or another id users pick for their own streams: a replay on a channel/stream the
+# archive records would be recorded again (replays fail fast on that, see archive_access).
+DEFAULT_REPLAY_STREAM_ID = 1_977_101
 DEFAULT_MAX_BYTES_PER_PARTITION = 256 << 20
 
 OPTION_SPECS: tuple[OptionSpec, ...] = (
@@ -73,9 +75,11 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("replay.channel", "an Aeron channel URI", DEFAULT_REPLAY_CHANNEL, _BOTH,
                "Channel replays are sent on; each partition adds its own session-id to it."),
     OptionSpec("replay.streamId", "an int", str(DEFAULT_REPLAY_STREAM_ID), _BOTH,
-               "Stream id replays are sent on."),
+               "Stream id replays are sent on. A replay fails at once if the archive records "
+               "replay.channel on this stream id (each replay would become a new recording)."),
     OptionSpec("replay.idleTimeoutMs", "an int > 0 (milliseconds)", "30000", _BOTH,
-               "A partition fails when its replay makes no progress for this long."),
+               "A partition fails when its replay makes no progress for this long (an error the "
+               "archive reports for the replay fails it at once)."),
     OptionSpec("startingPositions", "earliest | latest | JSON {\"<recordingId>\": position|-2|-1}",
                "latest (stream), earliest (batch)", _BOTH,
                "Where a new query starts. Resumed queries use their checkpoint."),
