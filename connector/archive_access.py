@@ -271,8 +271,14 @@ class ClientArchiveAccess:
         replay_session_id = None
         try:
             try:
-                replay_session_id = self._client.start_bounded_replay(
-                    recording_id, start, end - start, limit.counter_id, channel, settings.stream_id)
+                if getattr(self._client, "is_legacy", False):
+                    # Aeron 1.15.x has no BoundedReplay; a replay of exactly the range is the
+                    # same for recorded data (ranges never end past the recorded position).
+                    replay_session_id = self._client.start_replay(
+                        recording_id, start, end - start, channel, settings.stream_id)
+                else:
+                    replay_session_id = self._client.start_bounded_replay(
+                        recording_id, start, end - start, limit.counter_id, channel, settings.stream_id)
             except Exception as error:
                 if _is_archive_error(error):
                     raise ReplayFailed(f"recording {recording_id}: the archive refused the replay of "
