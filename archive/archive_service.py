@@ -67,6 +67,7 @@ class ArchiveServiceOptions:
     segment_file_length: int = 128 * 1024 * 1024
     file_sync: int = 0
     catalog_file_sync: int = 0
+    segment_direct_io: bool = True  # O_DIRECT segment writes where the file system allows them
     checksum: str | None = None  # None or a checksum name accepted by archive.checksum
     replay_checksum: str | None = None  # verify stored checksums before replaying (None: off)
     replay_buffer_length: int = 1024 * 1024
@@ -137,6 +138,9 @@ class ArchiveService:
             events_channel=o.recording_events_channel or "",
             events_stream_id=o.recording_events_stream_id, aeron_directory=self.aeron_dir)
         checksum = _checksum(o.checksum)
+        # The conductor creates the writers with the process default (one archive per process).
+        from aeron_spark.archive.segment import set_default_direct_io
+        set_default_direct_io(o.segment_direct_io)
         self.catalog = Catalog.open(directory, file_sync=o.catalog_file_sync)
         self.recovered = recover_active_recordings(self.catalog, directory, checksum=checksum,
                                                    file_sync=o.file_sync)

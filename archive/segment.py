@@ -9,24 +9,28 @@ holds them, except that of a PAD frame only its 32-byte header is written (the f
 still advances by the whole pad) and, with a record checksum, DATA frames carry their checksum in
 the session-id field.
 
-Writes go straight from the caller's view (e.g. a zero-copy ``Image.block_poll`` block) to
-``os.pwrite``; only checksum stamping copies, into a writer-owned buffer. Files are allocated
-with ``posix_fallocate`` (full length, blocks reserved: a full disk fails at file creation, not
-mid-block). Measured appending 1 MiB blocks to 128 MiB segments on this VM: 0.7-3.7 GB/s
-whatever the frame size (one ``pwrite`` per block; the spread is the page cache's first-touch
-cost, see measured-limits.md); 64 KiB blocks 0.3-2.4 GB/s. Buffered writes were kept: O_DIRECT
-needs page-aligned staging copies and only pays off once gigabytes of dirty pages pile up.
+Files are allocated with ``posix_fallocate`` (full length, blocks reserved: a full disk fails
+at file creation, not mid-block). By default the writer uses O_DIRECT where the file system
+allows it (``direct_io.py``): each block is copied (and checksum-stamped) once into a reused,
+page-aligned buffer after the current partial page, and whole pages are written. Buffered
+``pwrite`` into fresh page-cache pages runs at only ~0.3 GB/s on this VM (first touch of memory),
+O_DIRECT at ~1.7 GB/s (measured-limits.md). Buffered mode (``direct_io=False``, or a file system
+that refuses O_DIRECT) writes straight from the caller's view; only checksum stamping copies.
+The bytes on disk are identical in both modes.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aeron_spark.archive.direct_io import (
+    PageAppender, disable_direct_io, enable_direct_io, is_unsupported_direct_write)
 from aeron_spark.archive.checksum import FrameChecksum, stamp_checksums
 from aeron_spark.driver_integration.frame import (
     FRAME_ALIGNMENT, FRAME_LENGTH_OFFSET, HDR_TYPE_PAD, HEADER_LENGTH, TERM_OFFSET_OFFSET, TYPE_OFFSET,
@@ -40,6 +44,19 @@ DELETE_SUFFIX = ".del"
 FILE_SYNC_LEVELS = (0, 1, 2)
 _INT32 = struct.Struct("<i")
 _UINT16 = struct.Struct("<H")
+log = logging.getLogger(__name__)
+_default_direct_io = True
+
+
+def set_default_direct_io(enabled: bool) -> None:
+    """Process-wide default for writers created with ``direct_io=None`` (the sidecar's
+    ``--no-segment-direct-io`` sets it to False)."""
+    global _default_direct_io
+    _default_direct_io = bool(enabled)
+
+
+def default_direct_io() -> bool:
+    return _default_direct_io
 
 
 class SegmentError(Exception):
@@ -171,11 +188,17 @@ class SegmentWriter:
     recording it is the old stop position and its segment file may already exist (it is opened).
     A file needed on rollover must not exist yet. ``file_sync``: 0 none, 1 fdatasync after each
     write, 2 fsync (and the directory on each file creation for 1 and 2).
+
+    ``direct_io``: True writes with O_DIRECT through a page-aligned staging buffer when the file
+    system supports it (else silently buffered); False always uses buffered ``pwrite``; None
+    (default) follows :func:`default_direct_io` (True unless the process set it otherwise).
+    :attr:`direct_io` tells which mode is in use.
     """
 
     def __init__(self, archive_dir: str | os.PathLike, recording_id: int, start_position: int,
                  term_length: int, segment_length: int, *, file_sync: int = 0,
-                 checksum: FrameChecksum | None = None, position: int | None = None) -> None:
+                 checksum: FrameChecksum | None = None, position: int | None = None,
+                 direct_io: bool | None = None) -> None:
         validate_segment_length(segment_length, term_length)
         _check_file_sync(file_sync)
         if start_position < 0 or start_position % FRAME_ALIGNMENT:
@@ -196,9 +219,25 @@ class SegmentWriter:
         self._position = position
         self._scratch = bytearray()  # checksum stamping copies blocks here, grown on demand
         self._fd = -1
+        want_direct = _default_direct_io if direct_io is None else bool(direct_io)
+        self._appender: PageAppender | None = None
         base = segment_file_base_position(start_position, position, term_length, segment_length)
         self._open_segment(base, exclusive=False)
         self._segment_offset = position - base
+        if want_direct and enable_direct_io(self._fd):
+            try:
+                self._appender = PageAppender()
+                self._appender.load_partial_page(self._fd, self._segment_offset)
+            except BaseException:
+                self.close()
+                raise
+        elif want_direct:
+            log.debug("segment file %s: O_DIRECT not supported, writing buffered", self._path)
+
+    @property
+    def direct_io(self) -> bool:
+        """True while writes go through O_DIRECT."""
+        return self._appender is not None
 
     @property
     def position(self) -> int:
@@ -264,6 +303,13 @@ class SegmentWriter:
                     f"block at position {self._position} starts with a PAD frame of {pad_length} "
                     f"bytes but is {length} bytes long: padding must come as a block of its own")
             data = view[:HEADER_LENGTH]
+            if self._appender is not None:  # only the header; the pad's body stays zeros
+                self._appender.stage(HEADER_LENGTH)[:] = data
+        elif self._appender is not None:
+            data = self._appender.stage(length)
+            data[:] = view
+            if self.checksum is not None:
+                stamp_checksums(data, self.checksum)
         elif self.checksum is not None:
             if len(self._scratch) < length:
                 self._scratch = bytearray(length)
@@ -272,17 +318,38 @@ class SegmentWriter:
             stamp_checksums(data, self.checksum)
         else:
             data = view
-        self._write_fully(data, self._segment_offset)
+        if self._appender is not None:
+            self._write_direct(data, length)
+        else:
+            self._write_fully(data, self._segment_offset)
         self._position += length
         self._segment_offset += length
         if self._segment_offset >= self.segment_length:
             self._roll_over()
+
+    def _write_direct(self, data: memoryview, advance: int) -> None:
+        appender = self._appender
+        try:
+            appender.commit(self._fd, self._segment_offset, len(data), advance)
+        except OSError as error:
+            if not is_unsupported_direct_write(error):
+                raise
+            # The device wants another alignment after all: same pages, buffered, from now on.
+            log.debug("segment file %s: O_DIRECT write refused (%s), writing buffered", self._path, error)
+            disable_direct_io(self._fd)
+            appender.commit(self._fd, self._segment_offset, len(data), advance, aligned=False)
+            self._appender = None
+            appender.close()
+        self._sync()
 
     def _write_fully(self, data: memoryview, offset: int) -> None:
         written = 0
         total = len(data)
         while written < total:
             written += os.pwrite(self._fd, data[written:], offset + written)
+        self._sync()
+
+    def _sync(self) -> None:
         if self.file_sync == 1:
             os.fdatasync(self._fd)
         elif self.file_sync == 2:
@@ -293,11 +360,20 @@ class SegmentWriter:
         self._fd = -1
         self._open_segment(self._segment_base + self.segment_length, exclusive=True)
         self._segment_offset = 0
+        if self._appender is not None:
+            self._appender.start_page()
+            if not enable_direct_io(self._fd):
+                log.debug("segment file %s: O_DIRECT not supported, writing buffered", self._path)
+                self._appender.close()
+                self._appender = None
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None
 
     def __enter__(self) -> SegmentWriter:
         return self

@@ -81,6 +81,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="segment file length, a power of two in [64k, 1g] (default 128m)")
     parser.add_argument("--file-sync", type=int, choices=(0, 1, 2), default=0,
                         help="0 none, 1 fdatasync data, 2 fsync data and metadata (segments and catalog)")
+    parser.add_argument("--segment-direct-io", action=argparse.BooleanOptionalAction, default=True,
+                        help="write segment files with O_DIRECT through a page-aligned buffer where "
+                             "the file system supports it (default on; --no-segment-direct-io: "
+                             "buffered writes through the page cache)")
     parser.add_argument("--checksum", choices=sorted(CHECKSUMS), default="none",
                         help="record checksum stamped into each frame's session-id field")
     parser.add_argument("--replay-checksum", choices=sorted(CHECKSUMS), default="none",
@@ -122,7 +126,7 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
         recording_events_channel=args.recording_events_channel,
         recording_events_stream_id=args.recording_events_stream_id, archive_id=args.archive_id,
         segment_file_length=args.segment_length, file_sync=args.file_sync,
-        catalog_file_sync=args.file_sync, checksum=CHECKSUMS[args.checksum],
+        segment_direct_io=args.segment_direct_io, catalog_file_sync=args.file_sync, checksum=CHECKSUMS[args.checksum],
         replay_checksum=CHECKSUMS[args.replay_checksum],
         replay_buffer_length=args.replay_buffer_length,
         max_concurrent_recordings=args.max_concurrent_recordings,
