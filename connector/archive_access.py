@@ -15,13 +15,23 @@ Real-client facts used here:
 * a replay is bounded by a limit counter holding the range end, so the archive never sends a
   byte past it;
 * ``archive.dir`` is resolved through the archive's mark file, and a mark file that says the
-  archive stopped (or stopped updating) is a clear error at once, not a connect timeout.
+  archive stopped (or stopped updating) is a clear error at once, not a connect timeout;
+* a replay is watched while it is waited for: an ERROR the archive sends for it after its OK
+  (``check_replay_error``) fails it at once with the archive's text; a replay idle at a position
+  short of the range end replays the frame there once (``frame_end_at``) and fails at once if that
+  frame crosses the end (the archive sends whole frames only, so it never would);
+* replays are refused when the archive records their channel/stream (ListRecordingSubscriptions,
+  re-checked every few seconds): each would become a new recording;
+* a 1.15.x archive (no BoundedReplay) gets a plain Replay of exactly the range.
 
 The client calls (checked against ``ArchiveClient`` and the sidecar): ``connect(control_channel,
 control_stream_id, response_channel, response_stream_id, aeron_dir, timeout)``,
 ``list_recording``, ``list_recordings_for_uri(from, count, fragment, stream_id)``,
 ``recording_position`` (-1 when not active), ``start_bounded_replay(recording_id, position,
-length, limit_counter_id, channel, stream_id)``, ``stop_replay``, ``close``; and on its
+length, limit_counter_id, channel, stream_id)``, ``start_replay(recording_id, position, length,
+channel, stream_id)`` and ``is_legacy`` (1.15.x), ``check_replay_error(replay_session_id)``,
+``list_recording_subscriptions(index, count, fragment, stream_id, apply_stream_id)``,
+``stop_replay``, ``close``; and on its
 AeronClient ``add_subscription``, ``add_counter(type_id, key, label)`` and ``counters_reader``.
 """
 
@@ -39,7 +49,7 @@ from aeron_spark.archive import recording_position
 from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 
 from .connection_cache import ConnectionCache
-from .options import ArchiveConnection, DEFAULT_CONTROL_STREAM_ID, ReplaySettings
+from .options import DEFAULT_CONTROL_STREAM_ID, ArchiveConnection, ReplaySettings
 
 LOG = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from aeron_spark.archive.client import SourceLocation
 from aeron_spark.connector.archive_access import (
     ReplayEndInsideFrame,
@@ -32,7 +31,11 @@ from aeron_spark.connector.archive_access import (
 )
 from aeron_spark.connector.batch_reader import plan_batch
 from aeron_spark.connector.offset_reader import OffsetReader
-from aeron_spark.connector.options import DEFAULT_REPLAY_STREAM_ID, ReadMode, SourceOptions
+from aeron_spark.connector.options import (
+    DEFAULT_REPLAY_STREAM_ID,
+    ReadMode,
+    SourceOptions,
+)
 from aeron_spark.connector.partition_planner import ReplayRange
 from aeron_spark.connector.partition_reader import read_range
 

@@ -18,9 +18,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
 from aeron_spark.archive.client import ArchiveClient
-from aeron_spark.connector.archive_access import ClientArchiveAccess, ReplayEndInsideFrame, ReplayFailed
+from aeron_spark.connector.archive_access import (
+    ClientArchiveAccess,
+    ReplayEndInsideFrame,
+    ReplayFailed,
+)
 from aeron_spark.connector.options import ReadMode, SourceOptions
 from aeron_spark.connector.partition_planner import ReplayRange
 from aeron_spark.connector.partition_reader import read_range
