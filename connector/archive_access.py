@@ -184,7 +184,8 @@ def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
     resolved = resolve_connection(connection)
     if not resolved.control_channel:
         raise ArchiveUnavailable("no archive control channel: set archive.controlChannel or archive.dir")
-    from aeron_spark.archive.client import ArchiveClient  # imported late: executors may not need it
+    # Imported late: executors may not need it.
+    from aeron_spark.archive.client import ArchiveClient
     try:
         client = ArchiveClient.connect(
             control_channel=resolved.control_channel,
@@ -318,12 +319,20 @@ class ClientArchiveAccess:
             return  # 1.15.x archives cannot list their recording subscriptions
         found = []
         index = 0
-        while True:
-            page = list_subscriptions(index, RECORDING_SUBSCRIPTIONS_PAGE, "", settings.stream_id, True)
-            found.extend(page)
-            if len(page) < RECORDING_SUBSCRIPTIONS_PAGE:
-                break
-            index += len(page)
+        try:
+            while True:
+                page = list_subscriptions(index, RECORDING_SUBSCRIPTIONS_PAGE, "", settings.stream_id, True)
+                found.extend(page)
+                if len(page) < RECORDING_SUBSCRIPTIONS_PAGE:
+                    break
+                index += len(page)
+        except Exception as error:
+            if not _is_archive_error(error):
+                raise
+            # An archive without ListRecordingSubscriptions (older than Aeron 1.17): replay unchecked.
+            LOG.warning("cannot check whether the archive records replay.channel=%s replay.streamId=%d: %s",
+                        settings.channel, settings.stream_id, error)
+            found = []
         for subscription in found:
             if records_replays(subscription.stripped_channel, subscription.stream_id,
                                settings.channel, settings.stream_id):

@@ -318,3 +318,19 @@ def test_without_an_error_check_a_client_still_replays():
     client = ClientWithoutErrorCheck(image=Image([(0, b"a" * 64)]))
     drain(ClientArchiveAccess(client))
     assert client.calls[-1] == "stop_replay"
+
+
+class ClientWithoutSubscriptionListing(Client):
+    def list_recording_subscriptions(self, *args):
+        self.calls.append("list_recording_subscriptions")
+        raise archive_error("unknown template 17")
+
+
+def test_an_archive_that_cannot_list_recording_subscriptions_still_replays_and_is_asked_once():
+    client = ClientWithoutSubscriptionListing()
+    access = ClientArchiveAccess(client)
+    for _ in range(2):
+        client.aeron.image = Image([(0, b"a" * 64)])
+        drain(access)
+    assert client.calls.count("list_recording_subscriptions") == 1
+    assert client.calls.count("start_bounded_replay") == 2
