@@ -14,14 +14,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aeron_spark.archive.serve_command import READY_PREFIX
+from aeron_spark.archive.sidecar_process import SidecarProcess
 from aeron_spark.driver_integration.interop_peer import (
     JVM_OPTIONS,
     PeerError,
@@ -141,39 +140,20 @@ def running_our_sidecar(archive_dir: Path, *, segment_length: str = "128m",
     """`aeron-archive serve` with its embedded C driver, logging at WARNING (INFO per request would
     be noise here); stopped by PID on exit."""
     control_channel = udp_channel(free_udp_port())
-    argv = [sys.executable, "-c", "import sys; from aeron_spark.archive.tool import main; sys.exit(main())",
-            "serve", "--dir", str(archive_dir), "--control-channel", control_channel,
-            "--segment-length", segment_length, "--log-level", "WARNING", *extra_args]
     stderr_path = archive_dir.parent / f"{archive_dir.name}.stderr"
     archive_dir.parent.mkdir(parents=True, exist_ok=True)
     with open(stderr_path, "w") as stderr:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL,
-                                   text=True)
-    ready: dict[str, str] = {}
-    got_ready = threading.Event()
-
-    def read_stdout() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith(READY_PREFIX):
-                ready.update(token.partition("=")[::2] for token in line[len(READY_PREFIX):].split())
-                got_ready.set()
-
-    reader = threading.Thread(target=read_stdout, daemon=True)
-    reader.start()
+        try:
+            sidecar = SidecarProcess.start(archive_dir, "--control-channel", control_channel,
+                                           "--segment-length", segment_length, "--log-level", "WARNING",
+                                           *extra_args, stderr=stderr, timeout_s=SIDECAR_STARTUP_TIMEOUT_S)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}: {stderr_path.read_text()[-3000:]}") from None
     try:
-        deadline = time.monotonic() + SIDECAR_STARTUP_TIMEOUT_S
-        while not got_ready.wait(0.05):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"aeron-archive serve not ready (exit {process.poll()}): "
-                                   f"{stderr_path.read_text()[-3000:]}")
-        yield RunningArchive("ours", control_channel, archive_dir, process.pid, dict(ready))
+        yield RunningArchive("ours", control_channel, archive_dir, sidecar.pid, dict(sidecar.ready))
     finally:
-        code = stop_process(process, timeout=30.0)
-        reader.join(timeout=5)
-        embedded = ready.get("aeronDir")
-        if code != 0 and embedded and os.path.isdir(embedded):
-            shutil.rmtree(embedded, ignore_errors=True)  # a SIGKILLed sidecar leaves its driver dir
+        if sidecar.stop(grace_s=30.0) != 0:
+            sidecar.kill(remove_embedded_driver_dir=True)  # a SIGKILLed sidecar leaves its driver dir
 
 
 @contextlib.contextmanager

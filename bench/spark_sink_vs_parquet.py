@@ -29,79 +29,24 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from aeron_spark.archive.sidecar_process import SidecarProcess
+from spark_bench_support import (
+    Timings,
+    Workload,
+    fingerprint,
+    local_spark,
+    payload_block,
+    write_parquet,
+)
 
-READY_PREFIX = "aeron-archive ready:"
 SINK_STREAM_ID_BASE = 5001
-
-
-@dataclass(frozen=True)
-class Workload:
-    count: int
-    size: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.count:,} x {self.size} B"
-
-    @property
-    def payload_mb(self) -> float:
-        return self.count * self.size / 1e6
-
-    @classmethod
-    def parse(cls, text: str) -> Workload:
-        count, _, size = text.lower().partition("x")
-        try:
-            workload = cls(int(count.replace("_", "")), int(size))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"workload {text!r}: expected COUNTxSIZE, e.g. 1000000x32") from None
-        if workload.count <= 0 or not 8 <= workload.size <= 1 << 20:
-            raise argparse.ArgumentTypeError(f"workload {text!r}: count must be > 0 and size in 8..1048576")
-        return workload
-
-
-# --- the sidecar --------------------------------------------------------------------------------
-
-
-@contextmanager
-def running_sidecar(archive_dir: Path) -> Iterator[subprocess.Popen]:
-    """`aeron-archive serve` (embedded driver, IPC control); stopped by PID: SIGTERM, then SIGKILL."""
-    command = [sys.executable, "-m", "aeron_spark.archive.tool", "serve", "--dir", str(archive_dir),
-               "--control-channel", "aeron:ipc", "--log-level", "WARNING"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        ready = threading.Event()
-
-        def read() -> None:
-            for line in process.stdout:
-                if line.startswith(READY_PREFIX):
-                    ready.set()
-        threading.Thread(target=read, daemon=True).start()
-        deadline = time.monotonic() + 60
-        while not ready.wait(0.05):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"aeron-archive serve did not become ready (exit code {process.poll()})")
-        yield process
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(30)
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -109,43 +54,10 @@ def running_sidecar(archive_dir: Path) -> Iterator[subprocess.Popen]:
 
 def write_input(path: Path, workload: Workload, seed: int) -> None:
     """Random payloads (incompressible) in one Parquet file, written with pyarrow."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    data = np.random.default_rng(seed).integers(0, 256, workload.count * workload.size, dtype=np.uint8)
-    offsets = np.arange(0, workload.count + 1, dtype=np.int32) * workload.size
-    payload = pa.Array.from_buffers(pa.binary(), workload.count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    pq.write_table(pa.table({"payload": payload}), path, compression="none",
-                   row_group_size=max(1, (16 << 20) // workload.size))
-
-
-def fingerprint(dataframe) -> tuple:
-    from pyspark.sql import functions as F
-
-    row = dataframe.agg(F.count("*"), F.sum(F.length("payload")), F.bit_xor(F.xxhash64("payload"))).collect()[0]
-    return tuple(row)
+    write_parquet(path, workload, payload_block(workload, seed))
 
 
 # --- measuring ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Timings:
-    seconds: list[float]
-
-    @property
-    def best(self) -> float:
-        return min(self.seconds)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.seconds)
-
-    def line(self, name: str, workload: Workload) -> str:
-        return (f"  {name:<22} min {self.best:7.3f} s  median {self.median:7.3f} s   "
-                f"best {workload.count / self.best / 1e6:6.2f} M rows/s {workload.payload_mb / self.best:7.1f} MB/s   "
-                f"median {workload.count / self.median / 1e6:6.2f} M rows/s "
-                f"{workload.payload_mb / self.median:7.1f} MB/s")
 
 
 @dataclass(frozen=True)
@@ -153,14 +65,6 @@ class Result:
     workload: Workload
     sink: Timings
     parquet: Timings
-
-    @property
-    def ratio_best(self) -> float:
-        return self.parquet.best / self.sink.best
-
-    @property
-    def ratio_median(self) -> float:
-        return self.parquet.median / self.sink.median
 
 
 def measure(spark, workload: Workload, input_path: Path, archive_dir: Path, out_dir: Path, stream_id: int,
@@ -208,13 +112,13 @@ def report(result: Result, repetitions: int) -> str:
         f"\n{workload.label} ({repetitions} repetitions, local[2])",
         result.sink.line("aeron-archive sink", workload),
         result.parquet.line("Parquet writer", workload),
-        f"  ratio sink/Parquet (rows/s): best {result.ratio_best:.2f}x, median {result.ratio_median:.2f}x",
+        result.sink.ratio_line("sink", result.parquet, "Parquet"),
     ])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", type=Workload.parse, action="append",
+    parser.add_argument("--workload", type=Workload.parser(1 << 20), action="append",
                         help="COUNTxSIZE, repeatable (default: 1000000x32 and 300000x1024)")
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--work-dir", type=Path, help="where the archive, input and outputs go (default: a temp dir)")
@@ -229,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             path = work / f"input-{index}.parquet"
             write_input(path, workload, seed=index)
             inputs.append((workload, path))
-        with running_sidecar(work / "archive"):
-            spark = _spark()
+        with SidecarProcess.start(work / "archive", "--control-channel", "aeron:ipc", "--log-level", "WARNING"):
+            spark = local_spark("spark-sink-vs-parquet", **{
+                "spark.default.parallelism": "2", "spark.driver.memory": "3g"})
             try:
                 from aeron_spark.connector import register
                 register(spark)
@@ -243,18 +148,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-def _spark():
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("spark-sink-vs-parquet")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-             .config("spark.driver.memory", "3g")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 if __name__ == "__main__":

@@ -29,14 +29,14 @@ import random
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
+
+from aeron_spark.archive.sidecar_process import SidecarProcess
 
 TRADES_STREAM_ID = 2001
 RESULT_CHANNEL = "aeron:ipc"
@@ -47,7 +47,6 @@ WINDOW = "5 seconds"
 WATERMARK_DELAY = "2 seconds"
 TRIGGER_INTERVAL = "2 seconds"
 SIDECAR_START_TIMEOUT_S = 30.0
-READY_PREFIX = "aeron-archive ready:"
 
 
 def free_udp_port() -> int:
@@ -58,75 +57,6 @@ def free_udp_port() -> int:
 
 def say(text: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {text}", flush=True)
-
-
-# --- the sidecar ------------------------------------------------------------------------------
-
-
-@dataclass
-class Sidecar:
-    process: subprocess.Popen
-    archive_dir: Path
-    aeron_dir: str
-    ready_line: str
-
-    @classmethod
-    def start(cls, archive_dir: Path, log_path: Path) -> Sidecar:
-        """``aeron-archive serve`` with an embedded driver; IPC control channel (stream 10)."""
-        command = [sys.executable, "-m", "aeron_spark.archive.tool", "serve", "--dir", str(archive_dir),
-                   "--control-channel", "aeron:ipc", "--control-stream-id", "10",
-                   "--segment-length", "16m", "--log-level", "WARNING"]
-        with open(log_path, "w") as log:  # the child keeps its own copy of the descriptor
-            # preexec_fn is safe here: the demo has started no other thread yet.
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
-                                       preexec_fn=_terminate_with_parent)  # noqa: PLW1509
-        try:
-            line = _await_ready_line(process)
-        except BaseException:
-            stop_process(process)
-            raise
-        fields = dict(part.split("=", 1) for part in line[len(READY_PREFIX):].split() if "=" in part)
-        return cls(process, archive_dir, fields["aeronDir"], line)
-
-    def stop(self) -> None:
-        stop_process(self.process)
-
-
-def _terminate_with_parent() -> None:
-    """In the sidecar child: SIGTERM when this demo dies, even by SIGKILL (Linux prctl)."""
-    import ctypes
-
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _await_ready_line(process: subprocess.Popen) -> str:
-    found: list[str] = []
-
-    def read() -> None:
-        for line in process.stdout:
-            if line.startswith(READY_PREFIX):
-                found.append(line.strip())
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(SIDECAR_START_TIMEOUT_S)
-    if not found:
-        raise RuntimeError(f"the sidecar (pid {process.pid}) did not report ready within "
-                           f"{SIDECAR_START_TIMEOUT_S:.0f} s (exit code {process.poll()})")
-    return found[0]
-
-
-def stop_process(process: subprocess.Popen, grace_s: float = 15.0) -> None:
-    """SIGTERM by PID (the sidecar stores stop positions and exits), SIGKILL if it hangs."""
-    if process.poll() is None:
-        os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 # --- the trade publisher ----------------------------------------------------------------------
@@ -352,8 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         say(f"starting the archive sidecar on {archive_dir}")
-        sidecar = Sidecar.start(archive_dir, work / "sidecar.log")
-        say(f"sidecar pid {sidecar.process.pid}: {sidecar.ready_line}")
+        with open(work / "sidecar.log", "w") as log:  # the child keeps its own copy of the descriptor
+            # terminate_with_parent is safe here: the demo has started no other thread yet.
+            sidecar = SidecarProcess.start(archive_dir, "--control-channel", "aeron:ipc", "--control-stream-id", "10",
+                                           "--segment-length", "16m", "--log-level", "WARNING", stderr=log,
+                                           timeout_s=SIDECAR_START_TIMEOUT_S, terminate_with_parent=True)
+        say(f"sidecar pid {sidecar.pid}: {sidecar.ready_line}")
         archive = ArchiveClient.from_mark_file(archive_dir)
         archive.start_recording(trades_channel, TRADES_STREAM_ID)
         publisher = TradePublisher(archive.aeron, trades_channel, TRADES_STREAM_ID, args.trades, args.seconds)

@@ -21,50 +21,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-READY_PREFIX = "aeron-archive ready:"
+from aeron_spark.archive.sidecar_process import SidecarProcess
+
 CHANNEL = "aeron:ipc?term-length=64k"
 STREAM_ID = 5001
 MESSAGES = [f"hello #{i} from Aeron".encode() for i in range(5)] + [b"a fragmented message " * 200]
-
-
-@contextmanager
-def archive_sidecar(archive_dir: Path) -> Iterator[None]:
-    """`aeron-archive serve` on an IPC control channel until the block ends (SIGTERM, then SIGKILL)."""
-    command = [sys.executable, "-m", "aeron_spark.archive.tool", "serve", "--dir", str(archive_dir),
-               "--control-channel", "aeron:ipc", "--log-level", "WARNING"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        ready = threading.Event()
-
-        def watch() -> None:
-            for line in process.stdout:
-                if line.startswith(READY_PREFIX):
-                    ready.set()
-        threading.Thread(target=watch, daemon=True).start()
-        deadline = time.monotonic() + 60
-        while not ready.wait(0.1):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"aeron-archive serve did not start (exit code {process.poll()})")
-        print(f"archive sidecar running: pid {process.pid}, directory {archive_dir}")
-        yield
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(30)
 
 
 def record_messages(archive_dir: Path) -> tuple[int, list[tuple[int, bytes]]]:
@@ -101,9 +67,8 @@ def wait_for_recording(archive, publication):
 
 def read_with_spark(archive_dir: Path, recording_id: int, checkpoint: Path) -> list:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from aeron_spark.connector import register
+    from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("read-recording-stream")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -144,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = read_with_spark(archive_dir, recording_id, work / "checkpoint")
         else:
             archive_dir = work / "archive"
-            with archive_sidecar(archive_dir):
+            with SidecarProcess.start(archive_dir, "--control-channel", "aeron:ipc", "--log-level", "WARNING") as sidecar:
+                print(f"archive sidecar running: pid {sidecar.pid}, directory {archive_dir}")
                 recording_id, sent = record_messages(archive_dir)
                 rows = read_with_spark(archive_dir, recording_id, work / "checkpoint")
     finally:
