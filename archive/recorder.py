@@ -28,91 +28,32 @@ duty cycle that did work; the recorder owns them from construction and closes th
 
 from __future__ import annotations
 
-import collections
-import logging
-
-from aeron_spark.archive.archive_counters import IoCounters, IoStats
 from aeron_spark.archive.recording_session import RecordingSession
+from aeron_spark.archive.session_agent import SessionAgent
 
-log = logging.getLogger(__name__)
+STOP = "stop"
+ALL_RECORDINGS = -1
 
 
-class Recorder:
-    """Agent: ``do_work()`` returns the amount of work done (0 = idle)."""
+class Recorder(SessionAgent[RecordingSession]):
+    """Agent: ``do_work()`` returns the amount of work done (0 = idle); see SessionAgent."""
 
     role_name = "archive-recorder"
 
-    def __init__(self, counters: IoCounters | None = None) -> None:
-        self._counters = counters
-        self.io_stats = IoStats()
-        self._incoming: collections.deque[RecordingSession] = collections.deque()  # thread-safe appends
-        self._commands: collections.deque[tuple[str, int]] = collections.deque()
-        self._sessions: list[RecordingSession] = []
-        self._closed = False
-
-    # -- any thread ---------------------------------------------------------------------------------
-    def add_session(self, session: RecordingSession) -> None:
-        if self._closed:
-            raise RuntimeError(f"recorder is closed: cannot add recording {session.recording_id}")
-        self._incoming.append(session)
-
     def stop_recording(self, recording_id: int) -> None:
         """Abort the session recording ``recording_id`` (if any) at the next duty cycle."""
-        self._commands.append(("stop", recording_id))
+        self._enqueue(STOP, recording_id)
 
     def stop_all(self) -> None:
-        self._commands.append(("stop", -1))
+        self._enqueue(STOP, ALL_RECORDINGS)
 
-    @property
-    def session_count(self) -> int:
-        return len(self._sessions) + len(self._incoming)
+    def _describe(self, session: RecordingSession) -> str:
+        return f"recording {session.recording_id}"
 
-    # -- the agent's thread --------------------------------------------------------------------------
-    def do_work(self) -> int:
-        work = 0
-        while self._incoming:
-            session = self._incoming.popleft()
-            session.io_stats = self.io_stats
-            self._sessions.append(session)
-            work += 1
-        while self._commands:
-            _, recording_id = self._commands.popleft()
-            for session in self._sessions:
-                if recording_id == -1 or session.recording_id == recording_id:
-                    session.abort("stop recording")
-            work += 1
-        sessions = self._sessions
-        for index in range(len(sessions) - 1, -1, -1):
-            session = sessions[index]
-            try:
-                work += session.do_work()
-            except Exception:  # noqa: BLE001 - a listener failure must not stop other recordings
-                log.exception("recording %d: duty cycle failed", session.recording_id)
-            if session.is_done:
-                sessions[index] = sessions[-1]
-                sessions.pop()
-                if session.listener is None:
-                    session.close()
-        if work > 0 and self._counters is not None:
-            self._counters.publish(self.io_stats)
-        return work
+    def _apply(self, command: str, recording_id: int, session: RecordingSession) -> None:
+        if recording_id in (ALL_RECORDINGS, session.recording_id):
+            session.abort("stop recording")
 
-    def on_close(self) -> None:
-        """Stop every session (each reports on_recording_stopped), then release the counters."""
-        if self._closed:
-            return
-        self._closed = True
-        while self._incoming:
-            self._sessions.append(self._incoming.popleft())
-        for session in self._sessions:
-            session.abort("archive closing")
-            try:
-                session.do_work()  # an aborted session stops within one cycle
-            except Exception:  # noqa: BLE001
-                log.exception("recording %d: failed while closing", session.recording_id)
-            if session.listener is None:
-                session.close()
-        self._sessions.clear()
-        if self._counters is not None:
-            self._counters.publish(self.io_stats)
-            self._counters.close()
+    def _retire(self, session: RecordingSession) -> None:
+        if session.listener is None:  # otherwise the listener closes it once the catalog is updated
+            session.close()

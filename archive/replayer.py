@@ -28,95 +28,38 @@ cycle that did work; the replayer owns them and closes them in :meth:`Replayer.o
 
 from __future__ import annotations
 
-import collections
-import logging
-
-from aeron_spark.archive.archive_counters import IoCounters, IoStats
 from aeron_spark.archive.replay_session import ReplaySession
-
-log = logging.getLogger(__name__)
+from aeron_spark.archive.session_agent import SessionAgent
 
 ALL_RECORDINGS = -1
+STOP_SESSION = "session"
+STOP_RECORDING = "recording"
 
 
-class Replayer:
+class Replayer(SessionAgent[ReplaySession]):
+    """Agent: ``do_work()`` returns the amount of work done (0 = idle); see SessionAgent."""
+
     role_name = "archive-replayer"
 
-    def __init__(self, counters: IoCounters | None = None) -> None:
-        self._counters = counters
-        self.io_stats = IoStats()
-        self._incoming: collections.deque[ReplaySession] = collections.deque()
-        self._commands: collections.deque[tuple[str, int]] = collections.deque()
-        self._sessions: list[ReplaySession] = []
-        self._closed = False
-
-    # -- any thread ---------------------------------------------------------------------------------
-    def add_session(self, session: ReplaySession) -> None:
-        if self._closed:
-            raise RuntimeError(f"replayer is closed: cannot add replay {session.replay_session_id}")
-        self._incoming.append(session)
-
     def stop_replay(self, replay_session_id: int) -> None:
-        self._commands.append(("session", replay_session_id))
+        self._enqueue(STOP_SESSION, replay_session_id)
 
     def stop_all_replays(self, recording_id: int = ALL_RECORDINGS) -> None:
-        self._commands.append(("recording", recording_id))
-
-    @property
-    def session_count(self) -> int:
-        return len(self._sessions) + len(self._incoming)
+        self._enqueue(STOP_RECORDING, recording_id)
 
     def has_replays(self, recording_id: int) -> bool:
         """Whether a replay of ``recording_id`` is queued or running (any thread; a snapshot)."""
         return any(s.recording_id == recording_id and not s.is_done
                    for s in (*list(self._incoming), *list(self._sessions)))
 
-    # -- the agent's thread --------------------------------------------------------------------------
-    def do_work(self) -> int:
-        work = 0
-        while self._incoming:
-            session = self._incoming.popleft()
-            session.io_stats = self.io_stats
-            self._sessions.append(session)
-            work += 1
-        while self._commands:
-            kind, ident = self._commands.popleft()
-            for session in self._sessions:
-                if kind == "session" and session.replay_session_id == ident:
-                    session.abort("stop replay")
-                elif kind == "recording" and ident in (ALL_RECORDINGS, session.recording_id):
-                    session.abort("stop all replays")
-            work += 1
-        sessions = self._sessions
-        for index in range(len(sessions) - 1, -1, -1):
-            session = sessions[index]
-            try:
-                work += session.do_work()
-            except Exception:  # noqa: BLE001 - a listener failure must not stop other replays
-                log.exception("replay %d: duty cycle failed", session.replay_session_id)
-            if session.is_done:
-                sessions[index] = sessions[-1]
-                sessions.pop()
-                session.close()
-        if work > 0 and self._counters is not None:
-            self._counters.publish(self.io_stats)
-        return work
+    def _describe(self, session: ReplaySession) -> str:
+        return f"replay {session.replay_session_id}"
 
-    def on_close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        while self._incoming:
-            self._sessions.append(self._incoming.popleft())
-        for session in self._sessions:
-            session.abort("archive closing")
-            try:
-                session.do_work()
-            except Exception:  # noqa: BLE001
-                log.exception("replay %d: failed while closing", session.replay_session_id)
-            session.close()
-        self._sessions.clear()
-        if self._counters is not None:
-            self._counters.publish(self.io_stats)
-            self._counters.close()
+    def _apply(self, command: str, ident: int, session: ReplaySession) -> None:
+        if command == STOP_SESSION and session.replay_session_id == ident:
+            session.abort("stop replay")
+        elif command == STOP_RECORDING and ident in (ALL_RECORDINGS, session.recording_id):
+            session.abort("stop all replays")
 
+    def _retire(self, session: ReplaySession) -> None:
+        session.close()
