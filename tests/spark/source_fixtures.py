@@ -84,7 +84,7 @@ class RecordingArchive:
         return str(self.sidecar.archive_dir)
 
     def new_stream_id(self) -> int:
-        """A stream id no other test records (the replay stream is 1001)."""
+        """A stream id no other test records (replays use replay.streamId, 1977101 by default)."""
         return next(self._stream_ids)
 
     def start_recording(self, stream_id: int, channel: str = IPC_CHANNEL) -> None:
