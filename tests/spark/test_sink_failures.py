@@ -171,6 +171,7 @@ class Scene:
         if self.sidecar is not None:
             self.sidecar.terminate()
             self.sidecar.kill()
+            print("sidecar log tail (shown when the test fails):\n" + self.sidecar.log_tail(80))
 
 
 @pytest.fixture()
