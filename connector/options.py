@@ -98,9 +98,9 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
                "boundaries). Each partition is one replay, and each replay maps a fresh log of three terms: "
                "pieces much smaller than that cost more than they gain."),
     OptionSpec("minPartitions", "an int >= 1", None, _BOTH,
-               "Desired minimum number of partitions per batch (as Kafka's minPartitions): the bytes of a "
-               "batch are shared out so that at least this many partitions read them, term lengths "
-               "permitting. Set it to the cores available to the query to use them all on small batches."),
+               "Desired minimum number of partitions per batch (as Kafka's minPartitions); the number of "
+               "pieces is also rounded up to a multiple of it, term lengths permitting. Set it to the cores "
+               "available to the query."),
     OptionSpec("discoveryIntervalMs", "an int >= 0 (milliseconds)", "1000", _STREAM,
                "Least time between two catalog listings looking for new recordings (channel/streamId)."),
     OptionSpec("includeTimestamp", "true | false", "false", _BOTH,

@@ -72,9 +72,10 @@ def range_starts(start: RecordingPositions, end: RecordingPositions,
 def plan_ranges(start: RecordingPositions, end: RecordingPositions,
                 layouts: Mapping[int, RecordingLayout], max_bytes_per_partition: int,
                 min_partitions: int = 1) -> list[ReplayRange]:
-    """One range per recording with data, split to pieces of at most ``max_bytes_per_partition``
-    and, when the batch holds fewer bytes than ``min_partitions`` such pieces, of about
-    total / min_partitions (rounded up to whole terms: splits fall on term boundaries only)."""
+    """One range per recording with data, split into pieces of about equal size: as many as
+    ``max_bytes_per_partition`` requires, at least ``min_partitions``, and a multiple of it (so
+    that with min_partitions = cores no core waits alone for a last piece). Pieces are rounded up
+    to whole terms: splits fall on term boundaries only."""
     if max_bytes_per_partition <= 0:
         raise PlanningError(f"maxBytesPerPartition must be > 0, got {max_bytes_per_partition}")
     if min_partitions < 1:
@@ -88,14 +89,14 @@ def plan_ranges(start: RecordingPositions, end: RecordingPositions,
         if last > first:
             term_length = layouts[recording_id].term_length if recording_id in layouts else 0
             spans.append((recording_id, first, last, term_length))
-    share = -(-sum(last - first for _, first, last, _ in spans) // min_partitions)
+    total = sum(last - first for _, first, last, _ in spans)
+    pieces = max(min_partitions, -(-total // max_bytes_per_partition))
+    pieces = -(-pieces // min_partitions) * min_partitions
+    share = max(1, -(-total // pieces))
     ranges: list[ReplayRange] = []
     for recording_id, first, last, term_length in spans:
-        budget = max_bytes_per_partition
-        if share < budget:
-            whole_terms = -(-share // term_length) * term_length if term_length > 0 else share
-            budget = min(budget, max(whole_terms, 1))
-        cuts = split_points(first, last, term_length, budget)
+        whole_terms = -(-share // term_length) * term_length if term_length > 0 else share
+        cuts = split_points(first, last, term_length, min(max_bytes_per_partition, whole_terms))
         ranges.extend(ReplayRange(recording_id, a, b) for a, b in zip(cuts, cuts[1:]))
     return ranges
 

@@ -79,6 +79,15 @@ def test_min_partitions_shares_a_small_batch_out_in_whole_terms():
         plan_ranges(start, end, layouts, TERM, min_partitions=0)
 
 
+def test_pieces_are_even_and_a_multiple_of_min_partitions():
+    layouts = {1: RecordingLayout(1, 0, TERM)}
+    start, end = RecordingPositions({1: 0}), RecordingPositions({1: 12 * TERM})
+    # 12 terms, at most 5 per piece: 3 pieces of 4 terms (not 5 + 5 + 2)
+    assert [r.length for r in plan_ranges(start, end, layouts, 5 * TERM)] == [4 * TERM] * 3
+    # ... and with minPartitions=2 a multiple of 2: 4 pieces of 3 terms (two full waves on two cores)
+    assert [r.length for r in plan_ranges(start, end, layouts, 5 * TERM, min_partitions=2)] == [3 * TERM] * 4
+
+
 def test_term_boundary_splits_deliver_every_message_once():
     log = random_log(seed=2, count=500)
     archive = FakeArchive(block_jitter=random.Random(3))
