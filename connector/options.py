@@ -179,10 +179,10 @@ class SourceOptions:
     include_timestamp: bool
     checkpoint_location: str | None
     min_partitions: int = 1
-    # Names of the columns to produce and those declared NOT NULL, from the schema given to the
+    # Names of the columns to produce and those declared nullable, from the schema given to the
     # reader (data_source.select_columns); None: the default schema.
     output_columns: tuple[str, ...] | None = None
-    non_nullable_columns: frozenset[str] = frozenset()
+    nullable_columns: frozenset[str] = frozenset()
 
     @property
     def subscribes_to_channel(self) -> bool:

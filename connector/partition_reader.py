@@ -92,7 +92,7 @@ def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: So
         min_end_position=start,
         include_timestamp=options.include_timestamp,
         columns=None if options.output_columns is None
-        else OutputColumns(options.output_columns, options.non_nullable_columns),
+        else OutputColumns(options.output_columns, options.nullable_columns),
         allow_leading_fragments=feed_start == descriptor.start_position,
         drop_reserved_value=MARKER_RESERVED_VALUE if is_sink_recording(descriptor) else None,
     )

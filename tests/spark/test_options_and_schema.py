@@ -7,13 +7,13 @@ from aeron_spark.connector import register
 
 pytestmark = pytest.mark.spark
 
-EXPECTED = StructType([
-    StructField("recording_id", LongType()),
-    StructField("position", LongType()),
-    StructField("payload", BinaryType()),
-    StructField("session_id", IntegerType()),
-    StructField("stream_id", IntegerType()),
-    StructField("reserved_value", LongType()),
+EXPECTED = StructType([  # NOT NULL: no value is ever null (and Spark converts such columns faster)
+    StructField("recording_id", LongType(), nullable=False),
+    StructField("position", LongType(), nullable=False),
+    StructField("payload", BinaryType(), nullable=False),
+    StructField("session_id", IntegerType(), nullable=False),
+    StructField("stream_id", IntegerType(), nullable=False),
+    StructField("reserved_value", LongType(), nullable=False),
 ])
 
 
@@ -30,7 +30,7 @@ def test_schema_of_batch_and_stream_reads(registered):
     stream = registered.readStream.format("aeron-archive").options(**options, checkpointLocation="/tmp/unused") \
         .option("includeTimestamp", "true").load()
     assert stream.isStreaming
-    assert stream.schema == StructType(EXPECTED.fields + [StructField("timestamp", TimestampType())])
+    assert stream.schema == StructType(EXPECTED.fields + [StructField("timestamp", TimestampType(), nullable=False)])
 
 
 def test_unknown_option_is_rejected_with_a_suggestion(registered):

@@ -201,12 +201,13 @@ def test_selected_columns_are_the_only_ones_built_and_markers_are_dropped_first(
     log = SyntheticLog(term_length=64 * 1024, mtu=1408)
     for index in range(6):
         log.append(bytes([index]) * (index + 1), reserved_value=-1 if index % 2 else index)
-    columns = OutputColumns(("payload", "position"), frozenset({"payload"}))
+    columns = OutputColumns(("payload", "position"), frozenset({"position"}))
     builder = MessageBatchBuilder(recording_id=1, session_id=1, stream_id=1, start_position=0, min_end_position=0,
                                   columns=columns, drop_reserved_value=-1)
     batches = builder.add_block(bytes(log.data), 0) + builder.finish()
     batch = pa.Table.from_batches(batches)
-    assert batch.schema.names == ["payload", "position"] and not batch.schema.field("payload").nullable
+    assert batch.schema.names == ["payload", "position"]
+    assert not batch.schema.field("payload").nullable and batch.schema.field("position").nullable
     kept = [m for m in log.messages if m.reserved_value != -1]
     assert batch.column("payload").to_pylist() == [m.payload for m in kept]
     assert batch.column("position").to_pylist() == [m.end_position for m in kept]

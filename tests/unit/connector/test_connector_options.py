@@ -158,7 +158,7 @@ def test_a_user_schema_selects_columns_or_is_rejected_with_the_accepted_columns(
     assert select_columns(source_schema(False), options) is options
     chosen = select_columns(StructType([StructField("payload", BinaryType(), nullable=False),
                                         StructField("timestamp", TimestampType())]), options)
-    assert chosen.output_columns == ("payload", "timestamp") and chosen.non_nullable_columns == {"payload"}
+    assert chosen.output_columns == ("payload", "timestamp") and chosen.nullable_columns == {"timestamp"}
     payload = StructField("payload", BinaryType())
     for schema, what in ((StructType([StructField("payload", StringType())]), "wrong type: payload string"),
                          (StructType([payload, payload]), "twice")):
