@@ -180,14 +180,17 @@ def default_response_channel(control_channel: str) -> str:
 # --- the real archive ---------------------------------------------------------------------------
 
 
-def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
+def connect_client(connection: ArchiveConnection):
+    """An ``ArchiveClient`` connected as ``connection`` says (``archive.dir`` resolved through the
+    mark file); ArchiveUnavailable naming where it looked when it cannot. Used by the source and
+    the sink."""
     resolved = resolve_connection(connection)
     if not resolved.control_channel:
         raise ArchiveUnavailable("no archive control channel: set archive.controlChannel or archive.dir")
     # Imported late: executors may not need it.
     from aeron_spark.archive.client import ArchiveClient
     try:
-        client = ArchiveClient.connect(
+        return ArchiveClient.connect(
             control_channel=resolved.control_channel,
             control_stream_id=resolved.control_stream_id or DEFAULT_CONTROL_STREAM_ID,
             response_channel=resolved.response_channel or default_response_channel(resolved.control_channel),
@@ -199,7 +202,10 @@ def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
         raise ArchiveUnavailable(
             f"cannot connect to the archive at {resolved.control_channel} stream {resolved.control_stream_id} "
             f"(aeron.dir={resolved.aeron_dir}): {error}") from error
-    return ClientArchiveAccess(client)
+
+
+def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
+    return ClientArchiveAccess(connect_client(connection))
 
 
 _connections: ConnectionCache[ArchiveConnection, ArchiveAccess] = ConnectionCache(lambda c: open_archive(c))

@@ -25,13 +25,8 @@ from aeron_spark.archive.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration.frame import HEADER_LENGTH
 from aeron_spark.driver_integration.publication import InitialPosition, OfferResult
 
-from .archive_access import (
-    ClientArchiveAccess,
-    default_response_channel,
-    resolve_connection,
-)
+from .archive_access import ClientArchiveAccess, connect_client
 from .connection_cache import ConnectionCache
-from .options import DEFAULT_CONTROL_STREAM_ID
 from .sink_frames import PublicationLayout, TermBlock
 from .sink_log import sink_alias
 from .sink_options import SinkOptions
@@ -45,21 +40,7 @@ class SinkArchiveError(RuntimeError):
 
 
 def open_sink_archive(options: SinkOptions) -> ClientSinkArchive:
-    from aeron_spark.archive.client import (
-        ArchiveClient,  # late: only the committing driver needs it
-    )
-    resolved = resolve_connection(options.connection)
-    if not resolved.control_channel:
-        raise SinkArchiveError("no archive control channel: set archive.controlChannel or archive.dir")
-    client = ArchiveClient.connect(
-        control_channel=resolved.control_channel,
-        control_stream_id=resolved.control_stream_id or DEFAULT_CONTROL_STREAM_ID,
-        response_channel=resolved.response_channel or default_response_channel(resolved.control_channel),
-        response_stream_id=resolved.response_stream_id,
-        aeron_dir=resolved.aeron_dir,
-        timeout=resolved.timeout_ms / 1000.0,
-    )
-    return ClientSinkArchive(client, options)
+    return ClientSinkArchive(connect_client(options.connection), options)
 
 
 _connections: ConnectionCache[SinkOptions, ClientSinkArchive] = ConnectionCache(lambda o: open_sink_archive(o))
