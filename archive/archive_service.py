@@ -68,7 +68,6 @@ class ArchiveServiceOptions:
     file_sync: int = 0
     catalog_file_sync: int = 0
     segment_direct_io: bool = True  # O_DIRECT segment writes where the file system allows them
-    segment_write_delay_ns: int = 0  # O_DIRECT: gather appends this long (0: write each block)
     checksum: str | None = None  # None or a checksum name accepted by archive.checksum
     replay_checksum: str | None = None  # verify stored checksums before replaying (None: off)
     replay_buffer_length: int = 1024 * 1024
@@ -141,7 +140,7 @@ class ArchiveService:
         checksum = _checksum(o.checksum)
         # The conductor creates the writers with the process default (one archive per process).
         from aeron_spark.archive.segment import set_default_direct_io
-        set_default_direct_io(o.segment_direct_io, o.segment_write_delay_ns)
+        set_default_direct_io(o.segment_direct_io)
         self.catalog = Catalog.open(directory, file_sync=o.catalog_file_sync)
         self.recovered = recover_active_recordings(self.catalog, directory, checksum=checksum,
                                                    file_sync=o.file_sync)

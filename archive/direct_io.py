@@ -18,7 +18,7 @@ import mmap
 import os
 
 DIRECT_IO_ALIGNMENT = 4096  # page size; also a multiple of every common logical block size
-DEFAULT_STAGING_LENGTH = 2 * 1024 * 1024 + DIRECT_IO_ALIGNMENT  # a batch plus a 1 MiB block
+DEFAULT_STAGING_LENGTH = 1024 * 1024 + DIRECT_IO_ALIGNMENT  # a 1 MiB block after a partial page
 _ZEROS = memoryview(bytes(DIRECT_IO_ALIGNMENT))
 _UNSUPPORTED = (errno.EINVAL, errno.EOPNOTSUPP)
 
@@ -77,15 +77,11 @@ def pwrite_fully(fd: int, data: memoryview, offset: int, *, aligned: bool) -> No
 
 
 class PageAppender:
-    """Holds the bytes of the file from the current page start up to the append offset, and
-    writes them as whole pages.
+    """Stages appends after the current partial page and writes them as whole pages.
 
-    ``buffer[:filled]`` are the file's bytes from the page-aligned start of the unwritten region
-    to the append offset: the first ``written`` of them (the partial page kept from the last
-    write) are already in the file, the rest are appended but still pending. Bytes after
-    ``filled`` are scratch; each write zero-fills the rest of its last page. Use: :meth:`stage`
-    a region, fill it, :meth:`accept` it, :meth:`write` whenever the pending bytes should reach
-    the file (several appends may share one write: O_DIRECT costs ~100 us per write here).
+    Invariant: ``buffer[:partial]`` holds the file's bytes of the page containing the append
+    offset, before that offset. Bytes after them are scratch; each write zero-fills the rest of
+    its last page. Use: :meth:`stage` a region, fill it, :meth:`commit` it.
     """
 
     def __init__(self, capacity: int = DEFAULT_STAGING_LENGTH) -> None:
@@ -93,8 +89,7 @@ class PageAppender:
             raise ValueError(f"staging capacity {capacity} is below one page ({DIRECT_IO_ALIGNMENT})")
         self._map = mmap.mmap(-1, round_up(capacity))  # anonymous mappings are page-aligned
         self._view = memoryview(self._map)
-        self._filled = 0
-        self._written = 0
+        self._partial = 0
 
     @property
     def capacity(self) -> int:
@@ -102,26 +97,18 @@ class PageAppender:
 
     @property
     def partial(self) -> int:
-        """Bytes of the append offset's page before it (``append offset % page``)."""
-        return self._filled % DIRECT_IO_ALIGNMENT
-
-    @property
-    def pending(self) -> int:
-        """Appended bytes not written to the file yet."""
-        return self._filled - self._written
+        """Bytes of the current page before the append offset (held in the buffer)."""
+        return self._partial
 
     def start_page(self) -> None:
-        """The append offset is page-aligned in a fresh file (e.g. a new segment): nothing held.
-        Pending bytes must have been written."""
-        if self.pending:
-            raise ValueError(f"{self.pending} appended bytes were not written")
-        self._filled = self._written = 0
+        """The append offset is page-aligned (e.g. a new segment file): nothing to keep."""
+        self._partial = 0
 
     def load_partial_page(self, fd: int, offset: int) -> None:
         """Appends continue at ``offset`` of the file behind ``fd``: read the bytes of its page
         before ``offset`` (an aligned read, so it works with O_DIRECT or without)."""
         partial = offset % DIRECT_IO_ALIGNMENT
-        self._filled = self._written = 0
+        self._partial = 0
         if not partial:
             return
         page_start = offset - partial
@@ -133,42 +120,32 @@ class PageAppender:
                 raise OSError(errno.EIO, f"file ends at offset {page_start + done}, inside the page "
                                          f"being extended (append offset {offset})")
             done += count
-        self._filled = self._written = partial
+        self._partial = partial
 
     def stage(self, length: int) -> memoryview:
         """The writable region where the next ``length`` bytes go (grows the buffer if needed)."""
-        end = self._filled + length
+        end = self._partial + length
         if round_up(end) > len(self._view):
             self._grow(round_up(end))
-        return self._view[self._filled:end]
+        return self._view[self._partial:end]
 
-    def accept(self, length: int) -> None:
-        """The ``length`` staged bytes are appended (pending until :meth:`write`)."""
-        self._filled += length
-
-    def retract(self, length: int) -> None:
-        """Undo the last :meth:`accept` of ``length`` bytes (its write failed)."""
-        if not 0 <= length <= self.pending:
-            raise ValueError(f"cannot retract {length} bytes: {self.pending} pending")
-        self._filled -= length
-
-    def write(self, fd: int, offset: int, *, skip: int = 0, aligned: bool = True) -> None:
-        """Write the held bytes, ``offset`` being the file offset of the append offset (just after
-        them), then move the append offset on by ``skip`` bytes that stay as the zeros the
-        preallocated file holds (a PAD frame's body). On error nothing changes: retry or
-        :meth:`retract`."""
-        if skip < 0:
-            raise ValueError(f"skip {skip} is negative")
-        if offset % DIRECT_IO_ALIGNMENT != self.partial:
-            raise ValueError(f"append offset {offset} does not continue the held bytes "
-                             f"({self._filled} bytes, {self.partial} into the last page)")
+    def commit(self, fd: int, offset: int, staged: int, advance: int, *, aligned: bool = True) -> None:
+        """Write the partial page plus ``staged`` bytes for the append at ``offset``, then move the
+        append offset on by ``advance`` (>= ``staged``; the rest, e.g. a PAD frame's body, stays
+        as the zeros the preallocated file holds). On error nothing moves: the append may be
+        retried."""
+        if advance < staged:
+            raise ValueError(f"advance {advance} is below the staged length {staged}")
+        if offset % DIRECT_IO_ALIGNMENT != self._partial:
+            raise ValueError(f"append offset {offset} does not continue the staged page "
+                             f"(partial {self._partial} bytes)")
         view = self._view
-        end = self._filled
+        end = self._partial + staged
         write_end = round_up(end)
         if write_end > end:
             view[end:write_end] = _ZEROS[: write_end - end]
-        pwrite_fully(fd, view[:write_end], offset - end, aligned=aligned)
-        new_end = end + skip
+        pwrite_fully(fd, view[:write_end], offset - self._partial, aligned=aligned)
+        new_end = self._partial + advance
         new_partial = new_end % DIRECT_IO_ALIGNMENT
         new_page_start = new_end - new_partial
         if new_partial and new_page_start:
@@ -176,12 +153,12 @@ class PageAppender:
                 view[:new_partial] = view[new_page_start:new_end]
             else:  # past the written bytes (inside a pad): the file holds zeros there
                 view[:new_partial] = _ZEROS[:new_partial]
-        self._filled = self._written = new_partial
+        self._partial = new_partial
 
     def _grow(self, capacity: int) -> None:
         bigger = mmap.mmap(-1, capacity)
         bigger_view = memoryview(bigger)
-        bigger_view[: self._filled] = self._view[: self._filled]
+        bigger_view[: self._partial] = self._view[: self._partial]
         self.close()
         self._map, self._view = bigger, bigger_view
 

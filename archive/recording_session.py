@@ -62,9 +62,7 @@ class RecordedImage(Protocol):
 
 
 class BlockWriter(Protocol):
-    """What a recording needs of ``segment.SegmentWriter``. A writer that gathers appends (O_DIRECT
-    mode) also has ``written_position`` (published instead of ``position``) and ``flush_due()``
-    (called every duty cycle); ``close()`` writes what is pending."""
+    """What a recording needs of ``segment.SegmentWriter``."""
 
     @property
     def position(self) -> int: ...
@@ -106,10 +104,6 @@ def _error_for(exception: BaseException, recording_id: int) -> RecordingError:
                                      f"{type(exception).__name__}: {exception}")
 
 
-def _written_position(writer: BlockWriter) -> int:
-    return getattr(writer, "written_position", writer.position)
-
-
 class RecordingSession:
     """One Image -> one recording. Single-threaded except :meth:`abort` and the read-only
     properties, which other threads may call."""
@@ -133,7 +127,6 @@ class RecordingSession:
         self._writer_factory = writer_factory
         self._writer: BlockWriter | None = None
         self._append: Callable[[Any], None] | None = None
-        self._flush_due: Callable[[], bool] | None = None
         self._counter = position_counter
         self._nano_clock = nano_clock
         self._state = RecordingState.INIT
@@ -191,7 +184,6 @@ class RecordingSession:
         try:
             self._writer = self._writer_factory()
             self._append = self._writer.append
-            self._flush_due = getattr(self._writer, "flush_due", None)
         except Exception as exception:  # noqa: BLE001 - reported, not swallowed
             self.error = _error_for(exception, self.recording_id)
             log.error("%s", self.error.message)
@@ -226,22 +218,16 @@ class RecordingSession:
                 return 1
             self._block_error = self._block_error or exception
             consumed = 0
-        if self._flush_due is not None and self._block_error is None:
-            try:
-                self._flush_due()  # gathered appends reach the file within the writer's delay
-            except Exception as exception:  # noqa: BLE001
-                self._block_error = exception
         if self._block_error is not None:
             self.error = _error_for(self._block_error, self.recording_id)
             log.error("%s", self.error.message)
             self._to(RecordingState.INACTIVE, self.error.message)
             return 1
-        position = _written_position(self._writer)
-        if position != self._recorded_position:
+        if consumed > 0:
+            position = self._writer.position
             self._recorded_position = position
             self._counter.value = position
-            consumed = max(consumed, 1)
-        if consumed == 0 and (self.image.is_end_of_stream or self.image.is_closed):
+        elif self.image.is_end_of_stream or self.image.is_closed:
             self._to(RecordingState.INACTIVE, f"image end of stream={self.image.is_end_of_stream}, "
                                               f"closed={self.image.is_closed}")
         if self.listener is not None and self._progress_position < self._recorded_position:
@@ -257,7 +243,7 @@ class RecordingSession:
                 if self.error is None:
                     self.error = _error_for(exception, self.recording_id)
                 log.error("recording %d: closing segment writer failed: %s", self.recording_id, exception)
-            self._recorded_position = _written_position(self._writer)
+            self._recorded_position = self._writer.position
         self._stop_position = self._recorded_position
         self._counter.value = self._stop_position  # written before anyone may close the counter
         self._to(RecordingState.STOPPED, self.stop_reason)

@@ -25,8 +25,7 @@ import errno
 import logging
 import os
 import struct
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,34 +45,18 @@ FILE_SYNC_LEVELS = (0, 1, 2)
 _INT32 = struct.Struct("<i")
 _UINT16 = struct.Struct("<H")
 log = logging.getLogger(__name__)
-# O_DIRECT costs ~100 us of latency and ~40 us of CPU per write on this VM whatever its size, so
-# a writer may gather small appends: written once this many bytes are pending, or once the oldest
-# has waited max_delay_ns (the recorder calls flush_due every duty cycle and publishes
-# written_position). The sidecar sets a delay (SIDECAR_MAX_DELAY_NS); the library default is 0.
-DIRECT_IO_BATCH_BYTES = 1024 * 1024
-SIDECAR_MAX_DELAY_NS = 1_000_000
 _default_direct_io = True
-_default_max_delay_ns = 0
 
 
-def set_default_direct_io(enabled: bool, max_delay_ns: int | None = None) -> None:
-    """Process-wide defaults for writers created with ``direct_io=None`` / ``max_delay_ns=None``
-    (the sidecar sets them from ``--[no-]segment-direct-io`` and ``--segment-write-delay-us``;
-    one archive per process)."""
-    global _default_direct_io, _default_max_delay_ns
-    if max_delay_ns is not None:
-        if max_delay_ns < 0:
-            raise ValueError(f"max_delay_ns {max_delay_ns} must be >= 0")
-        _default_max_delay_ns = max_delay_ns
+def set_default_direct_io(enabled: bool) -> None:
+    """Process-wide default for writers created with ``direct_io=None`` (the sidecar's
+    ``--no-segment-direct-io`` sets it to False)."""
+    global _default_direct_io
     _default_direct_io = bool(enabled)
 
 
 def default_direct_io() -> bool:
     return _default_direct_io
-
-
-def default_max_delay_ns() -> int:
-    return _default_max_delay_ns
 
 
 class SegmentError(Exception):
@@ -209,24 +192,13 @@ class SegmentWriter:
     ``direct_io``: True writes with O_DIRECT through a page-aligned staging buffer when the file
     system supports it (else silently buffered); False always uses buffered ``pwrite``; None
     (default) follows :func:`default_direct_io` (True unless the process set it otherwise).
-    :attr:`direct_io` tells which mode is in use. In direct mode with ``max_delay_ns > 0``
-    appends are gathered into writes of up to ``batch_bytes``, none delayed more than
-    ``max_delay_ns`` past the next :meth:`append`/:meth:`flush_due` call; ``max_delay_ns=0``
-    writes every append at once; None follows :func:`default_max_delay_ns` (0 unless the
-    process set it). :attr:`written_position` is how far the files hold the stream, :meth:`flush`
-    writes everything, :meth:`close` flushes. Buffered mode writes every append at once.
+    :attr:`direct_io` tells which mode is in use.
     """
 
     def __init__(self, archive_dir: str | os.PathLike, recording_id: int, start_position: int,
                  term_length: int, segment_length: int, *, file_sync: int = 0,
                  checksum: FrameChecksum | None = None, position: int | None = None,
-                 direct_io: bool | None = None, batch_bytes: int = DIRECT_IO_BATCH_BYTES,
-                 max_delay_ns: int | None = None,
-                 clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
-        if max_delay_ns is None:
-            max_delay_ns = _default_max_delay_ns
-        if batch_bytes < 0 or max_delay_ns < 0:
-            raise ValueError(f"batch_bytes {batch_bytes} and max_delay_ns {max_delay_ns} must be >= 0")
+                 direct_io: bool | None = None) -> None:
         validate_segment_length(segment_length, term_length)
         _check_file_sync(file_sync)
         if start_position < 0 or start_position % FRAME_ALIGNMENT:
@@ -245,11 +217,6 @@ class SegmentWriter:
         self.checksum = checksum
         self._term_mask = term_length - 1
         self._position = position
-        self._written_position = position
-        self.batch_bytes = batch_bytes
-        self.max_delay_ns = max_delay_ns
-        self._clock_ns = clock_ns
-        self._pending_since = 0
         self._scratch = bytearray()  # checksum stamping copies blocks here, grown on demand
         self._fd = -1
         want_direct = _default_direct_io if direct_io is None else bool(direct_io)
@@ -257,28 +224,15 @@ class SegmentWriter:
         base = segment_file_base_position(start_position, position, term_length, segment_length)
         self._open_segment(base, exclusive=False)
         self._segment_offset = position - base
-        if want_direct:
+        if want_direct and enable_direct_io(self._fd):
             try:
-                self._start_direct_io()
+                self._appender = PageAppender()
+                self._appender.load_partial_page(self._fd, self._segment_offset)
             except BaseException:
-                self._release()
+                self.close()
                 raise
-
-    def _start_direct_io(self) -> None:
-        if not enable_direct_io(self._fd):
+        elif want_direct:
             log.debug("segment file %s: O_DIRECT not supported, writing buffered", self._path)
-            return
-        appender = PageAppender()
-        try:
-            appender.load_partial_page(self._fd, self._segment_offset)  # extending mid-page
-        except OSError as error:
-            appender.close()
-            if not is_unsupported_direct_write(error):
-                raise
-            log.debug("segment file %s: O_DIRECT read refused (%s), writing buffered", self._path, error)
-            disable_direct_io(self._fd)
-            return
-        self._appender = appender
 
     @property
     def direct_io(self) -> bool:
@@ -289,25 +243,6 @@ class SegmentWriter:
     def position(self) -> int:
         """Stream position after the last appended byte."""
         return self._position
-
-    @property
-    def written_position(self) -> int:
-        """Stream position up to which the segment files hold the appended bytes."""
-        return self._written_position
-
-    def flush(self) -> None:
-        """Write every appended byte still pending (direct mode gathers small appends)."""
-        if self._appender is not None and self._appender.pending:
-            self._write_pending(self._segment_offset)
-
-    def flush_due(self) -> bool:
-        """Write the pending bytes if the oldest has waited ``max_delay_ns``; True if it wrote."""
-        if self._appender is None or not self._appender.pending:
-            return False
-        if self._clock_ns() - self._pending_since < self.max_delay_ns:
-            return False
-        self._write_pending(self._segment_offset)
-        return True
 
     @property
     def segment_file(self) -> Path:
@@ -368,18 +303,13 @@ class SegmentWriter:
                     f"block at position {self._position} starts with a PAD frame of {pad_length} "
                     f"bytes but is {length} bytes long: padding must come as a block of its own")
             data = view[:HEADER_LENGTH]
-            if self._appender is not None:  # the header is written now, the body stays zeros
-                staged = self._appender.stage(HEADER_LENGTH)
-                staged[:] = data
-                self._append_direct(staged, length, pad=True)
-                return
+            if self._appender is not None:  # only the header; the pad's body stays zeros
+                self._appender.stage(HEADER_LENGTH)[:] = data
         elif self._appender is not None:
-            staged = self._appender.stage(length)
-            staged[:] = view
+            data = self._appender.stage(length)
+            data[:] = view
             if self.checksum is not None:
-                stamp_checksums(staged, self.checksum)
-            self._append_direct(staged, length, pad=False)
-            return
+                stamp_checksums(data, self.checksum)
         elif self.checksum is not None:
             if len(self._scratch) < length:
                 self._scratch = bytearray(length)
@@ -388,50 +318,29 @@ class SegmentWriter:
             stamp_checksums(data, self.checksum)
         else:
             data = view
-        self._write_fully(data, self._segment_offset)
-        self._position += length
-        self._written_position = self._position
-        self._segment_offset += length
-        if self._segment_offset >= self.segment_length:
-            self._roll_over()
-
-    def _append_direct(self, staged: memoryview, length: int, *, pad: bool) -> None:
-        """``staged`` (the block, or a PAD's header) is in the appender: accept it, write if due.
-        If the write fails the block is not appended (earlier pending bytes stay pending)."""
-        appender = self._appender
-        accepted = len(staged)
-        if not appender.pending:
-            self._pending_since = self._clock_ns()
-        appender.accept(accepted)
-        end_offset = self._segment_offset + accepted
-        if (pad or appender.pending >= self.batch_bytes or self._segment_offset + length >= self.segment_length
-                or self._clock_ns() - self._pending_since >= self.max_delay_ns):
-            try:
-                self._write_pending(end_offset, skip=length - accepted)
-            except BaseException:
-                appender.retract(accepted)
-                raise
+        if self._appender is not None:
+            self._write_direct(data, length)
+        else:
+            self._write_fully(data, self._segment_offset)
         self._position += length
         self._segment_offset += length
         if self._segment_offset >= self.segment_length:
             self._roll_over()
 
-    def _write_pending(self, end_offset: int, *, skip: int = 0) -> None:
-        """Write the appender's bytes up to segment offset ``end_offset``, then ``skip`` zeros."""
+    def _write_direct(self, data: memoryview, advance: int) -> None:
         appender = self._appender
         try:
-            appender.write(self._fd, end_offset, skip=skip)
+            appender.commit(self._fd, self._segment_offset, len(data), advance)
         except OSError as error:
             if not is_unsupported_direct_write(error):
                 raise
             # The device wants another alignment after all: same pages, buffered, from now on.
             log.debug("segment file %s: O_DIRECT write refused (%s), writing buffered", self._path, error)
             disable_direct_io(self._fd)
-            appender.write(self._fd, end_offset, skip=skip, aligned=False)
+            appender.commit(self._fd, self._segment_offset, len(data), advance, aligned=False)
             self._appender = None
             appender.close()
         self._sync()
-        self._written_position = self._position - self._segment_offset + end_offset + skip
 
     def _write_fully(self, data: memoryview, offset: int) -> None:
         written = 0
@@ -459,15 +368,6 @@ class SegmentWriter:
                 self._appender = None
 
     def close(self) -> None:
-        """Flush pending appends and close. If the flush fails the file is closed anyway and the
-        error raised: :attr:`written_position` is what the files hold."""
-        try:
-            if self._fd >= 0:
-                self.flush()
-        finally:
-            self._release()
-
-    def _release(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

@@ -85,10 +85,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write segment files with O_DIRECT through a page-aligned buffer where "
                              "the file system supports it (default on; --no-segment-direct-io: "
                              "buffered writes through the page cache)")
-    parser.add_argument("--segment-write-delay-us", type=int, default=0,
-                        help="with O_DIRECT: gather small appends into one write for up to this "
-                             "long (the recorded position follows the writes; default 0 = "
-                             "write every block at once)")
     parser.add_argument("--checksum", choices=sorted(CHECKSUMS), default="none",
                         help="record checksum stamped into each frame's session-id field")
     parser.add_argument("--replay-checksum", choices=sorted(CHECKSUMS), default="none",
@@ -113,8 +109,6 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
 
     if not 64 * 1024 <= args.segment_length <= 1024 ** 3:
         raise tool.ToolError(f"--segment-length {args.segment_length} must be in [64k, 1g]")
-    if args.segment_write_delay_us < 0:
-        raise tool.ToolError(f"--segment-write-delay-us {args.segment_write_delay_us} must be >= 0")
     if args.auth_challenge_only and args.auth_credentials_file is None:
         raise tool.ToolError("--auth-challenge-only needs --auth-credentials-file")
     authenticator = None
@@ -132,8 +126,7 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
         recording_events_channel=args.recording_events_channel,
         recording_events_stream_id=args.recording_events_stream_id, archive_id=args.archive_id,
         segment_file_length=args.segment_length, file_sync=args.file_sync,
-        segment_direct_io=args.segment_direct_io,
-        segment_write_delay_ns=args.segment_write_delay_us * 1000, catalog_file_sync=args.file_sync, checksum=CHECKSUMS[args.checksum],
+        segment_direct_io=args.segment_direct_io, catalog_file_sync=args.file_sync, checksum=CHECKSUMS[args.checksum],
         replay_checksum=CHECKSUMS[args.replay_checksum],
         replay_buffer_length=args.replay_buffer_length,
         max_concurrent_recordings=args.max_concurrent_recordings,

@@ -153,26 +153,17 @@ def dirs(tmp_path):
     return direct, buffered
 
 
-# Batching variants: every append written at once (the default); gathered into 1 MiB writes (so
-# in these small tests mostly written at rollover, PAD and close); gathered into small writes.
-BATCHING = {"immediate": dict(max_delay_ns=0), "1mib-batches": dict(max_delay_ns=10**12),
-            "small-batches": dict(batch_bytes=5000, max_delay_ns=10**12)}
-
-
-@pytest.mark.parametrize("batching", BATCHING)
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("checksum", [None, CRC32C], ids=["plain", "crc32c"])
-def test_random_blocks_are_byte_identical_to_buffered(dirs, seed, checksum, batching):
+def test_random_blocks_are_byte_identical_to_buffered(dirs, seed, checksum):
     rng = random.Random(seed)
     start = rng.choice([0, 32, 4096 - 32, TERM + 4128, 3 * TERM + 96])
     stream = random_stream(rng, start, 5 * TERM + rng.randint(0, TERM))  # rolls over 2+ times
     blocks = stream.blocks(rng, (32, 96, 1000, 4096, 8192, 20_000, TERM))
     segment_length = 2 * TERM
     for directory, direct in zip(dirs, (True, False)):
-        options = BATCHING[batching] if direct else {}
-        writer = write(directory, stream, blocks, segment_length, direct=direct, checksum=checksum,
-                       **options)
-        assert writer.position == writer.written_position == stream.position
+        writer = write(directory, stream, blocks, segment_length, direct=direct, checksum=checksum)
+        assert writer.position == stream.position
     assert len(list_segment_files(dirs[0], 3)) >= 3
     assert_identical_and_expected(*dirs, stream, segment_length, checksum=checksum)
     if checksum is not None:  # the stamped session ids verify and restore to the log's bytes
@@ -187,32 +178,30 @@ def test_random_blocks_are_byte_identical_to_buffered(dirs, seed, checksum, batc
         assert data == stream.on_disk()[start:]
 
 
-@pytest.mark.parametrize("batching", BATCHING)
-def test_tiny_blocks_every_frame_on_its_own(dirs, batching):
+def test_tiny_blocks_every_frame_on_its_own(dirs):
     rng = random.Random(42)
     stream = random_stream(rng, 64, 2 * TERM + 500, max_payload=200, pad_chance=0.05)
     blocks = stream.blocks(rng, (32,))  # every frame is its own block: many partial pages
     for directory, direct in zip(dirs, (True, False)):
-        write(directory, stream, blocks, 2 * TERM, direct=direct, **(BATCHING[batching] if direct else {}))
+        write(directory, stream, blocks, 2 * TERM, direct=direct)
     assert_identical_and_expected(*dirs, stream, 2 * TERM)
 
 
 @pytest.mark.parametrize("checksum", [None, CRC32C], ids=["plain", "crc32c"])
 def test_one_mib_and_larger_blocks_grow_the_staging_buffer(dirs, checksum):
     rng = random.Random(7)
-    term = 4 * 1024 * 1024
+    term = 2 * 1024 * 1024
     stream = random_stream(rng, 4096 + 64, 2 * term + 12345, term_length=term, max_payload=60_000,
                            pad_chance=0.0)
-    blocks = stream.blocks(rng, (1024 * 1024, term))  # up to a whole 4 MiB term after a partial page
+    blocks = stream.blocks(rng, (1024 * 1024, term))  # up to a whole 2 MiB term after a partial page
     assert max(len(b) for _, b in blocks) > direct_io.DEFAULT_STAGING_LENGTH
     for directory, direct in zip(dirs, (True, False)):
         write(directory, stream, blocks, 2 * term, direct=direct, checksum=checksum)
     assert_identical_and_expected(*dirs, stream, 2 * term, checksum=checksum)
 
 
-@pytest.mark.parametrize("batching", BATCHING)
 @pytest.mark.parametrize("first_direct", [True, False], ids=["direct-then-direct", "buffered-then-direct"])
-def test_extending_from_a_non_aligned_position_keeps_the_partial_page(dirs, first_direct, batching):
+def test_extending_from_a_non_aligned_position_keeps_the_partial_page(dirs, first_direct):
     rng = random.Random(11)
     start = 96
     stream = random_stream(rng, start, 4 * TERM)
@@ -225,9 +214,7 @@ def test_extending_from_a_non_aligned_position_keeps_the_partial_page(dirs, firs
         for part, (begin, end) in enumerate(zip(bounds, bounds[1:])):
             mode = direct if part or direct is False else first_direct
             position = blocks[begin][0] if part else None
-            options = BATCHING[batching] if mode else {}
-            write(directory, stream, blocks[begin:end], 2 * TERM, direct=mode, position=position,
-                  **options)
+            write(directory, stream, blocks[begin:end], 2 * TERM, direct=mode, position=position)
     assert_identical_and_expected(*dirs, stream, 2 * TERM)
 
 
@@ -263,7 +250,7 @@ def test_file_sync_levels_sync_after_every_direct_write(dirs, monkeypatch, level
     rng = random.Random(5)
     stream = random_stream(rng, 0, TERM // 2)
     blocks = stream.blocks(rng, (4096,))
-    write(dirs[0], stream, blocks, 2 * TERM, direct=True, file_sync=level, max_delay_ns=0)
+    write(dirs[0], stream, blocks, 2 * TERM, direct=True, file_sync=level)
     name = "fdatasync" if level == 1 else "fsync"
     data_syncs = calls[name] - (1 if level == 2 else 0)  # level 2 also fsyncs the directory once
     assert data_syncs == len(blocks)
@@ -308,7 +295,7 @@ def test_direct_write_refused_at_the_first_write_falls_back_and_loses_nothing(di
     rng = random.Random(13)
     stream = random_stream(rng, 160, 3 * TERM)
     blocks = stream.blocks(rng, (1000, 8192))
-    writer = SegmentWriter(dirs[0], 3, 160, TERM, 2 * TERM, direct_io=True, max_delay_ns=0)
+    writer = SegmentWriter(dirs[0], 3, 160, TERM, 2 * TERM, direct_io=True)
     with writer:
         assert writer.direct_io is True
         for _, block in blocks:
@@ -333,7 +320,7 @@ def test_disk_full_raises_and_leaves_the_writer_able_to_retry(dirs, monkeypatch)
     rng = random.Random(17)
     stream = random_stream(rng, 0, TERM)
     blocks = stream.blocks(rng, (1000,))
-    writer = SegmentWriter(dirs[0], 3, 0, TERM, 2 * TERM, direct_io=True, max_delay_ns=0)
+    writer = SegmentWriter(dirs[0], 3, 0, TERM, 2 * TERM, direct_io=True)
     with writer:
         for index, (position, block) in enumerate(blocks):
             if index == 5:
@@ -391,27 +378,19 @@ def test_page_appender_keeps_the_partial_page_and_zero_fills_the_last_page(tmp_p
         os.pwrite(fd, b"\x01" * 100, 0)
         appender = PageAppender(DIRECT_IO_ALIGNMENT)
         appender.load_partial_page(fd, 100)
-        assert (appender.partial, appender.pending) == (100, 0)
-        appender.stage(50)[:] = b"\x09" * 50
-        appender.stage(50)[:] = b"\x02" * 50  # staging again overwrites until accepted
-        appender.accept(50)
-        assert appender.pending == 50
-        appender.write(fd, 150)
-        assert (appender.partial, appender.pending) == (150, 0)
+        assert appender.partial == 100
+        appender.stage(50)[:] = b"\x02" * 50
+        appender.stage(50)[:] = b"\x02" * 50  # staging again is idempotent until committed
+        appender.commit(fd, 100, 50, 50)
         appender.stage(5000)[:] = b"\x03" * 5000  # grows past the one-page capacity
         assert appender.capacity >= 150 + 5000
-        appender.stage(4000)[:] = b"\xff" * 4000  # garbage after the bytes accepted below
+        stale = appender.stage(4000)  # leaves garbage after the staged bytes
+        stale[:] = b"\xff" * 4000
         appender.stage(64)[:] = b"\x04" * 64
-        appender.accept(64)
-        appender.stage(32)[:] = b"\x05" * 32
-        appender.accept(32)
-        appender.retract(32)  # e.g. its write failed
-        with pytest.raises(ValueError, match="cannot retract"):
-            appender.retract(65)
-        appender.write(fd, 214, skip=9000)  # like a PAD header followed by a long body
-        assert appender.partial == (214 + 9000) % DIRECT_IO_ALIGNMENT
+        appender.commit(fd, 150, 64, 64 + 9000)  # like a PAD header followed by a long body
+        assert appender.partial == (150 + 64 + 9000) % DIRECT_IO_ALIGNMENT
         with pytest.raises(ValueError, match="does not continue"):
-            appender.write(fd, 150)
+            appender.commit(fd, 150, 32, 32)
         appender.close()
         content = os.pread(fd, 8 * DIRECT_IO_ALIGNMENT, 0)
         assert content[:100] == b"\x01" * 100
@@ -420,78 +399,6 @@ def test_page_appender_keeps_the_partial_page_and_zero_fills_the_last_page(tmp_p
         assert content[214:] == bytes(len(content) - 214)
     finally:
         os.close(fd)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 10**9
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def test_small_appends_are_gathered_until_the_delay_or_the_batch_size(dirs, monkeypatch):
-    writes = []
-    real = direct_io.pwrite_fully
-
-    def counting(fd, data, offset, *, aligned):
-        writes.append((offset, len(data)))
-        return real(fd, data, offset, aligned=aligned)
-
-    monkeypatch.setattr(direct_io, "pwrite_fully", counting)
-    rng = random.Random(23)
-    stream = Stream(0)
-    while stream.position < 40_000:
-        stream.data(rng.randint(0, 300), rng)
-    blocks = stream.blocks(rng, (64, 200, 600))
-    clock = FakeClock()
-    writer = SegmentWriter(dirs[0], 3, 0, TERM, 2 * TERM, direct_io=True, batch_bytes=16 * 1024,
-                           max_delay_ns=1_000_000, clock_ns=clock)
-    reader = SegmentReader(dirs[0], 3, 0, TERM, 2 * TERM)
-    expected = stream.on_disk()
-    with writer, reader:
-        position, block = blocks[0]
-        writer.append(block)
-        assert (writer.position, writer.written_position) == (len(block), 0)
-        assert writes == []
-        clock.now += 999_999
-        assert writer.flush_due() is False
-        clock.now += 1
-        assert writer.flush_due() is True  # the oldest pending byte waited max_delay_ns
-        assert writer.written_position == len(block) and len(writes) == 1
-        assert writer.flush_due() is False  # nothing pending
-        for position, block in blocks[1:]:
-            writer.append(block)
-            # whatever is written is exactly the stream so far, and nothing is left pending long
-            assert writer.position - writer.written_position < 16 * 1024
-            written = writer.written_position
-            assert reader.read(0, written) == bytes(expected[:written])
-        assert 2 <= len(writes) <= 1 + stream.position // (16 * 1024)  # far fewer writes than blocks
-        assert len(blocks) > 5 * len(writes)
-        clock.now += 10**6
-        writer.flush()
-        assert writer.written_position == writer.position == stream.position
-        assert reader.read(0, stream.position) == bytes(expected)
-
-
-def test_a_failed_flush_at_close_still_closes_and_reports_the_written_position(dirs, monkeypatch):
-    rng = random.Random(29)
-    stream = random_stream(rng, 0, 20_000, pad_chance=0.0)
-    writer = SegmentWriter(dirs[0], 3, 0, TERM, 2 * TERM, direct_io=True, max_delay_ns=10**12)
-    for _, block in stream.blocks(rng, (1000,)):
-        writer.append(block)
-    assert writer.written_position == 0 < writer.position
-
-    def full(fd, data, offset, *, aligned):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(direct_io, "pwrite_fully", full)
-    with pytest.raises(OSError) as raised:
-        writer.close()
-    assert raised.value.errno == errno.ENOSPC
-    assert writer.written_position == 0
-    assert writer.direct_io is False  # released
-    writer.close()  # idempotent
 
 
 def test_closed_writer_refuses_appends_and_default_follows_the_process_setting(tmp_path):
@@ -513,24 +420,3 @@ def test_closed_writer_refuses_appends_and_default_follows_the_process_setting(t
     finally:
         set_default_direct_io(True)
     assert segment.default_direct_io() is True
-
-
-def test_extension_whose_direct_page_read_is_refused_falls_back_to_buffered(dirs, monkeypatch):
-    rng = random.Random(19)
-    stream = random_stream(rng, 0, TERM)
-    blocks = stream.blocks(rng, (1000,))
-    cut = next(i for i, (position, _) in enumerate(blocks) if i > 3 and position % DIRECT_IO_ALIGNMENT)
-    write(dirs[0], stream, blocks[:cut], 2 * TERM, direct=True)
-
-    def refused(self, fd, offset):
-        raise OSError(errno.EINVAL, "Invalid argument")
-
-    monkeypatch.setattr(PageAppender, "load_partial_page", refused)
-    writer = SegmentWriter(dirs[0], 3, 0, TERM, 2 * TERM, direct_io=True, position=blocks[cut][0])
-    with writer:
-        assert writer.direct_io is False
-        for _, block in blocks[cut:]:
-            writer.append(block)
-    monkeypatch.undo()
-    write(dirs[1], stream, blocks, 2 * TERM, direct=False)
-    assert_identical_and_expected(*dirs, stream, 2 * TERM)
