@@ -67,7 +67,7 @@ class ArchiveServiceOptions:
     segment_file_length: int = 128 * 1024 * 1024
     file_sync: int = 0
     catalog_file_sync: int = 0
-    segment_direct_io: bool = True  # O_DIRECT segment writes where the file system allows them
+    segment_direct_io: bool = False  # O_DIRECT segment writes (where the file system allows): for write-heavy archives
     checksum: str | None = None  # None or a checksum name accepted by archive.checksum
     replay_checksum: str | None = None  # verify stored checksums before replaying (None: off)
     replay_buffer_length: int = 1024 * 1024

@@ -45,7 +45,7 @@ FILE_SYNC_LEVELS = (0, 1, 2)
 _INT32 = struct.Struct("<i")
 _UINT16 = struct.Struct("<H")
 log = logging.getLogger(__name__)
-_default_direct_io = True
+_default_direct_io = False  # buffered, as Aeron; O_DIRECT on request (see set_default_direct_io)
 
 
 def set_default_direct_io(enabled: bool) -> None:

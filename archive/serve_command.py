@@ -81,10 +81,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="segment file length, a power of two in [64k, 1g] (default 128m)")
     parser.add_argument("--file-sync", type=int, choices=(0, 1, 2), default=0,
                         help="0 none, 1 fdatasync data, 2 fsync data and metadata (segments and catalog)")
-    parser.add_argument("--segment-direct-io", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--segment-direct-io", action=argparse.BooleanOptionalAction, default=False,
                         help="write segment files with O_DIRECT through a page-aligned buffer where "
-                             "the file system supports it (default on; --no-segment-direct-io: "
-                             "buffered writes through the page cache)")
+                             "the file system supports it (default off: buffered writes through the page "
+                             "cache, as Aeron; on pays for archives that record large blocks, e.g. a Spark "
+                             "sink's, see docs/performance.md)")
     parser.add_argument("--checksum", choices=sorted(CHECKSUMS), default="none",
                         help="record checksum stamped into each frame's session-id field")
     parser.add_argument("--replay-checksum", choices=sorted(CHECKSUMS), default="none",

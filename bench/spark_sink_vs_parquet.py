@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             path = work / f"input-{index}.parquet"
             write_input(path, workload, seed=index)
             inputs.append((workload, path))
-        with SidecarProcess.start(work / "archive", "--control-channel", "aeron:ipc", "--log-level", "WARNING"):
+        with SidecarProcess.start(work / "archive", "--control-channel", "aeron:ipc", "--log-level", "WARNING",
+                                  "--segment-direct-io"):  # a sink's archive records large blocks
             spark = local_spark("spark-sink-vs-parquet", **{
                 "spark.default.parallelism": "2", "spark.driver.memory": "3g"})
             try:

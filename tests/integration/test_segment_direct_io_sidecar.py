@@ -1,6 +1,6 @@
 """O_DIRECT segment writes with the real driver: blocks from ``Image.block_poll`` written by a
 direct and a buffered ``SegmentWriter`` (stopping and extending at non-aligned positions), and
-two real sidecars (default O_DIRECT and ``--no-segment-direct-io``) recording the same
+two real sidecars (``--segment-direct-io`` and the default, buffered) recording the same
 publication produce byte-identical segment files."""
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def test_sidecars_direct_and_buffered_record_identical_segments(tmp_path, checks
     try:
         aeron = AeronClient(driver.dir)
         common = ["--segment-length", "128k", "--checksum", checksum]
-        for name, extra in (("direct", []), ("buffered", ["--no-segment-direct-io"])):
+        for name, extra in (("direct", ["--segment-direct-io"]), ("buffered", [])):
             sidecars.append(Sidecar(tmp_path / name, common + extra, aeron_dir=driver.dir).start())
         clients = []
         for sidecar in sidecars:

@@ -402,8 +402,9 @@ def test_page_appender_keeps_the_partial_page_and_zero_fills_the_last_page(tmp_p
 
 
 def test_closed_writer_refuses_appends_and_default_follows_the_process_setting(tmp_path):
-    writer = SegmentWriter(tmp_path, 3, 0, TERM, 2 * TERM)
-    assert writer.direct_io is True  # on by default where the file system supports it
+    assert SegmentWriter(tmp_path, 6, 0, TERM, 2 * TERM).direct_io is False  # off by default, as Aeron
+    writer = SegmentWriter(tmp_path, 3, 0, TERM, 2 * TERM, direct_io=True)
+    assert writer.direct_io is True  # where the file system supports it
     writer.close()
     writer.close()
     assert writer.direct_io is False
@@ -412,11 +413,11 @@ def test_closed_writer_refuses_appends_and_default_follows_the_process_setting(t
     with pytest.raises(SegmentError, match="closed"):
         writer.append(stream.log)
     try:
-        set_default_direct_io(False)
-        with SegmentWriter(tmp_path, 4, 0, TERM, 2 * TERM) as buffered:
-            assert buffered.direct_io is False
-        with SegmentWriter(tmp_path, 5, 0, TERM, 2 * TERM, direct_io=True) as forced:
-            assert forced.direct_io is True
-    finally:
         set_default_direct_io(True)
-    assert segment.default_direct_io() is True
+        with SegmentWriter(tmp_path, 4, 0, TERM, 2 * TERM) as direct:
+            assert direct.direct_io is True
+        with SegmentWriter(tmp_path, 5, 0, TERM, 2 * TERM, direct_io=False) as forced:
+            assert forced.direct_io is False
+    finally:
+        set_default_direct_io(False)
+    assert segment.default_direct_io() is False
