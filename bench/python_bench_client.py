@@ -29,8 +29,8 @@ import threading
 import time
 
 import numpy as np
-from aeron_spark.archive.client import ArchiveClient, SourceLocation
-from aeron_spark.archive.replay_subscription import replay_image_session_id
+from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
+from aeron_spark.archive.client.replay_subscription import replay_image_session_id
 from aeron_spark.driver_integration.client import AeronClient
 from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA,

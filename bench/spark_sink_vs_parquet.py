@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aeron_spark.archive.sidecar_process import SidecarProcess
+from aeron_spark.archive.cli.sidecar_process import SidecarProcess
 from spark_bench_support import (
     Timings,
     Workload,

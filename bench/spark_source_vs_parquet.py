@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from aeron_spark.archive.sidecar_process import SidecarProcess
+from aeron_spark.archive.cli.sidecar_process import SidecarProcess
 from spark_bench_support import (
     Timings,
     Workload,
@@ -53,7 +53,7 @@ STREAM_ID_BASE = 4001
 
 def record(archive, aeron, workload: Workload, data: np.ndarray, stream_id: int) -> tuple[int, int]:
     """Records every payload on a fresh IPC stream; returns (recording id, stop position)."""
-    from aeron_spark.archive.client import SourceLocation
+    from aeron_spark.archive.client.archive_client import SourceLocation
 
     channel = f"aeron:ipc?term-length={TERM_LENGTH}"
     archive.start_recording(channel, stream_id, SourceLocation.LOCAL)
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with SidecarProcess.start(work / "archive", "--control-channel", "aeron:ipc", "--control-stream-id", "10",
                                   "--log-level", "WARNING") as running:
-            from aeron_spark.archive.client import ArchiveClient
+            from aeron_spark.archive.client.archive_client import ArchiveClient
             from aeron_spark.driver_integration import AeronClient
 
             aeron = AeronClient(running.aeron_dir, client_name="spark-source-bench")

@@ -6,7 +6,7 @@
 
 
 def register(spark) -> None:
-    from .data_source import register as register_data_source
+    from aeron_spark.connector.data_source import register as register_data_source
     register_data_source(spark)
 
 

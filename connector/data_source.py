@@ -20,8 +20,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .options import OptionError, ReadMode, SourceOptions, validate_common
-from .sink_options import reject_sink_options_on_read, without_sink_options
+from aeron_spark.connector.options import OptionError, ReadMode, SourceOptions, validate_common
+from aeron_spark.connector.sink.options import reject_sink_options_on_read, without_sink_options
 
 FORMAT_NAME = "aeron-archive"
 
@@ -59,28 +59,28 @@ class AeronArchiveDataSource(DataSource):
         return source_schema(include)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from .batch_reader import AeronArchiveBatchReader
+        from aeron_spark.connector.source.batch_reader import AeronArchiveBatchReader
         reject_sink_options_on_read(self.options)
         options = select_columns(schema, SourceOptions.parse(self.options, ReadMode.BATCH))
         return AeronArchiveBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from .micro_batch_stream import AeronArchiveStreamReader
+        from aeron_spark.connector.source.micro_batch_stream import AeronArchiveStreamReader
         reject_sink_options_on_read(self.options)
         options = select_columns(schema, SourceOptions.parse(self.options, ReadMode.STREAM))
         return AeronArchiveStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """write.format("aeron-archive"): exactly-once append (docs/exactly-once.md)."""
-        from .writer import AeronArchiveBatchWriter, check_append_only, sink_columns
-        from .sink_options import SinkOptions
+        from aeron_spark.connector.sink.writer import AeronArchiveBatchWriter, check_append_only, sink_columns
+        from aeron_spark.connector.sink.options import SinkOptions
         check_append_only(overwrite)
         return AeronArchiveBatchWriter(SinkOptions.parse(self.options, streaming=False), sink_columns(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """writeStream.format("aeron-archive"): exactly-once append keyed by the micro-batch id."""
-        from .writer import AeronArchiveStreamWriter, check_append_only, sink_columns
-        from .sink_options import SinkOptions
+        from aeron_spark.connector.sink.writer import AeronArchiveStreamWriter, check_append_only, sink_columns
+        from aeron_spark.connector.sink.options import SinkOptions
         check_append_only(overwrite)
         return AeronArchiveStreamWriter(SinkOptions.parse(self.options, streaming=True), sink_columns(schema))
 

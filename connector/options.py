@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from .offsets import EARLIEST, LATEST, OffsetFormatError, parse_position_spec
+from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, parse_position_spec
 
 
 class OptionError(ValueError):

@@ -36,7 +36,7 @@ import time
 import warnings
 from pathlib import Path
 
-from aeron_spark.archive.sidecar_process import SidecarProcess
+from aeron_spark.archive.cli.sidecar_process import SidecarProcess
 
 TRADES_STREAM_ID = 2001
 RESULT_CHANNEL = "aeron:ipc"
@@ -243,7 +243,7 @@ def run_until_drained(queries: dict, publisher: TradePublisher, timeout_s: float
 
 def describe_result(archive, spark, archive_dir: Path) -> None:
     """The sink recording's descriptor, then its rows read back with spark.read."""
-    from aeron_spark.connector.sink_log import sink_id_of_channel
+    from aeron_spark.connector.commit_markers import sink_id_of_channel
     from pyspark.sql import functions as F
 
     results = [d for d in archive.list_recordings() if sink_id_of_channel(d.original_channel) == SINK_ID]
@@ -272,7 +272,7 @@ def _exit_on_sigterm(signum: int, _frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    from aeron_spark.archive.client import ArchiveClient
+    from aeron_spark.archive.client.archive_client import ArchiveClient
 
     work = Path(tempfile.mkdtemp(prefix="aeron-spark-demo-"))
     archive_dir = work / "archive"

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from aeron_spark.archive.sidecar_process import SidecarProcess
+from aeron_spark.archive.cli.sidecar_process import SidecarProcess
 
 CHANNEL = "aeron:ipc?term-length=64k"
 STREAM_ID = 5001
@@ -35,7 +35,7 @@ MESSAGES = [f"hello #{i} from Aeron".encode() for i in range(5)] + [b"a fragment
 
 def record_messages(archive_dir: Path) -> tuple[int, list[tuple[int, bytes]]]:
     """Records MESSAGES on a new IPC stream; returns the recording id and (position, payload)s."""
-    from aeron_spark.archive.client import ArchiveClient, SourceLocation
+    from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
 
     with ArchiveClient.from_mark_file(archive_dir) as archive:  # control channel + driver from the mark file
         stream_id = STREAM_ID + int(time.time()) % 1000  # a fresh stream on a long-running archive

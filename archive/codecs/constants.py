@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from aeron_spark.archive.recording_descriptor import NULL_POSITION, NULL_TIMESTAMP
+from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, NULL_TIMESTAMP
 
 SCHEMA_ID = 101
 

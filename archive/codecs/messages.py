@@ -7,7 +7,7 @@ Fields that a decoded message's version or block did not carry hold their null v
 
 The template 22 wire message is :class:`RecordingDescriptorMessage` (SBE name
 ``RecordingDescriptor``), so that it does not shadow the shared
-:class:`aeron_spark.archive.recording_descriptor.RecordingDescriptor` it converts to and from.
+:class:`aeron_spark.archive.codecs.recording_descriptor.RecordingDescriptor` it converts to and from.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from aeron_spark.archive.codecs.schema import (
     raw_bytes,
     version_t,
 )
-from aeron_spark.archive.recording_descriptor import RecordingDescriptor
+from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 
 _message = dataclass(frozen=True, slots=True)
 

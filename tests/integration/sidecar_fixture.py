@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from aeron_spark.archive import codecs
-from aeron_spark.archive.serve_command import READY_PREFIX
+from aeron_spark.archive.cli.serve_command import READY_PREFIX
 from aeron_spark.driver_integration.client import AeronClient
 
 STARTUP_TIMEOUT_S = 30.0
@@ -75,7 +75,7 @@ class Sidecar:
         return self.process.pid
 
     def command(self) -> list[str]:
-        argv = [sys.executable, "-c", "import sys; from aeron_spark.archive.tool import main; "
+        argv = [sys.executable, "-c", "import sys; from aeron_spark.archive.cli.tool import main; "
                                       "sys.exit(main())",
                 "serve", "--dir", str(self.archive_dir), "--control-channel", self.control_channel,
                 "--segment-length", "64k", "--log-level", "DEBUG"]

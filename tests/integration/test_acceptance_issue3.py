@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 
 import pytest
-from aeron_spark.archive import catalog as catalog_module
-from aeron_spark.archive import segment as segment_module
-from aeron_spark.archive import tool as tool_module
-from aeron_spark.archive.catalog import Catalog
-from aeron_spark.archive.client import ArchiveClient
+from aeron_spark.archive.storage import catalog as catalog_module
+from aeron_spark.archive.storage import segment as segment_module
+from aeron_spark.archive.cli import tool as tool_module
+from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.archive.client.archive_client import ArchiveClient
 from aeron_spark.archive.codecs import RecordingSignal, SourceLocation
-from aeron_spark.archive.mark_file import read_mark_file
-from aeron_spark.archive.segment import SegmentWriter
+from aeron_spark.archive.storage.mark_file import read_mark_file
+from aeron_spark.archive.storage.segment import SegmentWriter
 from aeron_spark.driver_integration import AeronClient
 from aeron_spark.driver_integration.frame import DataFrameHeader
 

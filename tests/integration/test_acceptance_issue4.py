@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aeron_spark.archive import codecs, recording_position
-from aeron_spark.archive.archive_counters import (
+from aeron_spark.archive import codecs
+from aeron_spark.archive.codecs import recording_position
+from aeron_spark.archive.service.counters import (
     RECORDER_MAX_WRITE_TIME_TYPE_ID,
     RECORDER_TOTAL_WRITE_BYTES_TYPE_ID,
     RECORDER_TOTAL_WRITE_TIME_TYPE_ID,
@@ -38,16 +39,16 @@ from aeron_spark.archive.archive_counters import (
     REPLAYER_TOTAL_READ_TIME_TYPE_ID,
     find_archive_counter,
 )
-from aeron_spark.archive.catalog import Catalog
-from aeron_spark.archive.client import ArchiveClient, ArchiveError
+from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError
 from aeron_spark.archive.codecs import (
     ArchiveErrorCode,
     ControlResponseCode,
     RecordingSignal,
     SourceLocation,
 )
-from aeron_spark.archive.mark_file import read_mark_file
-from aeron_spark.archive.replay_subscription import (
+from aeron_spark.archive.storage.mark_file import read_mark_file
+from aeron_spark.archive.client.replay_subscription import (
     ReplayedMessage,
     replay_image_session_id,
 )
@@ -200,7 +201,8 @@ def record_ipc(archive: ArchiveClient, messages: list[bytes], stream_id: int = R
 
 def test_serve_options_and_their_defaults(tmp_path: Path):
     """`aeron-archive serve`'s options as issue 4 names them, with Aeron's defaults."""
-    from aeron_spark.archive import serve_command, tool
+    from aeron_spark.archive.cli import serve_command
+    from aeron_spark.archive.cli import tool
 
     tool._load_command_modules()
     args = tool.build_parser().parse_args(["serve", "--dir", str(tmp_path)])

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aeron_spark.archive import authenticator, tool
-from aeron_spark.archive.client import ArchiveClient, ArchiveError, ArchiveTimeoutError
+from aeron_spark.archive.service import authenticator
+from aeron_spark.archive.cli import tool
+from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, ArchiveTimeoutError
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, SourceLocation
 from aeron_spark.driver_integration import AeronClient
 from aeron_spark.driver_integration.interop_peer import (

@@ -19,17 +19,17 @@ import time
 
 import pytest
 
-from aeron_spark.archive import recording_position
-from aeron_spark.archive.agent_runner import AgentRunner, BackoffIdleStrategy
-from aeron_spark.archive.archive_counters import IoCounters
+from aeron_spark.archive.codecs import recording_position
+from aeron_spark.archive.service.agent_runner import AgentRunner, BackoffIdleStrategy
+from aeron_spark.archive.service.counters import IoCounters
 from aeron_spark.archive.codecs.constants import ArchiveErrorCode
-from aeron_spark.archive.limit_counter import LimitCounterReader
-from aeron_spark.archive.recorder import Recorder
-from aeron_spark.archive.recording_session import RecordingSession
-from aeron_spark.archive.replay_session import (
+from aeron_spark.archive.service.limit_counter import LimitCounterReader
+from aeron_spark.archive.service.recorder import Recorder
+from aeron_spark.archive.service.recording_session import RecordingSession
+from aeron_spark.archive.service.replay_session import (
     RecordingLayout, ReplaySession, make_replay_session_id, plan_replay)
-from aeron_spark.archive.replayer import Replayer
-from aeron_spark.archive.segment import SegmentWriter
+from aeron_spark.archive.service.replayer import Replayer
+from aeron_spark.archive.storage.segment import SegmentWriter
 from aeron_spark.driver_integration import channel_uri
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -22,22 +22,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aeron_spark.archive.client import SourceLocation
-from aeron_spark.connector.archive_access import (
+from aeron_spark.archive.client.archive_client import SourceLocation
+from aeron_spark.connector.source.archive_access import (
     ReplayEndInsideFrame,
     ReplayFailed,
     ReplayStreamRecorded,
     open_archive,
 )
-from aeron_spark.connector.batch_reader import plan_batch
-from aeron_spark.connector.offset_reader import OffsetReader
+from aeron_spark.connector.source.batch_reader import plan_batch
+from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.options import (
     DEFAULT_REPLAY_STREAM_ID,
     ReadMode,
     SourceOptions,
 )
-from aeron_spark.connector.partition_planner import ReplayRange
-from aeron_spark.connector.partition_reader import read_range
+from aeron_spark.connector.source.partition_planner import ReplayRange
+from aeron_spark.connector.source.partition_reader import read_range
 
 from tests.integration.sidecar_fixture import running_sidecar
 from tests.spark.source_fixtures import RecordingArchive

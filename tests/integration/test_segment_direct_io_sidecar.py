@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from aeron_spark.archive import codecs
-from aeron_spark.archive.catalog import Catalog
-from aeron_spark.archive.checksum import CRC32C
+from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.archive.storage.checksum import CRC32C
 from aeron_spark.archive.codecs import BooleanType, ControlResponseCode, RecordingSignal, SourceLocation
-from aeron_spark.archive.segment import SegmentWriter, list_segment_files
+from aeron_spark.archive.storage.segment import SegmentWriter, list_segment_files
 from aeron_spark.driver_integration.client import AeronClient
 from aeron_spark.driver_integration.media_driver import MediaDriver
 from aeron_spark.driver_integration.publication import OfferResult

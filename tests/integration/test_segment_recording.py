@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from aeron_spark.archive.checksum import CRC32C, verify_and_restore
-from aeron_spark.archive.recovery import recover_recording
-from aeron_spark.archive.segment import SegmentReader, SegmentWriter, list_segment_files
+from aeron_spark.archive.storage.checksum import CRC32C, verify_and_restore
+from aeron_spark.archive.storage.recovery import recover_recording
+from aeron_spark.archive.storage.segment import SegmentReader, SegmentWriter, list_segment_files
 from aeron_spark.driver_integration.client import AeronClient
 from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, DataFrameHeader, walk_frames)

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from aeron_spark.archive import codecs
-from aeron_spark.archive.authenticator import (
+from aeron_spark.archive.service.authenticator import (
     answer_challenge,
     encode_challenge_request,
     encode_plain_credentials,

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from aeron_spark.archive.sidecar_process import CAPTURE, SidecarProcess, parse_ready_line
+from aeron_spark.archive.cli.sidecar_process import CAPTURE, SidecarProcess, parse_ready_line
 
 
 def test_parse_ready_line_reads_the_key_value_tokens():

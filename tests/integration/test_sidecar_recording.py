@@ -10,7 +10,7 @@ import time
 import pytest
 
 from aeron_spark.archive import codecs
-from aeron_spark.archive.catalog import Catalog
+from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.codecs import (
     ArchiveErrorCode,
     BooleanType,
@@ -18,7 +18,7 @@ from aeron_spark.archive.codecs import (
     RecordingSignal,
     SourceLocation,
 )
-from aeron_spark.archive.mark_file import read_mark_file
+from aeron_spark.archive.storage.mark_file import read_mark_file
 from aeron_spark.driver_integration.client import AeronClient
 from aeron_spark.driver_integration.media_driver import MediaDriver
 

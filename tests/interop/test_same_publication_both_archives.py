@@ -38,7 +38,7 @@ from typing import TypeVar
 
 import numpy as np
 import pytest
-from aeron_spark.archive.segment import SegmentReader
+from aeron_spark.archive.storage.segment import SegmentReader
 from aeron_spark.driver_integration.client import AeronClient
 from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA,

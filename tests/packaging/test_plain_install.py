@@ -35,7 +35,7 @@ def plain_install_python(tmp_path_factory) -> Path:
 def test_plain_install_imports_every_subpackage_from_the_installed_wheel(plain_install_python, tmp_path):
     script = (
         "import aeron_spark, aeron_spark.archive, aeron_spark.connector, aeron_spark.driver_integration\n"
-        "import aeron_spark.archive.recording_descriptor\n"
+        "import aeron_spark.archive.codecs.recording_descriptor\n"
         "print(aeron_spark.driver_integration.__file__)\n"
         "try:\n"
         "    import archive\n"

@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if args.fault:
-        from aeron_spark.connector.sink_fault_injection import ENV_VAR, parse_fault_plan
+        from aeron_spark.connector.sink.fault_injection import ENV_VAR, parse_fault_plan
         parse_fault_plan(args.fault)  # a typo fails here, not silently in a worker
         os.environ[ENV_VAR] = args.fault
     from aeron_spark.connector import register

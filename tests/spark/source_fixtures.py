@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aeron_spark.archive.client import ArchiveClient, SourceLocation
+from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
 from aeron_spark.driver_integration import AeronClient
 
 from tests.integration.sidecar_fixture import Sidecar

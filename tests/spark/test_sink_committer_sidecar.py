@@ -6,26 +6,23 @@ skip) to every row exactly once."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from tests.integration.sidecar_fixture import running_sidecar
 
-from sidecar_fixture import running_sidecar
-
-from aeron_spark.connector import sink_archive
-from aeron_spark.connector.archive_access import ArchiveUnavailable, open_archive
-from aeron_spark.connector.offset_reader import OffsetReader
+from aeron_spark.connector.sink import archive_access as sink_archive
+from aeron_spark.connector.source.archive_access import ArchiveUnavailable, open_archive
+from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.options import ReadMode, SourceOptions
-from aeron_spark.connector.partition_planner import ReplayRange
-from aeron_spark.connector.partition_reader import read_range
-from aeron_spark.connector.sink_commit import CommitOutcome, commit_staged
-from aeron_spark.connector.sink_options import SinkOptions
-from aeron_spark.connector.sink_staging import streaming_batch_key
-from aeron_spark.connector.writer import TaskInfo, stage_task_output
+from aeron_spark.connector.source.partition_planner import ReplayRange
+from aeron_spark.connector.source.partition_reader import read_range
+from aeron_spark.connector.sink.commit import CommitOutcome, commit_staged
+from aeron_spark.connector.sink.options import SinkOptions
+from aeron_spark.connector.sink.staging import streaming_batch_key
+from aeron_spark.connector.sink.writer import TaskInfo, stage_task_output
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

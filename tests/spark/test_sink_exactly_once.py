@@ -8,14 +8,11 @@ restarted) and after an aborted batch; and batch writes.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from sidecar_fixture import running_sidecar
+from tests.integration.sidecar_fixture import running_sidecar
 
 from aeron_spark.connector import register
 

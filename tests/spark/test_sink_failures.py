@@ -48,13 +48,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from aeron_spark.archive.client import ArchiveClient
-from aeron_spark.connector.archive_access import open_archive
-from aeron_spark.connector.offset_reader import OffsetReader
+from aeron_spark.archive.client.archive_client import ArchiveClient
+from aeron_spark.connector.source.archive_access import open_archive
+from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.options import ReadMode, SourceOptions
-from aeron_spark.connector.partition_planner import ReplayRange
-from aeron_spark.connector.partition_reader import read_range
-from aeron_spark.connector.sink_log import (
+from aeron_spark.connector.source.partition_planner import ReplayRange
+from aeron_spark.connector.source.partition_reader import read_range
+from aeron_spark.connector.commit_markers import (
     MARKER_MAGIC,
     MARKER_PAYLOAD_LENGTH,
     CommitMarker,

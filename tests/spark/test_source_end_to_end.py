@@ -17,7 +17,6 @@ import pytest
 from aeron_spark.connector import register
 from tests.integration.sidecar_fixture import running_sidecar
 from tests.spark.source_fixtures import (
-    IPC_CHANNEL,
     TERM_LENGTH,
     BackgroundPublisher,
     Recorded,

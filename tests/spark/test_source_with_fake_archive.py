@@ -14,13 +14,10 @@ import sys
 import pytest
 from pyspark import cloudpickle
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "connector"))
-
-import fake_archive  # noqa: E402
-import synthetic_log  # noqa: E402
-from aeron_spark.connector.batch_reader import AeronArchiveBatchReader  # noqa: E402
-from aeron_spark.connector.data_source import AeronArchiveDataSource  # noqa: E402
-from aeron_spark.connector.micro_batch_stream import AeronArchiveStreamReader  # noqa: E402
+from aeron_spark.connector.data_source import AeronArchiveDataSource
+from aeron_spark.connector.source.batch_reader import AeronArchiveBatchReader
+from aeron_spark.connector.source.micro_batch_stream import AeronArchiveStreamReader
+from tests.support import fake_archive, synthetic_log
 
 pytestmark = pytest.mark.spark
 

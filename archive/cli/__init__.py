@@ -1,0 +1,1 @@
+"""The `aeron-archive` command: serve, offline inspection, client commands."""

@@ -1,0 +1,434 @@
+"""The `aeron-archive` command: inspect and maintain an archive directory.
+
+Every subcommand is a `ToolCommand` in one registry. Other modules add theirs (``serve``,
+``recordings``, ``replay``, ...) with `register_command`; `main` imports every module of the
+`aeron_spark.archive` package named ``*_command`` or ``*_commands``, so adding a command means
+adding such a module and never editing this one.
+
+Exit codes: 0 ok, 1 verification failed, 2 usage or bad input.
+
+Works whether or not an archive runs on the directory: while one runs (per the mark file) the
+catalog is opened read-only and commands that change files refuse to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import mmap
+import pkgutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from aeron_spark.archive.storage import checksum
+from aeron_spark.archive.storage import maintenance
+from aeron_spark.archive.storage import mark_file
+from aeron_spark.archive.storage import recovery
+from aeron_spark.archive.storage.catalog import CATALOG_FILE_NAME, Catalog, CatalogEntry, CatalogError
+from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
+from aeron_spark.driver_integration import frame, position as positions
+
+EXIT_OK = 0
+EXIT_VERIFICATION_FAILED = 1
+EXIT_USAGE = 2
+
+PROGRAM = "aeron-archive"
+
+
+class ToolError(Exception):
+    """Bad input or an unusable directory: printed to stderr, exit code 2."""
+
+
+@dataclass(frozen=True)
+class ToolCommand:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, "Output"], int]
+    needs_archive_dir: bool = True
+
+
+@dataclass
+class Output:
+    out: TextIO
+    err: TextIO
+
+    def line(self, text: str = "") -> None:
+        print(text, file=self.out)
+
+    def error(self, text: str) -> None:
+        print(f"{PROGRAM}: error: {text}", file=self.err)
+
+
+_COMMANDS: dict[str, ToolCommand] = {}
+
+# Further commands live in modules of this package named `*_command` or `*_commands` (e.g.
+# `serve_command.py`); `main` imports them all, and each calls `register_command` at import.
+COMMAND_MODULE_SUFFIXES = ("_command", "_commands")
+
+
+def register_command(name: str, *, help: str, run: Callable[[argparse.Namespace, "Output"], int],
+                     configure: Callable[[argparse.ArgumentParser], None] = lambda parser: None,
+                     needs_archive_dir: bool = True) -> None:
+    """Adds a subcommand. ``configure(parser)`` adds its arguments; ``run(args, output)`` returns
+    the exit code and raises `ToolError` for bad input. ``needs_archive_dir`` adds ``--dir DIR``."""
+    if name in _COMMANDS:
+        raise ValueError(f"aeron-archive command {name!r} is already registered")
+    _COMMANDS[name] = ToolCommand(name, help, configure, run, needs_archive_dir)
+
+
+def registered_commands() -> dict[str, ToolCommand]:
+    return dict(_COMMANDS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM, description="Inspect and maintain an Aeron archive directory "
+                                  "(archive.catalog, archive-mark.dat, <id>-<base>.rec segments).",
+        epilog="exit codes: 0 ok, 1 verification failed, 2 usage or bad input")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for cmd in _COMMANDS.values():
+        sub = subparsers.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        if cmd.needs_archive_dir:
+            sub.add_argument("--dir", type=Path, default=Path("."), metavar="DIR",
+                             help="archive directory (default: the current directory)")
+        cmd.configure(sub)
+        sub.set_defaults(_command=cmd)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
+         stderr: TextIO | None = None) -> int:
+    output = Output(stdout or sys.stdout, stderr or sys.stderr)
+    _load_command_modules()
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stdout(output.out), contextlib.redirect_stderr(output.err):
+            args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
+        return int(exit_.code) if isinstance(exit_.code, int) else EXIT_USAGE
+    cmd: ToolCommand = args._command
+    try:
+        if cmd.needs_archive_dir and not args.dir.is_dir():
+            raise ToolError(f"archive directory {args.dir} does not exist or is not a directory")
+        return cmd.run(args, output)
+    except (ToolError, CatalogError, mark_file.MarkFileError, ValueError, OSError) as error:
+        output.error(str(error))
+        return EXIT_USAGE
+
+
+def _load_command_modules() -> None:
+    package = importlib.import_module("aeron_spark.archive")
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name.endswith(COMMAND_MODULE_SUFFIXES):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+def archive_is_running(directory: Path) -> mark_file.ArchiveMarkInfo | None:
+    return mark_file.running_archive(directory)
+
+
+def open_catalog_read_only(directory: Path) -> Catalog:
+    if not (directory / CATALOG_FILE_NAME).exists():
+        raise ToolError(f"no archive in {directory}: {CATALOG_FILE_NAME} is missing")
+    return Catalog.open(directory, read_only=True)
+
+
+def format_descriptor(descriptor: RecordingDescriptor, valid: bool = True) -> str:
+    fields = descriptor.to_aeron_dict()
+    text = ", ".join(f"{name}={value}" for name, value in fields.items())
+    return f"RecordingDescriptor{{{'' if valid else 'INVALID, '}{text}}}"
+
+
+def _descriptor_json(entry: CatalogEntry) -> dict:
+    return dict(entry.descriptor.to_aeron_dict(), valid=entry.valid)
+
+
+def recording_id_argument(value: str) -> int:
+    try:
+        recording_id = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"recording id must be a non-negative integer, got {value!r}") from None
+    if recording_id < 0:
+        raise argparse.ArgumentTypeError(f"recording id must be a non-negative integer, got {value!r}")
+    return recording_id
+
+
+def require_entry(catalog: Catalog, recording_id: int) -> CatalogEntry:
+    entry = catalog.entry(recording_id)
+    if entry is None:
+        raise ToolError(f"unknown recording {recording_id} in {catalog.path} "
+                        f"(known ids: 0..{catalog.next_recording_id - 1})"
+                        if catalog.next_recording_id else f"unknown recording {recording_id}: "
+                                                          f"{catalog.path} is empty")
+    return entry
+
+
+# --------------------------------------------------------------------------- commands
+
+def _describe_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
+                        help="describe only this recording")
+    parser.add_argument("--all", action="store_true", help="include invalid (purged) recordings")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def describe(args: argparse.Namespace, output: Output) -> int:
+    """Mark file header and every valid descriptor, or one descriptor."""
+    directory: Path = args.dir
+    with open_catalog_read_only(directory) as catalog:
+        if args.recording_id is not None:
+            entries = [require_entry(catalog, args.recording_id)]
+        else:
+            entries = [e for e in catalog.entries() if e.valid or args.all]
+        problems = list(catalog.problems)
+    try:
+        mark = mark_file.read_mark_file(directory)
+    except mark_file.MarkFileError:
+        mark = None
+    if args.json:
+        document = {"markFile": mark.to_dict() if mark else None,
+                    "recordings": [_descriptor_json(e) for e in entries],
+                    "problems": [str(p) for p in problems]}
+        output.line(json.dumps(document, indent=2))
+        return EXIT_OK
+    if args.recording_id is None:
+        if mark is None:
+            output.line(f"no {mark_file.MARK_FILE_NAME} in {directory}")
+        else:
+            state = "running" if mark.is_live() else "not running"
+            output.line(f"MarkFile ({state}): " + ", ".join(
+                f"{k}={v}" for k, v in mark.to_dict().items() if k not in ("path", "live")))
+    for entry in entries:
+        output.line(format_descriptor(entry.descriptor, entry.valid))
+    for problem in problems:
+        output.line(f"PROBLEM: {problem}")
+    return EXIT_OK
+
+
+def count_entries(args: argparse.Namespace, output: Output) -> int:
+    """Number of valid recordings in the catalog."""
+    with open_catalog_read_only(args.dir) as catalog:
+        output.line(str(catalog.count_entries()))
+    return EXIT_OK
+
+
+def max_entries(args: argparse.Namespace, output: Output) -> int:
+    """Recordings the catalog file holds before it next grows."""
+    with open_catalog_read_only(args.dir) as catalog:
+        output.line(str(catalog.max_entries()))
+    return EXIT_OK
+
+
+def pid(args: argparse.Namespace, output: Output) -> int:
+    """The pid recorded in the mark file."""
+    info = mark_file.read_mark_file(args.dir)
+    output.line(str(info.pid))
+    return EXIT_OK
+
+
+register_command("describe", help="print the mark file header and the recording descriptors "
+                                  "(or one descriptor)", configure=_describe_configure, run=describe)
+register_command("count-entries", help="print the number of valid recordings", run=count_entries)
+register_command("max-entries", help="print how many recordings the catalog file holds",
+                 run=max_entries)
+register_command("pid", help="print the archive's pid from the mark file", run=pid)
+
+
+
+def _dump_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recording_id", type=recording_id_argument, metavar="ID")
+    parser.add_argument("--limit", type=int, default=None, metavar="N",
+                        help="print at most N frames (default: all)")
+
+
+def dump(args: argparse.Namespace, output: Output) -> int:
+    """The descriptor, then one line per recorded frame from start to stop (or to the data end)."""
+    with open_catalog_read_only(args.dir) as catalog:
+        entry = require_entry(catalog, args.recording_id)
+    d = entry.descriptor
+    output.line(format_descriptor(d, entry.valid))
+    files = maintenance.segment_files(args.dir, d.recording_id)
+    printed = 0
+    position = d.start_position
+    while (args.limit is None or printed < args.limit) and (d.is_active or position < d.stop_position):
+        base = positions.segment_file_base_position(d.start_position, position, d.term_buffer_length,
+                                                    d.segment_file_length)
+        path = files.get(base)
+        if path is None:
+            output.line(f"segment file {positions.segment_file_name(d.recording_id, base)} is missing")
+            break
+        end = d.segment_file_length if d.is_active else min(d.segment_file_length, d.stop_position - base)
+        end = min(end, path.stat().st_size)
+        if end <= position - base:
+            break
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            offset = position - base
+            for offset, header in frame.walk_frames(view, position - base, end):
+                if args.limit is not None and printed >= args.limit:
+                    break
+                payload = bytes(view[offset + frame.HEADER_LENGTH:
+                                     offset + min(header.frame_length, frame.HEADER_LENGTH + 16)])
+                output.line(
+                    f"position={base + offset} length={header.frame_length} "
+                    f"type={_FRAME_TYPES.get(header.frame_type, hex(header.frame_type))} "
+                    f"flags=0x{header.flags:02x} termOffset={header.term_offset} "
+                    f"session={header.session_id} stream={header.stream_id} termId={header.term_id} "
+                    f"reserved={header.reserved_value} payload={header.payload_length}"
+                    f"{' ' + payload.hex() if payload else ''}"
+                    f"{'...' if header.payload_length > 16 else ''}")
+                printed += 1
+                offset += header.aligned_length
+            view.release()
+        if offset < end or end < d.segment_file_length:
+            break
+        position = base + end
+    output.line(f"{printed} frames")
+    return EXIT_OK
+
+
+_FRAME_TYPES = {frame.HDR_TYPE_PAD: "PAD", frame.HDR_TYPE_DATA: "DATA"}
+
+
+def _verify_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
+                        help="verify only this recording")
+    parser.add_argument("--checksum", nargs="?", const="CRC-32C", default=None, metavar="NAME",
+                        help="also check each DATA frame's checksum (default algorithm CRC-32C)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="report only: change nothing even when no archive is running")
+
+
+def verify(args: argparse.Namespace, output: Output) -> int:
+    """Checks positions and frames of every recording (valid and invalid); exit 1 on any error.
+
+    With no archive running (and without --dry-run) it acts like Aeron's ArchiveTool verify:
+    failing recordings are marked invalid, invalid ones that pass are marked valid again, and an
+    active recording left by a crash gets its stop position from the data.
+    """
+    checksum_function = None
+    if args.checksum is not None:
+        checksum_function = checksum.checksum_from_name(args.checksum).compute
+    running = archive_is_running(args.dir)
+    if running is not None or args.dry_run:
+        if running is not None:
+            output.line(f"archive pid {running.pid} is running on {args.dir}: verifying read-only")
+        with open_catalog_read_only(args.dir) as catalog:
+            return _verify_catalog(catalog, args, output, checksum_function, fix=False,
+                                   archive_running=running is not None)
+    with mark_file.maintenance_lock(args.dir):
+        if not (args.dir / CATALOG_FILE_NAME).exists():
+            raise ToolError(f"no archive in {args.dir}: {CATALOG_FILE_NAME} is missing")
+        with Catalog.open(args.dir) as catalog:
+            return _verify_catalog(catalog, args, output, checksum_function, fix=True,
+                                   archive_running=False)
+
+
+def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output, checksum_function,
+                    *, fix: bool, archive_running: bool) -> int:
+    failed = False
+    for problem in catalog.problems:
+        output.line(f"ERROR: {problem}")
+        failed = True
+    entries = ([require_entry(catalog, args.recording_id)] if args.recording_id is not None
+               else list(catalog.entries()))
+    for entry in entries:
+        d = entry.descriptor
+        result = maintenance.verify_recording(args.dir, d, checksum=checksum_function)
+        state = "" if entry.valid else " (invalid)"
+        if result.ok:
+            output.line(f"recording {d.recording_id}{state}: OK, {result.frames} frames in "
+                        f"{result.segments} segments, positions [{d.start_position}, {result.data_end})")
+        for error in result.errors:
+            output.line(f"recording {d.recording_id}{state}: ERROR: {error}")
+        failed |= not result.ok
+        if not fix:
+            continue
+        if d.is_active and result.ok and entry.valid:
+            # Left active by a crash: the same recovery the archive runs when it opens.
+            report = recovery.recover_recording(
+                args.dir, d.recording_id, d.start_position, d.term_buffer_length,
+                d.segment_file_length, initial_term_id=d.initial_term_id, stream_id=d.stream_id,
+                checksum=checksum.checksum_from_name(args.checksum) if args.checksum else None)
+            recovery.apply_recovery(report)
+            catalog.recording_stopped(d.recording_id, report.stop_position)
+            output.line(f"recording {d.recording_id}: was left active; stop position set to "
+                        f"{report.stop_position}")
+            for finding in report.findings:
+                output.line(f"recording {d.recording_id}: recovery: {finding}")
+        if entry.valid and not result.ok:
+            catalog.invalidate(d.recording_id)
+            output.line(f"recording {d.recording_id}: marked INVALID")
+        elif not entry.valid and result.ok and maintenance.segment_files(args.dir, d.recording_id):
+            catalog.mark_valid(d.recording_id)
+            output.line(f"recording {d.recording_id}: marked VALID again")
+    return EXIT_VERIFICATION_FAILED if failed else EXIT_OK
+
+
+def _checksum_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
+                        help="only this recording")
+    parser.add_argument("--checksum", default="CRC-32C", metavar="NAME",
+                        help="checksum algorithm (default CRC-32C)")
+
+
+def checksum_command(args: argparse.Namespace, output: Output) -> int:
+    """Recomputes each DATA frame's checksum and stores it in the frame's session-id field."""
+    algorithm = checksum.checksum_from_name(args.checksum)
+    with mark_file.maintenance_lock(args.dir):
+        with open_catalog_read_only(args.dir) as catalog:
+            # Invalid entries too: a recording that `verify --checksum` failed before checksums
+            # were written becomes valid again at the next verify.
+            entries = ([require_entry(catalog, args.recording_id)] if args.recording_id is not None
+                       else list(catalog.entries()))
+        for entry in entries:
+            stamped = _stamp_recording(args.dir, entry.descriptor, algorithm)
+            output.line(f"recording {entry.descriptor.recording_id}: {stamped} segment(s) "
+                        f"checksummed with {algorithm.name}")
+    return EXIT_OK
+
+
+def _stamp_recording(directory: Path, d: RecordingDescriptor, algorithm) -> int:
+    stamped = 0
+    for base, path in maintenance.segment_files(directory, d.recording_id).items():
+        segment_end = base + d.segment_file_length
+        if segment_end <= d.start_position or (not d.is_active and base >= d.stop_position):
+            continue
+        start = max(d.start_position, base) - base
+        end = d.segment_file_length if d.is_active else min(d.stop_position, segment_end) - base
+        end = min(end, path.stat().st_size)
+        if end <= start:
+            continue
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mapped:
+            view = memoryview(mapped)
+            whole = frame.scan_frames(view, start, end).end  # only complete frames
+            if whole > start:
+                checksum.stamp_checksums(view[start:whole], algorithm)
+                mapped.flush()
+            view.release()
+        stamped += 1
+    return stamped
+
+
+register_command("dump", help="print a recording's descriptor and its frames",
+                 configure=_dump_configure, run=dump)
+register_command("verify", help="check recordings' positions, frames and (optionally) checksums; "
+                                "exit 1 on errors", configure=_verify_configure, run=verify)
+register_command("checksum", help="recompute and store frame checksums (only while no archive runs)",
+                 configure=_checksum_configure, run=checksum_command)
+
+
+if __name__ == "__main__":
+    # Run through the imported module: the *_command modules register into
+    # aeron_spark.archive.cli.tool, not into this __main__ copy.
+    from aeron_spark.archive.cli.tool import main as package_main
+
+    sys.exit(package_main())

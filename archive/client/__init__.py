@@ -1,0 +1,43 @@
+"""The Python archive client: blocking, typed requests to our sidecar or a real Aeron Archive.
+
+The public names live here; the modules below are the facade (``archive_client``), response
+routing, the transport and replay subscriptions.
+"""
+
+from aeron_spark.archive.client.archive_client import (
+    DEFAULT_CONTROL_CHANNEL,
+    DEFAULT_CONTROL_STREAM_ID,
+    DEFAULT_RESPONSE_CHANNEL,
+    DEFAULT_RESPONSE_STREAM_ID,
+    DEFAULT_TIMEOUT_S,
+    NULL_POSITION,
+    ArchiveClient,
+    ArchiveError,
+    ArchiveTimeoutError,
+    Protocol,
+    RecordingSignal,
+    RecordingSignalEvent,
+    RecordingSubscriptionDescriptor,
+    ReplaySubscription,
+    SourceLocation,
+)
+from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
+
+__all__ = [
+    "DEFAULT_CONTROL_CHANNEL",
+    "DEFAULT_CONTROL_STREAM_ID",
+    "DEFAULT_RESPONSE_CHANNEL",
+    "DEFAULT_RESPONSE_STREAM_ID",
+    "DEFAULT_TIMEOUT_S",
+    "NULL_POSITION",
+    "ArchiveClient",
+    "ArchiveError",
+    "ArchiveTimeoutError",
+    "Protocol",
+    "RecordingDescriptor",
+    "RecordingSignal",
+    "RecordingSignalEvent",
+    "RecordingSubscriptionDescriptor",
+    "ReplaySubscription",
+    "SourceLocation",
+]

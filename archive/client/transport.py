@@ -1,0 +1,151 @@
+"""How an `ArchiveClient` reaches the archive: a request publication and a response subscription.
+
+`ControlTransport` is the small interface the client needs; `AeronControlTransport` implements
+it over `driver_integration` (an exclusive publication on the control channel, as Aeron's
+clients use, and a subscription on the response channel). Unit tests give the client a fake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from aeron_spark.driver_integration import AeronClient, OfferResult
+from aeron_spark.driver_integration.channel_uri import ChannelUri
+
+MessageHandler = Callable[[memoryview, object], object]
+
+
+class ControlTransport(Protocol):
+    """What the client needs to exchange control messages with one archive."""
+
+    #: Where requests go, for error messages ("… from aeron:udp?endpoint=… stream 10").
+    description: str
+    #: The response channel and stream the archive must answer on (sent in the connect request).
+    response_channel: str
+    response_stream_id: int
+
+    def offer(self, data: bytes) -> int:
+        """Offer one request; a position (>= 0) or a negative Aeron offer result."""
+
+    def poll(self, handler: MessageHandler, fragment_limit: int) -> int:
+        """Deliver whole response messages to ``handler(payload, header)``; fragments read."""
+
+    @property
+    def is_request_connected(self) -> bool: ...
+
+    @property
+    def is_response_connected(self) -> bool: ...
+
+    def next_correlation_id(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def default_aeron_dir() -> str:
+    """Aeron's default driver directory: ``$AERON_DIR``, else ``/dev/shm/aeron-<user>`` (Linux),
+    else ``<tmp>/aeron-<user>`` - the same rule as the C client's ``aeron_default_path``."""
+    explicit = os.environ.get("AERON_DIR")
+    if explicit:
+        return explicit
+    try:
+        user = os.getlogin()
+    except OSError:
+        user = os.environ.get("USER") or str(os.getuid())
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    return os.path.join(base, f"aeron-{user}")
+
+
+def with_concrete_port(channel: str) -> str:
+    """A UDP ``endpoint=host:0`` channel with the 0 replaced by a port that is free right now.
+
+    Aeron's clients resolve the driver's bound wildcard port after subscribing; this binding does
+    not expose that, so the port is picked up front (a small race, as with any free-port probe).
+    Other channels are returned unchanged.
+    """
+    uri = ChannelUri.parse(channel)
+    endpoint = uri.get("endpoint")
+    if not uri.is_udp or endpoint is None:
+        return channel
+    host, separator, port = endpoint.rpartition(":")
+    if not separator or port != "0":
+        return channel
+    bind_host = host.strip("[]") or "localhost"
+    family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.bind((bind_host, 0))
+        free_port = probe.getsockname()[1]
+    uri.set("endpoint", f"{host}:{free_port}")
+    return uri.build()
+
+
+class AeronControlTransport:
+    """Request publication + response subscription on one `AeronClient` (closed with it or by
+    `close`). The constructor waits until the request publication is connected."""
+
+    def __init__(self, aeron: AeronClient, *, control_channel: str, control_stream_id: int,
+                 response_channel: str, response_stream_id: int, timeout: float) -> None:
+        self.aeron = aeron
+        self.description = f"{control_channel} stream {control_stream_id}"
+        self.response_channel = with_concrete_port(response_channel)
+        self.response_stream_id = response_stream_id
+        self._subscription = aeron.add_subscription(self.response_channel, response_stream_id)
+        try:
+            self._publication = aeron.add_exclusive_publication(control_channel, control_stream_id)
+        except BaseException:
+            self._subscription.close()
+            raise
+        self._closed = False
+        try:
+            self._await_request_connected(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _await_request_connected(self, timeout: float) -> None:
+        from aeron_spark.archive.client.response_routing import ArchiveTimeoutError
+
+        deadline = time.monotonic() + timeout
+        pause = 0.0001
+        while not self._publication.is_connected:
+            if time.monotonic() > deadline:
+                raise ArchiveTimeoutError(
+                    f"the archive's control request channel {self.description} did not connect "
+                    f"within {timeout} s (is an archive listening there, on a driver this one "
+                    f"can reach?)", request="connect")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
+
+    def offer(self, data: bytes) -> int:
+        return int(self._publication.offer(data))
+
+    def poll(self, handler: MessageHandler, fragment_limit: int) -> int:
+        return self._subscription.poll(handler, fragment_limit)
+
+    @property
+    def is_request_connected(self) -> bool:
+        return self._publication.is_connected
+
+    @property
+    def is_response_connected(self) -> bool:
+        return not self._subscription.is_closed and self._subscription.is_connected
+
+    def next_correlation_id(self) -> int:
+        return self.aeron.next_correlation_id()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for resource in (self._publication, self._subscription):
+            with contextlib.suppress(Exception):  # its AeronClient may already be closed
+                resource.close()
+
+
+RETRYABLE_OFFER_RESULTS = frozenset(
+    (OfferResult.NOT_CONNECTED, OfferResult.BACK_PRESSURED, OfferResult.ADMIN_ACTION))

@@ -1,0 +1,1 @@
+"""The archive sidecar service: conductor, control sessions, recorder, replayer and their agents."""

@@ -1,0 +1,283 @@
+"""The archive sidecar's wiring: directory, media driver, Aeron client, agents, shutdown.
+
+`ArchiveService.start()`:
+
+1. creates the archive directory if needed and starts an embedded C media driver (or attaches
+   to the one at ``aeron_dir``);
+2. claims the directory with the mark file (`ArchiveMarkFile.create`: fails fast if another
+   archive is live there) - before anything reads or writes the catalog;
+3. opens the catalog (creating it) and recovers every recording left active by a crash: the
+   stop position is re-derived from the last segment file (`recovery.recover_recording`), stale
+   bytes after it are zeroed, and the catalog gets the stop position and timestamp;
+4. connects an Aeron client and starts the agents on their threads: the conductor, the
+   recorder and the replayer (one `AgentRunner` each).
+
+`ArchiveService.close()` (also on SIGTERM/SIGINT via the serve command): the conductor stops
+every recording; the service waits until the recorder has written their last blocks and the
+conductor has stored their stop positions; then the agents stop, the catalog is synced and
+closed, the Aeron client and the embedded driver are closed, and the mark file is marked
+terminated (activity timestamp -1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aeron_spark.archive.storage import recovery
+from aeron_spark.archive.service.agent_runner import AgentRunner
+from aeron_spark.archive.service.authenticator import Authenticator
+from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.archive.service.conductor import ArchiveConductor, ConductorSettings
+from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
+from aeron_spark.archive.service.recorder import Recorder
+from aeron_spark.archive.service.replayer import Replayer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTROL_CHANNEL = "aeron:udp?endpoint=localhost:8010"
+DEFAULT_CONTROL_STREAM_ID = 10
+DEFAULT_LOCAL_CONTROL_CHANNEL = "aeron:ipc"
+DEFAULT_LOCAL_CONTROL_STREAM_ID = 11
+DEFAULT_RECORDING_EVENTS_STREAM_ID = 30
+SHUTDOWN_RECORDINGS_TIMEOUT_S = 10.0
+
+
+class ArchiveServiceError(Exception):
+    """The archive could not start (directory, driver, mark file or catalog problem)."""
+
+
+@dataclass(frozen=True)
+class ArchiveServiceOptions:
+    archive_dir: Path
+    aeron_dir: str | None = None  # None: start an embedded media driver
+    control_channel: str | None = DEFAULT_CONTROL_CHANNEL  # None: local IPC control only
+    control_stream_id: int = DEFAULT_CONTROL_STREAM_ID
+    local_control_channel: str = DEFAULT_LOCAL_CONTROL_CHANNEL
+    local_control_stream_id: int = DEFAULT_LOCAL_CONTROL_STREAM_ID
+    recording_events_channel: str | None = None  # None: no recording events
+    recording_events_stream_id: int = DEFAULT_RECORDING_EVENTS_STREAM_ID
+    archive_id: int | None = None  # None: the Aeron client id
+    segment_file_length: int = 128 * 1024 * 1024
+    file_sync: int = 0
+    catalog_file_sync: int = 0
+    segment_direct_io: bool = False  # O_DIRECT segment writes (where the file system allows): for write-heavy archives
+    checksum: str | None = None  # None or a checksum name accepted by archive.checksum
+    replay_checksum: str | None = None  # verify stored checksums before replaying (None: off)
+    replay_buffer_length: int = 1024 * 1024
+    max_concurrent_recordings: int = 20
+    max_concurrent_replays: int = 20
+    connect_timeout_ms: int = 5_000
+    session_idle_timeout_ms: int = 0
+    authenticator: Authenticator | None = None
+    driver_dir: str | None = None  # embedded driver directory (default: a fresh unique one)
+    driver_term_buffer_length: int | None = None
+
+    def with_changes(self, **changes: Any) -> "ArchiveServiceOptions":
+        return dataclasses.replace(self, **changes)
+
+
+class ArchiveService:
+    """One running archive. Use `start()` then `close()` (or as a context manager)."""
+
+    def __init__(self, options: ArchiveServiceOptions) -> None:
+        self.options = options
+        self.driver: Any = None
+        self.aeron: Any = None
+        self.mark_file: ArchiveMarkFile | None = None
+        self.catalog: Catalog | None = None
+        self.conductor: ArchiveConductor | None = None
+        self.recorder: Recorder | None = None
+        self.replayer: Replayer | None = None
+        self.archive_id: int | None = None
+        self.recovered: list[recovery.RecoveryReport] = []
+        self._runners: list[AgentRunner] = []
+        self._stop_requested = threading.Event()
+        self._closed = False
+
+    # ------------------------------------------------------------------ start
+
+    @property
+    def aeron_dir(self) -> str:
+        return self.options.aeron_dir if self.driver is None else self.driver.dir
+
+    def start(self) -> "ArchiveService":
+        try:
+            self._start()
+        except BaseException:
+            self._release(clean=True)
+            raise
+        return self
+
+    def _start(self) -> None:
+        from aeron_spark.driver_integration.client import AeronClient
+        from aeron_spark.driver_integration.media_driver import MediaDriver, MediaDriverOptions
+
+        o = self.options
+        directory = Path(o.archive_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        if o.aeron_dir is None:
+            driver_options = MediaDriverOptions(dir=o.driver_dir)
+            if o.driver_term_buffer_length is not None:
+                driver_options = driver_options.with_overrides(term_buffer_length=o.driver_term_buffer_length)
+            self.driver = MediaDriver(driver_options)
+            log.info("embedded media driver started in %s", self.driver.dir)
+        self.aeron = AeronClient(self.aeron_dir)
+        self.archive_id = o.archive_id if o.archive_id is not None else _client_id(self.aeron)
+        self.mark_file = ArchiveMarkFile.create(
+            directory, archive_id=self.archive_id,
+            control_channel=o.control_channel or "", control_stream_id=o.control_stream_id,
+            local_control_channel=o.local_control_channel,
+            local_control_stream_id=o.local_control_stream_id,
+            events_channel=o.recording_events_channel or "",
+            events_stream_id=o.recording_events_stream_id, aeron_directory=self.aeron_dir)
+        checksum = _checksum(o.checksum)
+        # The conductor creates the writers with the process default (one archive per process).
+        from aeron_spark.archive.storage.segment import set_default_direct_io
+        set_default_direct_io(o.segment_direct_io)
+        self.catalog = Catalog.open(directory, file_sync=o.catalog_file_sync)
+        self.recovered = recover_active_recordings(self.catalog, directory, checksum=checksum,
+                                                   file_sync=o.file_sync)
+        counters_reader = _counters_reader(self.aeron)
+        self.recorder = Recorder(_io_counters(self.aeron, self.archive_id, "recorder"))
+        self.replayer = Replayer(_io_counters(self.aeron, self.archive_id, "replayer"))
+        control_channels = []
+        if o.control_channel:
+            control_channels.append((o.control_channel, o.control_stream_id))
+        control_channels.append((o.local_control_channel, o.local_control_stream_id))
+        events = None
+        if o.recording_events_channel:
+            events = (o.recording_events_channel, o.recording_events_stream_id)
+        settings = ConductorSettings(
+            archive_dir=directory, archive_id=self.archive_id,
+            segment_file_length=o.segment_file_length, file_sync=o.file_sync, checksum=checksum,
+            replay_checksum=_checksum(o.replay_checksum),
+            replay_buffer_length=o.replay_buffer_length,
+            max_concurrent_recordings=o.max_concurrent_recordings,
+            max_concurrent_replays=o.max_concurrent_replays,
+            connect_timeout_ms=o.connect_timeout_ms, session_idle_timeout_ms=o.session_idle_timeout_ms)
+        self.conductor = ArchiveConductor(
+            aeron=self.aeron, catalog=self.catalog, settings=settings, recorder=self.recorder,
+            replayer=self.replayer, control_channels=control_channels,
+            authenticator=o.authenticator, recording_events=events, mark_file=self.mark_file,
+            counters_reader=counters_reader)
+        self._runners = [
+            AgentRunner([self.conductor], name="archive-conductor").start(),
+            AgentRunner([self.recorder], name="archive-recorder").start(),
+            AgentRunner([self.replayer], name="archive-replayer").start(),
+        ]
+
+    # ------------------------------------------------------------------ stop
+
+    def close(self) -> None:
+        """Stops recordings (stop positions stored), agents, catalog, client, driver; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.conductor is not None and self._runners:
+            self._stop_recordings()
+        for runner in self._runners:
+            try:
+                runner.close()
+            except Exception:  # noqa: BLE001
+                log.exception("stopping agent runner %s failed", runner.name)
+        self._runners = []
+        self._release(clean=True)
+
+    def _stop_recordings(self) -> None:
+        conductor = self.conductor
+        conductor.request_stop_all_recordings()
+        deadline = time.monotonic() + SHUTDOWN_RECORDINGS_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if conductor.all_recordings_stopped and self.recorder.session_count == 0:
+                return
+            time.sleep(0.005)
+        log.error("recordings %s did not stop within %.0f s; their stop positions will be "
+                  "recovered on the next start", conductor.active_recording_ids,
+                  SHUTDOWN_RECORDINGS_TIMEOUT_S)
+
+    def _release(self, *, clean: bool) -> None:
+        if self.catalog is not None:
+            try:
+                _sync_file(self.catalog.path)  # stop positions on disk whatever the sync level
+                self.catalog.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing the catalog failed")
+        for name in ("aeron", "driver"):
+            resource = getattr(self, name)
+            if resource is not None:
+                try:
+                    resource.close()
+                except Exception:  # noqa: BLE001
+                    log.exception("closing the %s failed", name)
+        if self.mark_file is not None:
+            self.mark_file.close(clean=clean)
+
+    def __enter__(self) -> "ArchiveService":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def recover_active_recordings(catalog: Catalog, archive_dir: Path, *, checksum: Any = None,
+                              file_sync: int = 0) -> list[recovery.RecoveryReport]:
+    """Gives every recording left active (stop position -1) its recovered stop position."""
+    reports = []
+    for descriptor in list(catalog.descriptors()):
+        if not descriptor.is_active:
+            continue
+        report = recovery.recover_recording(
+            archive_dir, descriptor.recording_id, descriptor.start_position,
+            descriptor.term_buffer_length, descriptor.segment_file_length,
+            initial_term_id=descriptor.initial_term_id, stream_id=descriptor.stream_id,
+            checksum=checksum)
+        recovery.apply_recovery(report, file_sync=file_sync)
+        catalog.recording_stopped(descriptor.recording_id, report.stop_position)
+        level = logging.INFO if report.is_clean else logging.WARNING
+        log.log(level, "crash recovery: %s", report.describe())
+        reports.append(report)
+    return reports
+
+
+def _client_id(aeron: Any) -> int:
+    value = getattr(aeron, "client_id")
+    return int(value() if callable(value) else value)
+
+
+def _counters_reader(aeron: Any) -> Any:
+    value = getattr(aeron, "counters_reader")
+    return value() if callable(value) else value
+
+
+def _io_counters(aeron: Any, archive_id: int, role: str) -> Any:
+    from aeron_spark.archive.service.counters import IoCounters
+
+    try:
+        allocate = IoCounters.allocate_recorder if role == "recorder" else IoCounters.allocate_replayer
+        return allocate(aeron, archive_id)
+    except Exception:  # noqa: BLE001 - counters are diagnostics; the archive runs without them
+        log.exception("allocating the %s I/O counters failed", role)
+        return None
+
+
+def _checksum(name: str | None) -> Any:
+    if name is None:
+        return None
+    from aeron_spark.archive.storage import checksum
+
+    return checksum.checksum_from_name(name)
+
+
+def _sync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,116 @@
+"""What the recorder and the replayer agents share: a set of sessions driven in one duty cycle.
+
+Sessions arrive from the conductor's thread (``add_session``, a thread-safe deque append), stop
+commands likewise (``_enqueue``); the agent's thread moves both in at the start of each
+``do_work``, runs every session's ``do_work`` (a failing session is logged and must not stop the
+others), retires the sessions that are done, and publishes the I/O counters once per cycle that
+did work. ``on_close`` aborts every session, gives each one more cycle to stop, retires it and
+closes the counters. Subclasses say how a command aborts sessions and how a session is retired.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Protocol
+
+from aeron_spark.archive.service.counters import IoCounters, IoStats
+
+log = logging.getLogger(__name__)
+
+
+class Session(Protocol):
+    io_stats: IoStats
+
+    @property
+    def is_done(self) -> bool: ...
+
+    def do_work(self) -> int: ...
+
+    def abort(self, reason: str = ...) -> None: ...
+
+
+class SessionAgent[S: Session]:
+    """Agent: ``do_work()`` returns the amount of work done (0 = idle)."""
+
+    role_name = "archive-sessions"
+
+    def __init__(self, counters: IoCounters | None = None) -> None:
+        self._counters = counters
+        self.io_stats = IoStats()
+        self._incoming: collections.deque[S] = collections.deque()  # thread-safe appends
+        self._commands: collections.deque[tuple[str, int]] = collections.deque()
+        self._sessions: list[S] = []
+        self._closed = False
+
+    # -- to be said by each agent -------------------------------------------------------------------
+    def _describe(self, session: S) -> str:
+        raise NotImplementedError
+
+    def _apply(self, command: str, ident: int, session: S) -> None:
+        """Abort ``session`` if the queued ``command`` about ``ident`` concerns it."""
+        raise NotImplementedError
+
+    def _retire(self, session: S) -> None:
+        """A session that is done has left the duty cycle (e.g. close it)."""
+        raise NotImplementedError
+
+    # -- any thread ---------------------------------------------------------------------------------
+    def add_session(self, session: S) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self.role_name} is closed: cannot add {self._describe(session)}")
+        self._incoming.append(session)
+
+    def _enqueue(self, command: str, ident: int) -> None:
+        self._commands.append((command, ident))
+
+    @property
+    def session_count(self) -> int:
+        return len(self._sessions) + len(self._incoming)
+
+    # -- the agent's thread --------------------------------------------------------------------------
+    def do_work(self) -> int:
+        work = 0
+        while self._incoming:
+            session = self._incoming.popleft()
+            session.io_stats = self.io_stats
+            self._sessions.append(session)
+            work += 1
+        while self._commands:
+            command, ident = self._commands.popleft()
+            for session in self._sessions:
+                self._apply(command, ident, session)
+            work += 1
+        sessions = self._sessions
+        for index in range(len(sessions) - 1, -1, -1):
+            session = sessions[index]
+            try:
+                work += session.do_work()
+            except Exception:  # a listener failure must not stop the other sessions
+                log.exception("%s: duty cycle failed", self._describe(session))
+            if session.is_done:
+                sessions[index] = sessions[-1]
+                sessions.pop()
+                self._retire(session)
+        if work > 0 and self._counters is not None:
+            self._counters.publish(self.io_stats)
+        return work
+
+    def on_close(self) -> None:
+        """Stop every session (each reports its end to its listener), then release the counters."""
+        if self._closed:
+            return
+        self._closed = True
+        while self._incoming:
+            self._sessions.append(self._incoming.popleft())
+        for session in self._sessions:
+            session.abort("archive closing")
+            try:
+                session.do_work()  # an aborted session stops within one cycle
+            except Exception:
+                log.exception("%s: failed while closing", self._describe(session))
+            self._retire(session)
+        self._sessions.clear()
+        if self._counters is not None:
+            self._counters.publish(self.io_stats)
+            self._counters.close()

@@ -1,0 +1,322 @@
+"""`archive-mark.dat` on disk: one archive per directory, its liveness, and where to find it.
+
+Layout written (Aeron 1.24-1.46: MarkFileHeader block at offset 0, no SBE message header), decoded
+by ``aeron_spark.archive.codecs.mark_file_layout``:
+
+=================  ======  =================================================
+field              offset  notes
+=================  ======  =================================================
+version:i32        0       archive file version 2.1.0, written last ("ready")
+activityTs:i64     8       epoch ms, refreshed every second; -1 after a clean stop
+startTs:i64        16
+pid:i64            24
+controlStreamId    32      i32
+localControlStrId  36      i32
+eventsStreamId     40      i32
+headerLength       44      i32, 8192
+errorBufferLength  48      i32
+archiveId:i64      56
+strings            128     controlChannel, localControlChannel, eventsChannel,
+                           aeronDirectory: each u32 length + ASCII
+error log          8192    Agrona DistinctErrorLog records
+=================  ======  =================================================
+
+Readers also accept the 1.47+ layout (the same block after an 8-byte SBE header) so that the
+tool can describe a real Aeron archive's directory.
+
+Besides the liveness timestamp, the owning archive holds an exclusive ``flock`` on the file for
+its lifetime, so two archives starting at the same moment cannot both win.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import logging
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from aeron_spark.archive.codecs.mark_file_layout import (  # re-exported: the mark file's one import point for storage users
+    MARK_FILE_NAME,
+    HEADER_LENGTH,
+    STRINGS_OFFSET,
+    DEFAULT_ERROR_BUFFER_LENGTH,
+    MIN_ERROR_BUFFER_LENGTH,
+    PAGE_SIZE,
+    UPDATE_INTERVAL_MS,  # noqa: F401 - re-exported
+    LIVENESS_TIMEOUT_MS,  # noqa: F401 - re-exported
+    NULL_TIMESTAMP,
+    BLOCK,
+    ACTIVITY_OFFSET,
+    U32,
+    SBE_HEADER,
+    MODERN_BLOCK_OFFSET,
+    ERROR_RECORD,
+    ERROR_RECORD_ALIGNMENT,
+    MarkFileError,
+    ArchiveRunningError,
+    ArchiveMarkInfo,
+    ErrorObservation,
+    decode_mark_file,
+    decode_error_log,
+    block_offset,
+    pid_is_alive,
+    align,
+    epoch_ms,
+)
+from aeron_spark.archive.storage.catalog import ARCHIVE_FILE_VERSION
+
+log = logging.getLogger(__name__)
+
+
+def read_mark_file(archive_dir: str | os.PathLike) -> ArchiveMarkInfo:
+    """Reads a mark file without changing or locking it (tools, the Spark connector)."""
+    path = Path(archive_dir) / MARK_FILE_NAME
+    try:
+        with open(path, "rb") as f:
+            data = f.read(HEADER_LENGTH + MODERN_BLOCK_OFFSET)
+    except FileNotFoundError:
+        raise MarkFileError(f"no archive mark file in {Path(archive_dir)}: {MARK_FILE_NAME} is "
+                            f"missing (no archive has run on this directory)") from None
+    return decode_mark_file(data, path)
+
+
+def read_error_log(archive_dir: str | os.PathLike) -> list[ErrorObservation]:
+    info = read_mark_file(archive_dir)
+    if info.header_length <= 0 or info.error_buffer_length <= 0:
+        return []
+    start = block_offset(_read_prefix(info.path)) + info.header_length
+    with open(info.path, "rb") as f:
+        f.seek(start)
+        return decode_error_log(f.read(info.error_buffer_length))
+
+
+def running_archive(archive_dir: str | os.PathLike, now_ms: int | None = None) -> ArchiveMarkInfo | None:
+    """The live archive on the directory, or None (no mark file, clean shutdown, or stale)."""
+    try:
+        info = read_mark_file(archive_dir)
+    except MarkFileError:
+        return None
+    return info if info.is_live(now_ms) else None
+
+
+def _read_prefix(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(SBE_HEADER.size)
+
+
+# --------------------------------------------------------------------------- the owning archive
+
+class ArchiveMarkFile:
+    """The mark file of the running archive; create one with `ArchiveMarkFile.create`."""
+
+    def __init__(self, path: Path, fd: int, error_buffer_length: int) -> None:
+        self.path = path
+        self._fd = fd
+        self._error_buffer_length = error_buffer_length
+        self._error_tail = 0
+        self._error_offsets: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, archive_dir: str | os.PathLike, *, archive_id: int, control_channel: str,
+               control_stream_id: int, local_control_channel: str, local_control_stream_id: int,
+               events_channel: str, events_stream_id: int, aeron_directory: str,
+               error_buffer_length: int = DEFAULT_ERROR_BUFFER_LENGTH, now_ms: int | None = None,
+               pid: int | None = None) -> "ArchiveMarkFile":
+        """Claims the directory for this archive, or raises `ArchiveRunningError` fast.
+
+        A mark file left by a dead process (pid gone, or no activity for 10 s) is taken over
+        with a warning; its error log is saved to ``<timestamp>-error.log`` first.
+        """
+        if error_buffer_length < MIN_ERROR_BUFFER_LENGTH or error_buffer_length % ERROR_RECORD_ALIGNMENT:
+            raise ValueError(f"error_buffer_length must be a multiple of 8 and >= "
+                             f"{MIN_ERROR_BUFFER_LENGTH}, got {error_buffer_length}")
+        strings = _encode_strings({
+            "control_channel": control_channel, "local_control_channel": local_control_channel,
+            "events_channel": events_channel, "aeron_directory": aeron_directory})
+        directory = Path(archive_dir)
+        if not directory.is_dir():
+            raise MarkFileError(f"archive directory {directory} does not exist or is not a directory")
+        now = epoch_ms() if now_ms is None else now_ms
+        path = directory / MARK_FILE_NAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            _lock_or_raise(fd, path)
+            _check_previous_owner(fd, path, now)
+            length = align(HEADER_LENGTH + error_buffer_length, PAGE_SIZE)
+            os.ftruncate(fd, 0)  # forget the previous owner's header and errors
+            os.ftruncate(fd, length)
+            block = BLOCK.pack(0, now, now, os.getpid() if pid is None else pid, control_stream_id,
+                                local_control_stream_id, events_stream_id, HEADER_LENGTH,
+                                error_buffer_length, archive_id)
+            os.pwrite(fd, block, 0)
+            os.pwrite(fd, strings, STRINGS_OFFSET)
+            os.pwrite(fd, struct.pack("<i", ARCHIVE_FILE_VERSION), 0)  # last: the "ready" signal
+        except BaseException:
+            os.close(fd)  # also drops the lock
+            raise
+        return cls(path, fd, error_buffer_length)
+
+    def update_activity(self, now_ms: int | None = None) -> None:
+        """Call about every `UPDATE_INTERVAL_MS` while the archive runs."""
+        self._write_activity(epoch_ms() if now_ms is None else now_ms)
+
+    def record_error(self, error: str, now_ms: int | None = None) -> bool:
+        """Adds an error to the log, or counts another observation of one already there.
+
+        Returns False when the log is full (the error is then only in the process log).
+        """
+        now = epoch_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._require_open()
+            base = HEADER_LENGTH
+            existing = self._error_offsets.get(error)
+            if existing is not None:
+                (count,) = struct.unpack("<i", os.pread(self._fd, 4, base + existing + 4))
+                os.pwrite(self._fd, struct.pack("<iq", count + 1, now), base + existing + 4)
+                return True
+            encoded = error.encode("utf-8")
+            length = ERROR_RECORD.size + len(encoded)
+            if self._error_tail + align(length, ERROR_RECORD_ALIGNMENT) > self._error_buffer_length:
+                log.warning("%s: error log full, not recorded: %s", self.path, error)
+                return False
+            offset = base + self._error_tail
+            os.pwrite(self._fd, ERROR_RECORD.pack(0, 1, now, now)[4:] + encoded, offset + 4)
+            os.pwrite(self._fd, struct.pack("<i", length), offset)  # length last: record complete
+            self._error_offsets[error] = self._error_tail
+            self._error_tail += align(length, ERROR_RECORD_ALIGNMENT)
+            return True
+
+    def info(self) -> ArchiveMarkInfo:
+        self._require_open()
+        return decode_mark_file(os.pread(self._fd, HEADER_LENGTH, 0), self.path)
+
+    def close(self, *, clean: bool = True) -> None:
+        """Releases the directory; ``clean`` marks the archive as shut down (activity -1)."""
+        with self._lock:
+            if self._fd < 0:
+                return
+            if clean:
+                os.pwrite(self._fd, struct.pack("<q", NULL_TIMESTAMP), ACTIVITY_OFFSET)
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def __enter__(self) -> "ArchiveMarkFile":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _write_activity(self, timestamp: int) -> None:
+        self._require_open()
+        os.pwrite(self._fd, struct.pack("<q", timestamp), ACTIVITY_OFFSET)
+
+    def _require_open(self) -> None:
+        if self._fd < 0:
+            raise MarkFileError(f"{self.path} is closed")
+
+
+@contextmanager
+def maintenance_lock(archive_dir: str | os.PathLike, now_ms: int | None = None) -> Iterator[None]:
+    """Holds the directory for an offline change (tool `checksum`, `verify` fixes).
+
+    Raises `ArchiveRunningError` if an archive runs on it; while held, an archive starting on the
+    directory fails fast. Without a mark file no archive has run here and nothing is locked.
+    """
+    path = Path(archive_dir) / MARK_FILE_NAME
+    if not path.exists():
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        _lock_or_raise(fd, path)
+        info = decode_mark_file(os.pread(fd, HEADER_LENGTH + MODERN_BLOCK_OFFSET, 0), path)
+        if info.is_live(now_ms):
+            raise ArchiveRunningError(_running_message(info, path))
+        yield
+    finally:
+        os.close(fd)
+
+
+def _lock_or_raise(fd: int, path: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = ""
+        try:
+            info = decode_mark_file(os.pread(fd, HEADER_LENGTH, 0), path)
+            owner = f" (archive pid {info.pid}, archive id {info.archive_id})"
+        except MarkFileError:
+            pass
+        raise ArchiveRunningError(
+            f"{path} is locked by another archive or archive tool{owner}; only one archive may "
+            f"run on a directory") from None
+
+
+def _check_previous_owner(fd: int, path: Path, now: int) -> None:
+    data = os.pread(fd, HEADER_LENGTH + MODERN_BLOCK_OFFSET, 0)
+    if not data.strip(b"\x00"):
+        return  # new or empty file
+    try:
+        info = decode_mark_file(data, path)
+    except MarkFileError as error:
+        log.warning("%s: replacing an unreadable mark file (%s)", path, error)
+        return
+    if info.is_live(now) and info.pid != os.getpid():
+        raise ArchiveRunningError(_running_message(info, path))
+    if info.terminated:
+        log.info("%s: previous archive (pid %d) shut down cleanly; taking over", path, info.pid)
+    else:
+        reason = ("its process is gone" if not pid_is_alive(info.pid)
+                  else f"no activity for {info.activity_age_ms(now)} ms")
+        log.warning("%s: taking over a stale mark file: archive pid %d, archive id %d, last "
+                    "activity %d ms ago; %s", path, info.pid, info.archive_id,
+                    info.activity_age_ms(now), reason)
+    _save_error_log(fd, path, info, now)
+
+
+def _save_error_log(fd: int, path: Path, info: ArchiveMarkInfo, now: int) -> None:
+    if info.header_length <= 0 or info.error_buffer_length <= 0:
+        return
+    base = block_offset(os.pread(fd, SBE_HEADER.size, 0))
+    observations = decode_error_log(os.pread(fd, info.error_buffer_length, base + info.header_length))
+    if not observations:
+        return
+    stamp = datetime.datetime.fromtimestamp(now / 1000, datetime.UTC).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
+    target = path.parent / f"{stamp}-error.log"
+    with open(target, "w", encoding="utf-8") as out:
+        for o in observations:
+            out.write(f"{o.observation_count} observations from {o.first_observation_timestamp} to "
+                      f"{o.last_observation_timestamp} for:\n {o.error}\n")
+    log.info("%s: previous archive's error log (%d distinct errors) saved to %s",
+             path, len(observations), target)
+
+
+def _running_message(info: ArchiveMarkInfo, path: Path) -> str:
+    return (f"an archive is already running on {path.parent}: pid {info.pid}, archive id "
+            f"{info.archive_id}, control {info.control_channel} stream {info.control_stream_id}, "
+            f"last activity {info.activity_age_ms()} ms ago")
+
+
+def _encode_strings(fields: dict[str, str]) -> bytes:
+    parts = []
+    for name, text in fields.items():
+        try:
+            raw = text.encode("ascii")
+        except UnicodeEncodeError:
+            raise ValueError(f"{name} must be ASCII, got {text!r}") from None
+        parts += [U32.pack(len(raw)), raw]
+    encoded = b"".join(parts)
+    if STRINGS_OFFSET + len(encoded) > HEADER_LENGTH:
+        raise ValueError(f"channels and aeron directory take {len(encoded)} bytes; the mark file "
+                         f"header has room for {HEADER_LENGTH - STRINGS_OFFSET}")
+    return encoded

@@ -1,0 +1,238 @@
+"""``SinkArchive`` over the real archive client: find, read, truncate, extend-and-append, seal.
+
+The appender is an ``ExclusivePublication`` on the sink channel (``alias=aeron-spark-sink:<id>``
+plus a fresh ``session-id``, so the archive's recording subscription only ever matches this
+commit's publication) that starts exactly at the recording's stop position: ``init-term-id``,
+``term-id``, ``term-offset``, ``term-length`` and ``mtu`` come from the descriptor, which is what
+ExtendRecording requires of the image it records. A new sink recording is started the same way
+at position 0 with ``sink.termLength`` / ``sink.mtu``. Both use ``autoStop``, so a recording whose
+committing driver died stops when its publication goes away.
+
+Frames are offered with ``offer_block`` in pieces of at most ``MAX_PIECE`` bytes (and a quarter
+term, below the publication window), each starting at a DATA frame; a padding-only block (the next
+message does not fit in the rest of the term) becomes ``append_padding``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+
+import numpy as np
+from aeron_spark.archive.client import RecordingDescriptor
+from aeron_spark.driver_integration.frame import HEADER_LENGTH
+from aeron_spark.driver_integration.publication import InitialPosition, OfferResult
+
+from aeron_spark.connector.source.archive_access import ClientArchiveAccess, connect_client
+from aeron_spark.connector.connection_cache import ConnectionCache
+from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
+from aeron_spark.connector.commit_markers import sink_alias
+from aeron_spark.connector.sink.options import SinkOptions
+
+LOG = logging.getLogger("aeron_spark.connector.sink")
+MAX_PIECE = 1 << 20
+
+
+class SinkArchiveError(RuntimeError):
+    pass
+
+
+def open_sink_archive(options: SinkOptions) -> ClientSinkArchive:
+    return ClientSinkArchive(connect_client(options.connection), options)
+
+
+_connections: ConnectionCache[SinkOptions, ClientSinkArchive] = ConnectionCache(lambda o: open_sink_archive(o))
+
+
+def shared_sink_archive(options: SinkOptions) -> tuple[ClientSinkArchive, bool]:
+    """One archive connection per sink per process, kept across commits (Spark's commit worker is
+    long-lived); returns (archive, whether it was reused). Callers forget it after a failure."""
+    return _connections.get(options)
+
+
+def forget_shared_sink_archive(options: SinkOptions) -> None:
+    _connections.forget(options)
+
+
+class ClientSinkArchive:
+    def __init__(self, client, options: SinkOptions) -> None:
+        self._client = client
+        self._access = ClientArchiveAccess(client)
+        self.options = options
+
+    def find_sink_recordings(self, sink_id: str, stream_id: int) -> list[RecordingDescriptor]:
+        return self._client.list_recordings_for_uri(0, None, f"alias={sink_alias(sink_id)}", stream_id)
+
+    def describe(self, recording_id: int) -> RecordingDescriptor | None:
+        return self._client.list_recording(recording_id)
+
+    def read(self, recording_id: int, start: int, end: int):
+        return self._access.replay(recording_id, start, end, self.options.replay)
+
+    def truncate(self, recording_id: int, position: int) -> None:
+        self._client.truncate_recording(recording_id, position)
+
+    def stop_active(self, recording_id: int) -> None:
+        self._client.stop_recording_by_identity(recording_id)
+
+    def live_position(self, recording_id: int) -> int | None:
+        return self._access.live_position(recording_id)
+
+    def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> ClientAppender:
+        return ClientAppender(self, recording, sink_id)
+
+    def close(self) -> None:
+        self._access.close()
+
+
+class ClientAppender:
+    def __init__(self, archive: ClientSinkArchive, recording: RecordingDescriptor | None, sink_id: str) -> None:
+        from aeron_spark.archive.client.archive_client import RecordingSignal, SourceLocation
+        options = archive.options
+        client = archive._client
+        self._archive = archive
+        self._client = client
+        self._timeout = options.commit_timeout_ms / 1000.0
+        session_id = random.randint(1, (1 << 31) - 1)
+        channel = options.sink_channel(sink_id, session_id)
+        location = SourceLocation.LOCAL if options.source_location_local else SourceLocation.REMOTE
+        if recording is None:
+            initial = InitialPosition(0, random.randint(-(1 << 31), (1 << 31) - 1), options.term_length, options.mtu)
+        else:
+            initial = InitialPosition(recording.stop_position, recording.initial_term_id,
+                                      recording.term_buffer_length, recording.mtu_length)
+        self._publication = client.aeron.add_exclusive_publication(channel, options.stream_id,
+                                                                   initial_position=initial)
+        self._subscription_id: int | None = None
+        # Errors left by earlier requests (e.g. a tail replay refused asynchronously) are not this
+        # extension's: drop them before INVALID_EXTENSION is watched for.
+        while client.poll_for_error_response() is not None:
+            pass
+        try:
+            if recording is None:
+                self._subscription_id = client.start_recording(channel, options.stream_id, location, auto_stop=True)
+                signal = self._await_signal(RecordingSignal.START)
+                self._recording_id = signal.recording_id
+            else:
+                self._subscription_id = client.extend_recording(recording.recording_id, channel, options.stream_id,
+                                                                location, auto_stop=True)
+                self._await_signal(RecordingSignal.EXTEND)
+                self._recording_id = recording.recording_id
+            self._await(lambda: self._publication.is_connected, "the archive to subscribe to the sink publication")
+        except BaseException:
+            self.abandon()
+            raise
+        publication = self._publication
+        self._layout = PublicationLayout(publication.initial_term_id, publication.term_buffer_length,
+                                         publication.mtu_length, publication.session_id, publication.stream_id)
+        self._position = initial.position
+        self._max_piece = min(MAX_PIECE, publication.term_buffer_length // 4)
+
+    @property
+    def recording_id(self) -> int:
+        return self._recording_id
+
+    @property
+    def layout(self) -> PublicationLayout:
+        return self._layout
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def append(self, block: TermBlock) -> None:
+        if block.position != self._position:
+            raise SinkArchiveError(f"block at {block.position}, publication at {self._position}")
+        data = block.data
+        if block.is_padding_only:
+            self._retry(lambda: self._publication.append_padding(data.size - HEADER_LENGTH), "append_padding")
+            self._position = block.end
+            return
+        size = int(data.size)
+        offsets = block.split_offsets
+        start = 0
+        while start < size:
+            limit = start + self._max_piece
+            if limit >= size:
+                end = size
+            else:
+                index = int(np.searchsorted(offsets, limit, side="right")) - 1
+                end = int(offsets[index])
+                if end <= start:  # one frame longer than a piece: offer it alone
+                    following = int(np.searchsorted(offsets, start, side="right"))
+                    end = int(offsets[following]) if following < offsets.size else size
+            self._retry(lambda first=start, last=end: self._publication.offer_block(data, first, last - first),
+                        "offer_block")
+            start = end
+        self._position = block.end
+
+    def _retry(self, offer, what: str) -> None:
+        deadline = time.monotonic() + self._timeout
+        pause = 0.0
+        while True:
+            result = offer()
+            if result >= 0:
+                return
+            code = OfferResult(result)
+            if not code.is_retryable:
+                raise SinkArchiveError(f"{what} on the sink publication failed: {code.name}")
+            if time.monotonic() > deadline:
+                raise SinkArchiveError(f"{what} on the sink publication: still {code.name} after {self._timeout} s "
+                                       "(is the archive recording it?)")
+            if pause:
+                time.sleep(pause)
+            pause = min(0.001, pause + 0.00002)
+
+    def seal(self) -> RecordingDescriptor:
+        target = self._position
+        if self._publication.position != target:
+            raise SinkArchiveError(f"publication at {self._publication.position}, appended up to {target}")
+        self._await(lambda: (self._archive.live_position(self._recording_id) or -1) >= target,
+                    f"recording {self._recording_id} to reach position {target}")
+        self._stop_subscription()
+        descriptor = self._await_value(lambda: self._stopped_descriptor(), f"recording {self._recording_id} to stop")
+        self._publication.close()
+        return descriptor
+
+    def abandon(self) -> None:
+        self._stop_subscription()
+        with contextlib.suppress(Exception):
+            self._publication.close()
+
+    def _stop_subscription(self) -> None:
+        if self._subscription_id is None:
+            return
+        subscription_id, self._subscription_id = self._subscription_id, None
+        with contextlib.suppress(Exception):  # autoStop may have removed it already
+            self._client.stop_recording_subscription(subscription_id)
+
+    def _stopped_descriptor(self) -> RecordingDescriptor | None:
+        descriptor = self._client.list_recording(self._recording_id)
+        return descriptor if descriptor is not None and not descriptor.is_active else None
+
+    def _await_signal(self, signal):
+        from aeron_spark.archive.client.archive_client import ArchiveTimeoutError
+        deadline = time.monotonic() + self._timeout
+        while True:
+            self._client.check_for_error_response()  # e.g. INVALID_EXTENSION, sent after the OK
+            try:
+                return self._client.await_recording_signal(signal, subscription_id=self._subscription_id,
+                                                           timeout=0.05)
+            except ArchiveTimeoutError:
+                if time.monotonic() > deadline:
+                    raise SinkArchiveError(f"no {signal.name} signal for the sink recording within {self._timeout} s")
+
+    def _await(self, condition, what: str) -> None:
+        self._await_value(lambda: True if condition() else None, what)
+
+    def _await_value(self, produce, what: str):
+        deadline = time.monotonic() + self._timeout
+        while True:
+            value = produce()
+            if value is not None:
+                return value
+            if time.monotonic() > deadline:
+                raise SinkArchiveError(f"timed out after {self._timeout} s waiting for {what}")
+            time.sleep(0.001)

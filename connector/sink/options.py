@@ -1,0 +1,196 @@
+"""Options of the `aeron-archive` SINK (``write`` / ``writeStream``): names, defaults, checks.
+
+Shares the archive-location options with the source (``options.py``: ``archive.dir``/``path``,
+``archive.controlChannel``, ``archive.*StreamId``, ``archive.responseChannel``,
+``archive.timeoutMs``, ``aeron.dir``, ``replay.*``) and adds the ``sink.*`` options. Parsed on
+the driver, before any task runs; a bad value is an ``OptionError`` naming the option and what it
+accepts. See docs/exactly-once.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aeron_spark.connector import options as source_options
+from aeron_spark.connector.options import ArchiveConnection, OptionError, ReplaySettings
+from aeron_spark.connector.commit_markers import sink_alias
+
+SINK_PREFIX = "sink."
+DEFAULT_TERM_LENGTH = 16 << 20
+DEFAULT_IPC_MTU = 8192
+DEFAULT_UDP_MTU = 1408
+DEFAULT_COMMIT_TIMEOUT_MS = 60_000
+STAGING_SUBDIR = "spark-sink-staging"
+SINK_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
+# Channel params the sink sets itself on the sink channel.
+RESERVED_CHANNEL_PARAMS = ("alias", "session-id", "init-term-id", "term-id", "term-offset", "term-length", "mtu")
+
+# (name, accepted, default, help)
+SINK_OPTION_SPECS: tuple[tuple[str, str, str | None, str], ...] = (
+    ("channel", "aeron:ipc or aeron:udp?endpoint=host:port", None,
+     "Channel of the sink recording (the sink adds alias=aeron-spark-sink:<sink.id> and a session-id)."),
+    ("streamId", "an int", None, "Stream id of the sink recording."),
+    ("sink.id", "1-128 of [A-Za-z0-9._-]", "the streaming query id; batch writes: derived from channel+streamId",
+     "Names the sink recording; one sink id = one recording = one writer at a time."),
+    ("sink.stagingDir", "a directory shared by the driver and every executor", "<archive.dir>/spark-sink-staging",
+     "Where tasks stage their rows until the driver commits them."),
+    ("sink.termLength", "a power of two between 64k and 1g", "16m", "Term length of a new sink recording."),
+    ("sink.mtu", "a multiple of 32 in [128, 65536], at most termLength/8", "8192 (ipc), 1408 (udp)",
+     "MTU of a new sink recording (messages longer than mtu-32 are fragmented)."),
+    ("sink.sourceLocation", "local | remote", "local (ipc), remote (udp)",
+     "How the archive records the sink channel (local: IPC or spy on the shared media driver)."),
+    ("sink.commitTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_COMMIT_TIMEOUT_MS),
+     "Longest wait for each step of a commit (recording start, back pressure, recorded position)."),
+    ("checkpointLocation", "a path", None, "The query's checkpoint (passed by Spark; not used by the sink)."),
+)
+_SHARED = ("archive.dir", "path", "archive.controlChannel", "archive.controlStreamId", "archive.responseChannel",
+           "archive.responseStreamId", "archive.timeoutMs", "aeron.dir", "replay.channel", "replay.streamId",
+           "replay.idleTimeoutMs")
+_NAMES = tuple(spec[0] for spec in SINK_OPTION_SPECS) + _SHARED
+_BY_LOWER = {name.lower(): name for name in _NAMES}
+# Source options that make no sense for a sink (named in the error).
+_SOURCE_ONLY = {spec.name.lower(): spec.name for spec in source_options.OPTION_SPECS
+                if spec.name.lower() not in _BY_LOWER}
+
+
+def is_sink_option(name: str) -> bool:
+    return name.lower().startswith(SINK_PREFIX)
+
+
+def without_sink_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options minus ``sink.*`` (for the source's mode-independent checks)."""
+    return {key: value for key, value in options.items() if not is_sink_option(key)}
+
+
+def reject_sink_options_on_read(options: Mapping[str, str]) -> None:
+    for key in options:
+        if is_sink_option(key):
+            raise OptionError(f"option {_BY_LOWER.get(key.lower(), key)} only applies to write / writeStream, "
+                              "not to read / readStream")
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    streaming: bool
+    sink_id: str | None  # None: the streaming query id (known on executors only)
+    channel: str
+    stream_id: int
+    connection: ArchiveConnection
+    replay: ReplaySettings
+    staging_root: str
+    term_length: int
+    mtu: int
+    source_location_local: bool
+    commit_timeout_ms: int
+
+    @property
+    def is_ipc(self) -> bool:
+        return self.channel.startswith("aeron:ipc")
+
+    def resolve_sink_id(self, query_id: str | None) -> str:
+        sink_id = self.sink_id or query_id
+        if not sink_id:
+            raise OptionError("option sink.id is required: the streaming query id is not known here "
+                              "(set sink.id to a stable name for this sink)")
+        return check_sink_id(sink_id)
+
+    def sink_channel(self, sink_id: str, session_id: int | None = None) -> str:
+        """The channel a commit publishes on and the archive records (alias names the sink)."""
+        separator = "|" if "?" in self.channel else "?"
+        channel = f"{self.channel}{separator}alias={sink_alias(sink_id)}"
+        return channel if session_id is None else f"{channel}|session-id={session_id}"
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
+        raw = _canonical(options)
+        channel = raw.get("channel")
+        if channel is None or "streamId" not in raw:
+            raise OptionError("the aeron-archive sink needs channel (aeron:ipc or aeron:udp?endpoint=host:port) "
+                              "and streamId: the sink recording is addressed by them")
+        _check_sink_channel(channel)
+        stream_id = source_options._int(raw, "streamId", 0)
+        connection = source_options._parse_connection(raw)
+        sink_id = raw.get("sink.id")
+        if sink_id is not None:
+            check_sink_id(sink_id)
+        elif not streaming:
+            sink_id = "batch-" + hashlib.sha256(f"{channel}|{stream_id}".encode()).hexdigest()[:16]
+        staging = raw.get("sink.stagingDir")
+        if staging is None:
+            if connection.archive_dir is None:
+                raise OptionError("option sink.stagingDir is required when archive.dir is not set: a directory "
+                                  "the driver and every executor share, where tasks stage rows until commit")
+            staging = f"{connection.archive_dir.rstrip('/')}/{STAGING_SUBDIR}"
+        term_length = source_options._optional(raw, "sink.termLength", source_options._parse_size) \
+            or DEFAULT_TERM_LENGTH
+        if term_length & (term_length - 1) or not 64 << 10 <= term_length <= 1 << 30:
+            raise OptionError(f"option sink.termLength={raw.get('sink.termLength')} must be a power of two "
+                              "between 64k and 1g")
+        is_ipc = channel.startswith("aeron:ipc")
+        mtu = source_options._int(raw, "sink.mtu", DEFAULT_IPC_MTU if is_ipc else DEFAULT_UDP_MTU)
+        if mtu % 32 or not 128 <= mtu <= 65536 or mtu > term_length // 8:
+            raise OptionError(f"option sink.mtu={mtu} must be a multiple of 32 in [128, 65536] and at most "
+                              f"sink.termLength / 8 = {term_length // 8}")
+        location = raw.get("sink.sourceLocation", "local" if is_ipc else "remote").lower()
+        if location not in ("local", "remote"):
+            raise OptionError(f"option sink.sourceLocation={location!r} is not valid; accepted: local | remote")
+        return cls(
+            streaming=streaming,
+            sink_id=sink_id,
+            channel=channel,
+            stream_id=stream_id,
+            connection=connection,
+            replay=ReplaySettings(
+                channel=source_options._channel(raw, "replay.channel", source_options.DEFAULT_REPLAY_CHANNEL),
+                stream_id=source_options._int(raw, "replay.streamId", source_options.DEFAULT_REPLAY_STREAM_ID),
+                idle_timeout_ms=source_options._int(raw, "replay.idleTimeoutMs", 30_000, minimum=1),
+            ),
+            staging_root=staging,
+            term_length=term_length,
+            mtu=mtu,
+            source_location_local=location == "local",
+            commit_timeout_ms=source_options._int(raw, "sink.commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, minimum=1),
+        )
+
+
+def check_sink_id(sink_id: str) -> str:
+    if not SINK_ID_PATTERN.fullmatch(sink_id):
+        raise OptionError(f"option sink.id={sink_id!r} is not valid; accepted: 1-128 characters of "
+                          "[A-Za-z0-9._-] (it becomes part of a channel alias and of file names)")
+    return sink_id
+
+
+def _check_sink_channel(channel: str) -> None:
+    if not channel.startswith(("aeron:ipc", "aeron:udp")):
+        raise OptionError(f"option channel={channel!r} is not a sink channel; accepted: aeron:ipc or "
+                          "aeron:udp?endpoint=host:port")
+    _, _, params = channel.partition("?")
+    for param in filter(None, params.split("|")):
+        key = param.partition("=")[0]
+        if key in RESERVED_CHANNEL_PARAMS:
+            raise OptionError(f"option channel={channel!r} sets {key}, which the sink sets itself; remove it "
+                              f"(the sink sets {', '.join(RESERVED_CHANNEL_PARAMS)})")
+
+
+def _canonical(options: Mapping[str, str]) -> dict[str, str]:
+    canonical: dict[str, str] = {}
+    for key, value in options.items():
+        if key.lower() in source_options.SPARK_SUPPLIED_OPTIONS:
+            continue
+        name = _BY_LOWER.get(key.lower())
+        if name is None:
+            source_only = _SOURCE_ONLY.get(key.lower())
+            if source_only is not None:
+                raise OptionError(f"option {source_only} only applies to read / readStream, not to the "
+                                  "aeron-archive sink")
+            close = difflib.get_close_matches(key.lower(), list(_BY_LOWER), n=3, cutoff=0.6)
+            hint = (" Did you mean " + " or ".join(repr(_BY_LOWER[c]) for c in close) + "?") if close else ""
+            raise OptionError(f"unknown option {key!r} for the aeron-archive sink.{hint} Accepted options: "
+                              f"{', '.join(_NAMES)}")
+        if value is not None:
+            canonical[name] = str(value).strip()
+    return canonical

@@ -1,0 +1,1 @@
+"""The source of the `aeron-archive` data source: offsets, planning, replays into Arrow batches."""

@@ -1,0 +1,164 @@
+"""spark.readStream: the micro-batch stream (Kafka's KafkaMicroBatchStream counterpart).
+
+Runs in Spark's long-lived driver-side Python process for this source (instance state survives
+between batches), except ``read`` which runs on executors in a pickled copy: everything that
+holds a connection is dropped when pickling.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    SupportsTriggerAvailableNow,
+)
+
+from aeron_spark.connector.source.admission_control import Backlog, TriggerDelay, cap_by_bytes, total_available
+from aeron_spark.connector.source.archive_access import open_archive, shared_archive
+from aeron_spark.connector.source.batch_reader import EmptyPartition, Opener, read_partition
+from aeron_spark.connector.source.data_loss import DataLossPolicy
+from aeron_spark.connector.source.initial_offset_store import InitialOffsetStore
+from aeron_spark.connector.source.offset_reader import OffsetReader
+from aeron_spark.connector.source.offsets import RecordingPositions
+from aeron_spark.connector.options import SourceOptions
+from aeron_spark.connector.source.partition_planner import ReplayPartition, plan_ranges
+
+# getDefaultReadLimit when only minBytesPerTrigger is set: a limit that is not ReadAllAvailable
+# (which means "ignore the options", e.g. Trigger.Once) yet caps nothing.
+UNCAPPED_BYTES = (1 << 63) - 1
+
+
+class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions, driver_opener: Opener = open_archive,
+                 executor_opener: Opener = shared_archive,
+                 clock_ms: Callable[[], float] | None = None) -> None:
+        self.options = options
+        self._driver_opener = driver_opener
+        self._executor_opener = executor_opener
+        self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000.0)
+        self._init_runtime_state()
+
+    def _init_runtime_state(self) -> None:
+        self._offset_reader: OffsetReader | None = None
+        self._policy = DataLossPolicy(self.options.fail_on_data_loss)
+        self._delay = None
+        if self.options.min_bytes_per_trigger is not None:
+            self._delay = TriggerDelay(self.options.min_bytes_per_trigger, self.options.max_trigger_delay_ms,
+                                       self._clock_ms)
+        self._available_now_target: dict[int, int] | None = None
+        self._latest_seen: dict[int, int] | None = None
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "_driver_opener": self._driver_opener,
+                "_executor_opener": self._executor_opener, "_clock_ms": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._clock_ms = lambda: time.monotonic() * 1000.0
+        self._init_runtime_state()
+
+    @property
+    def offset_reader(self) -> OffsetReader:
+        if self._offset_reader is None:
+            self._offset_reader = OffsetReader(
+                self.options, lambda: self._driver_opener(self.options.connection), self._clock_ms)
+        return self._offset_reader
+
+    # --- offsets ---
+
+    def initialOffset(self) -> dict:
+        store = InitialOffsetStore(self.options.checkpoint_location or "", self.options.selection_identity())
+        positions = store.get_or_create(
+            lambda: self.offset_reader.resolve(self.options.starting, "startingPositions"))
+        return positions.to_offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.options.max_bytes_per_trigger)
+        if self.options.min_bytes_per_trigger is not None:
+            return ReadMaxBytes(UNCAPPED_BYTES)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        recordings = self.offset_reader.known_recordings(force_discovery=True)
+        latest, _ = self.offset_reader.latest_positions(recordings)
+        self._available_now_target = latest
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        start_positions = RecordingPositions.from_offset(start, "start offset")
+        backlogs, end = self._backlogs(start_positions)
+        self._latest_seen = {b.recording_id: b.latest for b in backlogs}
+        if isinstance(limit, ReadAllAvailable):
+            ends = {b.recording_id: b.latest for b in backlogs}
+        elif isinstance(limit, ReadMaxBytes):
+            if (self._delay is not None and self._available_now_target is None
+                    and self._delay.should_delay(total_available(backlogs))):
+                return start_positions.to_offset()
+            ends = cap_by_bytes(backlogs, limit.max_bytes)
+        else:
+            raise ValueError(f"aeron-archive source: unsupported read limit {limit!r}; accepted: "
+                             "ReadAllAvailable, ReadMaxBytes")
+        return end.updated(ends).to_offset()
+
+    def _backlogs(self, start: RecordingPositions) -> tuple[list[Backlog], RecordingPositions]:
+        reader = self.offset_reader
+        if self._available_now_target is not None:
+            candidates = set(self._available_now_target)
+        else:
+            candidates = set(reader.known_recordings(already_read=set(start))) | set(start)
+        latest, vanished = reader.latest_positions(sorted(candidates))
+        lost = vanished & set(start)
+        for recording_id in sorted(lost):
+            self._policy.report(f"recording {recording_id} is no longer in the archive (read up to "
+                                f"{start[recording_id]})")
+        end = start.without(lost)
+        backlogs: list[Backlog] = []
+        for recording_id, position in sorted(latest.items()):
+            descriptor = reader.describe(recording_id)
+            if descriptor is None:
+                continue
+            first = start.get(recording_id, descriptor.start_position)
+            if self._available_now_target is not None:
+                position = min(position, self._available_now_target.get(recording_id, position))
+            if position < first:
+                self._policy.report(f"recording {recording_id} was truncated to {position}, before the "
+                                    f"query's position {first}")
+                position = first
+            backlogs.append(Backlog(recording_id, first, position, descriptor.term_buffer_length))
+        return backlogs, end
+
+    def reportLatestOffset(self) -> dict | None:
+        if self._latest_seen is None:
+            return None
+        return RecordingPositions(self._latest_seen).to_offset()
+
+    # --- planning and reading ---
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        start_positions = RecordingPositions.from_offset(start, "start offset")
+        end_positions = RecordingPositions.from_offset(end, "end offset")
+        layouts = self.offset_reader.layouts(end_positions)
+        for recording_id in sorted(set(end_positions) - set(layouts)):
+            if end_positions[recording_id] != start_positions.get(recording_id):
+                self._policy.report(f"recording {recording_id} is no longer in the archive")
+            end_positions = end_positions.without({recording_id})
+        ranges = plan_ranges(start_positions, end_positions, layouts, self.options.max_bytes_per_partition,
+                             self.options.min_partitions)
+        return [ReplayPartition(r) for r in ranges] or [EmptyPartition()]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition, self.options, self._executor_opener)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to acknowledge: the archive keeps recordings whatever the query has read."""
+
+    def stop(self) -> None:
+        if self._offset_reader is not None:
+            self._offset_reader.close()
+            self._offset_reader = None

@@ -1,0 +1,150 @@
+"""Executor side: one replay range -> RecordBatches of whole messages.
+
+Ownership rule that makes ranges exact: a range [start, end) yields exactly the messages whose
+last frame ends inside it, i.e. ``start < position <= end`` (position = end of the message's last
+frame). Batch ends come from rec-pos counters and may cut a fragmented message; then
+
+* the range ending there leaves the message's first fragments unread (they end before the
+  message does), and
+* the next range starts on a continuation fragment: it first replays the message's head from
+  the start of that term (Aeron never lets a message cross a term, so the head is there), then
+  its own range, and drops every message that ended at or before ``start``.
+
+At a recording's first position a message may have begun before the recording did; its
+fragments are dropped (its head was never recorded), as Aeron's FragmentAssembler would.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator, Iterator
+
+import pyarrow as pa
+
+from aeron_spark.archive.client import RecordingDescriptor
+
+from aeron_spark.connector.source.archive_access import ArchiveAccess
+from aeron_spark.connector.source.data_loss import DataLossPolicy
+from aeron_spark.connector.source.message_batches import MessageBatchBuilder, OutputColumns, first_frame_continues_a_message
+from aeron_spark.connector.options import SourceOptions
+from aeron_spark.connector.source.partition_planner import ReplayRange
+from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
+
+LOG = logging.getLogger("aeron_spark.connector")
+
+
+def available_range(replay_range: ReplayRange, descriptor: RecordingDescriptor | None,
+                    policy: DataLossPolicy) -> ReplayRange | None:
+    """The part of a range still in the archive; reports what is lost (raises or warns)."""
+    recording_id, start, end = replay_range.recording_id, replay_range.start, replay_range.end
+    if descriptor is None:
+        policy.report(f"recording {recording_id} is no longer in the archive; range [{start}, {end}) is lost")
+        return None
+    if start < descriptor.start_position:
+        lost_to = min(end, descriptor.start_position)
+        policy.report(f"recording {recording_id}: [{start}, {lost_to}) was purged or detached (the recording "
+                      f"now starts at {descriptor.start_position})")
+        start = lost_to
+    if not descriptor.is_active and end > descriptor.stop_position:
+        lost_from = max(start, descriptor.stop_position)
+        policy.report(f"recording {recording_id}: [{lost_from}, {end}) was truncated (the recording now stops "
+                      f"at {descriptor.stop_position})")
+        end = lost_from
+    if start >= end:
+        return None
+    return ReplayRange(recording_id, start, end)
+
+
+def read_range(replay_range: ReplayRange, options: SourceOptions, access: ArchiveAccess) -> Iterator[pa.RecordBatch]:
+    policy = DataLossPolicy(options.fail_on_data_loss)
+    descriptor = access.describe(replay_range.recording_id)
+    readable = available_range(replay_range, descriptor, policy)
+    if readable is None or descriptor is None:
+        return
+    if getattr(access, "replay_pump", None) is not None:
+        builder = yield from _read_pumped(readable, descriptor, options, access)
+    else:
+        builder = yield from _read_blocks(readable, descriptor, options, access)
+    recording_id, start, end = readable.recording_id, readable.start, readable.end
+    stats = builder.stats
+    if stats.dropped_fragments:
+        policy.report(f"recording {recording_id}: {stats.dropped_fragments} fragment(s) in [{start}, {end}) "
+                      "belong to no complete message")
+    if stats.leading_fragments:
+        LOG.info("recording %d: dropped %d fragment(s) of a message begun before the recording started",
+                 recording_id, stats.leading_fragments)
+
+
+def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
+             first_block) -> tuple[MessageBatchBuilder, int]:
+    """The batch builder for a range, and where its feed starts (earlier than the range when the
+    first block continues a message: its head is replayed from the start of the term)."""
+    start = readable.start
+    feed_start = start
+    if first_frame_continues_a_message(first_block):
+        term_start = start // descriptor.term_buffer_length * descriptor.term_buffer_length
+        feed_start = max(descriptor.start_position, term_start)
+    builder = MessageBatchBuilder(
+        recording_id=readable.recording_id,
+        session_id=descriptor.session_id,
+        stream_id=descriptor.stream_id,
+        start_position=feed_start,
+        min_end_position=start,
+        include_timestamp=options.include_timestamp,
+        columns=None if options.output_columns is None
+        else OutputColumns(options.output_columns, options.nullable_columns),
+        allow_leading_fragments=feed_start == descriptor.start_position,
+        drop_reserved_value=MARKER_RESERVED_VALUE if is_sink_recording(descriptor) else None,
+    )
+    return builder, feed_start
+
+
+def _copy(view, _position: int) -> bytes:
+    return bytes(view)
+
+
+def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
+                 access) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
+    """Each replayed block is copied once, from the term buffer straight into the builder's
+    staging buffer (only the first block, needed before the builder exists, is copied twice)."""
+    recording_id, start, end = readable.recording_id, readable.start, readable.end
+    with access.replay_pump(recording_id, start, end, options.replay) as pump:
+        first = pump.next_block(_copy)
+        if first is None:
+            raise RuntimeError(f"recording {recording_id}: the replay of [{start}, {end}) delivered nothing")
+        builder, feed_start = _builder(readable, descriptor, options, first[1])
+        if feed_start < start:
+            with access.replay_pump(recording_id, feed_start, start, options.replay) as head:
+                while (batches := head.next_block(builder.add_block)) is not None:
+                    yield from batches[1]
+        yield from builder.add_block(first[1], first[0])
+        while (batches := pump.next_block(builder.add_block)) is not None:
+            yield from batches[1]
+        if builder.next_position != end:
+            raise RuntimeError(f"recording {recording_id}: replay stopped at {builder.next_position}, "
+                               f"range end is {end}")
+        yield from builder.finish()
+    return builder
+
+
+def _read_blocks(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
+                 access: ArchiveAccess) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
+    recording_id, start, end = readable.recording_id, readable.start, readable.end
+    with access.replay(recording_id, start, end, options.replay) as blocks:
+        blocks = iter(blocks)
+        first = next(blocks, None)
+        if first is None:
+            raise RuntimeError(f"recording {recording_id}: the replay of [{start}, {end}) delivered nothing")
+        builder, feed_start = _builder(readable, descriptor, options, first[1])
+        if feed_start < start:
+            with access.replay(recording_id, feed_start, start, options.replay) as head_blocks:
+                for position, block in head_blocks:
+                    yield from builder.add_block(block, position)
+        yield from builder.add_block(first[1], first[0])
+        for position, block in blocks:
+            yield from builder.add_block(block, position)
+        if builder.next_position != end:
+            raise RuntimeError(f"recording {recording_id}: replay stopped at {builder.next_position}, "
+                               f"range end is {end}")
+        yield from builder.finish()
+    return builder

@@ -1,0 +1,209 @@
+"""An in-memory archive for sink tests: implements sink_commit.SinkArchive and the source's ArchiveAccess.
+
+Recordings hold the exact bytes appended (frames from the start position). Like the real archive:
+a replay must start on a frame boundary inside [start, recorded), a truncate needs a stopped
+recording and a frame boundary, an extension must continue at the stop position with the same
+initial term id / term length / mtu, and every appended block's first frame must be stamped for
+the publication's position (as offer_block checks). ``crash_after_appends`` makes an appender
+raise after that many appends, leaving the recording ACTIVE with what it got (a dead commit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, RecordingDescriptor
+from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
+from aeron_spark.connector.commit_markers import sink_alias
+from aeron_spark.driver_integration.frame import scan_frames
+from aeron_spark.driver_integration.position import (
+    compute_term_id_from_position,
+    position_bits_to_shift,
+)
+
+
+class InjectedCrash(RuntimeError):
+    pass
+
+
+@dataclass
+class FakeSinkRecording:
+    recording_id: int
+    channel: str
+    stream_id: int
+    initial_term_id: int
+    term_length: int
+    mtu: int
+    session_id: int
+    start_position: int = 0
+    data: bytearray = field(default_factory=bytearray)
+    active: bool = True
+
+    @property
+    def position(self) -> int:
+        return self.start_position + len(self.data)
+
+    def descriptor(self) -> RecordingDescriptor:
+        return RecordingDescriptor(
+            recording_id=self.recording_id, start_timestamp=1, stop_timestamp=-1 if self.active else 2,
+            start_position=self.start_position, stop_position=NULL_POSITION if self.active else self.position,
+            initial_term_id=self.initial_term_id, segment_file_length=max(self.term_length, 1 << 20),
+            term_buffer_length=self.term_length, mtu_length=self.mtu, session_id=self.session_id,
+            stream_id=self.stream_id, stripped_channel=self.channel, original_channel=self.channel,
+            source_identity="fake-sink")
+
+    def boundaries(self) -> set[int]:
+        data = np.frombuffer(bytes(self.data), dtype=np.uint8)
+        offsets = scan_frames(data).offsets if data.size else np.empty(0, np.int64)
+        return {self.start_position + int(o) for o in offsets} | {self.position}
+
+
+@dataclass
+class FakeSinkArchive:
+    term_length: int = 64 * 1024
+    mtu: int = 1408
+    max_block: int = 4096
+    archive_id: int = 42
+    recordings: dict[int, FakeSinkRecording] = field(default_factory=dict)
+    next_recording_id: int = 5
+    crash_after_appends: int | None = None
+    crash_in_seal: bool = False
+    calls: dict[str, int] = field(default_factory=dict)
+    closed: bool = False
+
+    def _count(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    # --- SinkArchive ---------------------------------------------------------------------------
+    def find_sink_recordings(self, sink_id: str, stream_id: int) -> list[RecordingDescriptor]:
+        self._count("find")
+        fragment = f"alias={sink_alias(sink_id)}"
+        return [r.descriptor() for _, r in sorted(self.recordings.items())
+                if r.stream_id == stream_id and fragment in r.channel]
+
+    def describe(self, recording_id: int) -> RecordingDescriptor | None:
+        self._count("describe")
+        recording = self.recordings.get(recording_id)
+        return None if recording is None else recording.descriptor()
+
+    @contextlib.contextmanager
+    def read(self, recording_id: int, start: int, end: int):
+        self._count("read")
+        recording = self.recordings[recording_id]
+        boundaries = recording.boundaries()
+        if start not in boundaries or start < recording.start_position or start >= recording.position:
+            raise RuntimeError(f"INVALID_POSITION replay position {start} does not point to a valid frame")
+        if end > recording.position:
+            raise RuntimeError(f"INVALID_POSITION replay end {end} > recorded {recording.position}")
+        ordered = sorted(b for b in boundaries if start < b <= end)
+        out, position = [], start
+        while position < end:
+            fitting = [b for b in ordered if position < b <= position + self.max_block]
+            stop = fitting[-1] if fitting else next(b for b in ordered if b > position)
+            out.append((position, bytes(recording.data[position - recording.start_position:stop - recording.start_position])))
+            position = stop
+        yield iter(out)
+
+    def truncate(self, recording_id: int, position: int) -> None:
+        self._count("truncate")
+        recording = self.recordings[recording_id]
+        if recording.active:
+            raise RuntimeError(f"ACTIVE_RECORDING cannot truncate active recording {recording_id}")
+        if position not in recording.boundaries() or position < recording.start_position:
+            raise RuntimeError(f"INVALID_POSITION truncate position {position}")
+        del recording.data[position - recording.start_position:]
+
+    def stop_active(self, recording_id: int) -> None:
+        self._count("stop_active")
+        self.recordings[recording_id].active = False
+
+    def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> FakeAppender:
+        self._count("start_appender")
+        session_id = random.randint(1, 1 << 30)
+        if recording is None:
+            rid = self.next_recording_id
+            self.next_recording_id += 1
+            target = FakeSinkRecording(rid, f"aeron:ipc?alias={sink_alias(sink_id)}|session-id={session_id}", 1001,
+                                       initial_term_id=random.randint(-1000, 1000), term_length=self.term_length,
+                                       mtu=self.mtu, session_id=session_id)
+            self.recordings[rid] = target
+        else:
+            target = self.recordings[recording.recording_id]
+            if target.active:
+                raise RuntimeError(f"ACTIVE_RECORDING cannot extend active recording {target.recording_id}")
+            if recording.stop_position != target.position:
+                raise RuntimeError(f"INVALID_EXTENSION join {recording.stop_position} != stop {target.position}")
+            target.active = True
+            target.session_id = session_id
+        return FakeAppender(self, target, session_id)
+
+    def close(self) -> None:
+        self.closed = True
+
+    # --- the source's ArchiveAccess --------------------------------------------------------------
+    def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
+        return [r.descriptor() for rid, r in sorted(self.recordings.items())
+                if rid >= from_recording_id and r.stream_id == stream_id and channel_fragment in r.channel]
+
+    def live_position(self, recording_id: int) -> int | None:
+        recording = self.recordings.get(recording_id)
+        return recording.position if recording is not None and recording.active else None
+
+    def replay(self, recording_id: int, start: int, end: int, settings):
+        self._count("replay")
+        return self.read(recording_id, start, end)
+
+
+class FakeAppender:
+    def __init__(self, archive: FakeSinkArchive, recording: FakeSinkRecording, session_id: int) -> None:
+        self._archive = archive
+        self._recording = recording
+        self._layout = PublicationLayout(recording.initial_term_id, recording.term_length, recording.mtu,
+                                         session_id, recording.stream_id)
+        self.appends = 0
+
+    @property
+    def recording_id(self) -> int:
+        return self._recording.recording_id
+
+    @property
+    def layout(self) -> PublicationLayout:
+        return self._layout
+
+    @property
+    def position(self) -> int:
+        return self._recording.position
+
+    def append(self, block: TermBlock) -> None:
+        crash_after = self._archive.crash_after_appends
+        if crash_after is not None and self.appends >= crash_after:
+            raise InjectedCrash(f"injected crash after {self.appends} appends")
+        if block.position != self.position:
+            raise AssertionError(f"block at {block.position}, publication at {self.position}")
+        _length, _v, _flags, _type, term_offset, session_id, stream_id, term_id, _r = struct.unpack_from(
+            "<iBBHiiiiq", block.data.tobytes(), 0)
+        layout = self._layout
+        expected_term_id = compute_term_id_from_position(block.position, position_bits_to_shift(layout.term_length),
+                                                         layout.initial_term_id)
+        assert (term_offset, session_id, stream_id, term_id) == (
+            block.position % layout.term_length, layout.session_id, layout.stream_id, expected_term_id), \
+            "first frame not stamped for the publication's position"
+        assert block.position // layout.term_length == (block.end - 1) // layout.term_length, "block crosses a term"
+        self._recording.data += block.data.tobytes()
+        self.appends += 1
+
+    def seal(self) -> RecordingDescriptor:
+        if self._archive.crash_in_seal:
+            raise InjectedCrash("injected crash before the recording stopped (marker recorded)")
+        self._recording.active = False
+        return self._recording.descriptor()
+
+    def abandon(self) -> None:
+        # A crash leaves the recording active until autoStop notices the publication is gone; tests
+        # that model that set crash_after_appends and inspect the still-active recording.
+        if self._archive.crash_after_appends is None and not self._archive.crash_in_seal:
+            self._recording.active = False

@@ -1,0 +1,168 @@
+"""Sink options, column checks, row conversion, staging names/cleanup and marker scanning."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from aeron_spark.connector.data_source import AeronArchiveDataSource
+from aeron_spark.connector.options import OptionError
+from aeron_spark.connector.sink.frames import PublicationLayout, frame_messages
+from aeron_spark.connector.commit_markers import (
+    MARKER_RESERVED_VALUE,
+    CommitMarker,
+    marker_at_tail,
+    markers_in_frames,
+    sink_id_hash,
+    sink_id_of_channel,
+)
+from aeron_spark.connector.sink.options import SinkOptions
+from aeron_spark.connector.sink.staging import (
+    StagedName,
+    clean_stale,
+    streaming_batch_key,
+)
+from aeron_spark.connector.sink.writer import (
+    SinkDataError,
+    check_append_only,
+    sink_columns,
+    to_staged_batch,
+)
+from aeron_spark.driver_integration.frame import scan_frames
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+BASE = {"channel": "aeron:ipc", "streamId": "7", "archive.dir": "/data/archive"}
+
+
+def test_defaults_and_derived_values():
+    stream = SinkOptions.parse(BASE, streaming=True)
+    assert stream.sink_id is None and stream.staging_root == "/data/archive/spark-sink-staging"
+    assert (stream.term_length, stream.mtu, stream.source_location_local) == (16 << 20, 8192, True)
+    assert stream.resolve_sink_id("abc-1") == "abc-1"
+    assert stream.sink_channel("abc-1", 5) == "aeron:ipc?alias=aeron-spark-sink:abc-1|session-id=5"
+    batch = SinkOptions.parse(BASE, streaming=False)
+    assert batch.sink_id.startswith("batch-") and batch.sink_id == SinkOptions.parse(BASE, streaming=False).sink_id
+    udp = SinkOptions.parse({**BASE, "channel": "aeron:udp?endpoint=localhost:4000"}, streaming=True)
+    assert (udp.mtu, udp.source_location_local) == (1408, False)
+    assert udp.sink_channel("s") == "aeron:udp?endpoint=localhost:4000|alias=aeron-spark-sink:s"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"channel": None}, "needs channel"),
+    ({"channel": "aeron:ipc?alias=x"}, "sets alias, which the sink sets itself"),
+    ({"channel": "kafka:topic"}, "not a sink channel"),
+    ({"sink.id": "a b"}, "sink.id='a b' is not valid"),
+    ({"sink.termLength": "100k"}, "power of two"),
+    ({"sink.mtu": "100"}, "sink.mtu=100"),
+    ({"sink.sourceLocation": "near"}, "local | remote"),
+    ({"startingPositions": "earliest"}, "startingPositions only applies to read"),
+    ({"sink.idd": "x"}, "Did you mean 'sink.id'"),
+    ({"archive.dir": None}, "sink.stagingDir is required"),
+])
+def test_bad_options_name_the_option(extra, message):
+    raw = {**BASE, "archive.controlChannel": "aeron:udp?endpoint=localhost:1", **extra}
+    raw = {k: v for k, v in raw.items() if v is not None}
+    with pytest.raises(OptionError, match=message):
+        SinkOptions.parse(raw, streaming=True)
+
+
+def test_the_query_id_is_needed_without_sink_id():
+    with pytest.raises(OptionError, match="sink.id is required"):
+        SinkOptions.parse(BASE, streaming=True).resolve_sink_id(None)
+
+
+def test_data_source_keeps_sink_options_away_from_reads():
+    source = AeronArchiveDataSource({**BASE, "sink.id": "s1"})
+    with pytest.raises(OptionError, match="sink.id only applies to write"):
+        source.reader(None)
+    with pytest.raises(OptionError, match="only appends"):
+        check_append_only(True)
+
+
+def test_columns_are_checked():
+    ok = StructType([StructField("payload", StringType()), StructField("reserved_value", IntegerType())])
+    assert sink_columns(ok).payload_is_string and sink_columns(ok).has_reserved_value
+    assert not sink_columns(StructType([StructField("payload", BinaryType())])).has_reserved_value
+    with pytest.raises(OptionError, match=r"accepts the columns payload .*unexpected column\(s\) \['id'\]"):
+        sink_columns(StructType([StructField("payload", BinaryType()), StructField("id", LongType())]))
+    with pytest.raises(OptionError, match=r"accepts the columns payload .*\['value'\]"):
+        sink_columns(StructType([StructField("value", BinaryType())]))
+    with pytest.raises(OptionError, match="column payload has type bigint"):
+        sink_columns(StructType([StructField("payload", LongType())]))
+    with pytest.raises(OptionError, match="column reserved_value has type string"):
+        sink_columns(StructType([StructField("payload", BinaryType()), StructField("reserved_value", StringType())]))
+
+
+def test_rows_are_converted_and_bad_rows_rejected():
+    staged = to_staged_batch(pa.record_batch({"payload": pa.array(["é", ""]), "reserved_value": pa.array([1, None], pa.int32())}))
+    assert staged.column(0).to_pylist() == ["é".encode(), b""] and staged.column(1).to_pylist() == [1, 0]
+    assert to_staged_batch(pa.record_batch({"payload": pa.array([b"x"])})).column(1).to_pylist() == [0]
+    with pytest.raises(SinkDataError, match="payload is null in row 1"):
+        to_staged_batch(pa.record_batch({"payload": pa.array([b"a", None])}))
+    with pytest.raises(SinkDataError, match="reserved_value is .* in row 0"):
+        to_staged_batch(pa.record_batch({"payload": pa.array([b"a"]), "reserved_value": pa.array([MARKER_RESERVED_VALUE])}))
+
+
+def test_staging_names_and_cleanup(tmp_path):
+    name = StagedName(streaming_batch_key(12), 3, 1, 77)
+    assert StagedName.parse(name.file_name) == name and StagedName.parse("other.arrow") is None
+    files = {n: tmp_path / StagedName(streaming_batch_key(b), p, a, 1).file_name
+             for n, (b, p, a) in {"old": (3, 0, 0), "same": (5, 1, 0), "later": (6, 0, 0)}.items()}
+    old_job = tmp_path / StagedName("j" + "a" * 32, 0, 0, 1).file_name
+    new_job = tmp_path / StagedName("j" + "b" * 32, 0, 0, 1).file_name
+    for path in [*files.values(), old_job, new_job, tmp_path / "_committed.json"]:
+        path.write_bytes(b"x")
+    os.utime(old_job, (time.time() - 7200, time.time() - 7200))
+    deleted = clean_stale(tmp_path, keep=set(), committed_batch_id=5)
+    assert sorted(deleted) == sorted(map(str, [files["old"], files["same"], old_job]))
+    assert files["later"].exists() and new_job.exists() and (tmp_path / "_committed.json").exists()
+
+
+def test_markers_are_found_among_frames_and_checked_against_the_sink():
+    layout = PublicationLayout(3, 64 * 1024, 1408, 9, 7)
+    marker = CommitMarker(sink_id_hash("s"), 4, 0, 2, 6, 1).encode()
+    payloads = [b"abc", b"def", marker]
+    values = np.frombuffer(b"".join(payloads), np.uint8)
+    offsets = np.array([0, 3, 6, 70])
+    blocks = frame_messages(values, offsets, np.array([0, 0, MARKER_RESERVED_VALUE]), 0, layout)
+    data = blocks[0].data
+    found = markers_in_frames(data, 1024, scan_frames(data).offsets, sink_id_hash("s"))
+    assert [(m.position, m.marker.batch_id) for m in found] == [(1024 + 128, 4)]
+    assert markers_in_frames(data, 0, scan_frames(data).offsets, sink_id_hash("other")) == []
+    tail = marker_at_tail(data[-96:], data.size - 96, data.size)
+    assert tail is not None and tail.end == data.size
+    assert marker_at_tail(data[:96], 0, 96) is None
+
+
+def test_sink_ids_come_from_the_alias_only():
+    assert sink_id_of_channel("aeron:ipc?alias=aeron-spark-sink:q1|session-id=4") == "q1"
+    assert sink_id_of_channel("aeron:ipc?alias=other") is None
+    assert sink_id_of_channel("aeron:udp?endpoint=x:1|tags=aeron-spark-sink:q1") is None
+
+
+def test_sink_accepts_the_query_name_spark_adds_to_its_options():
+    assert SinkOptions.parse({**BASE, "queryName": "vwap-out"}, streaming=True).channel == \
+        SinkOptions.parse(BASE, streaming=True).channel
+
+
+def test_small_batches_are_coalesced_in_order_and_messages_pickle():
+    import pickle
+
+    from aeron_spark.connector.sink.writer import SinkCommitMessage, coalesce
+
+    batches = [to_staged_batch(pa.record_batch({"payload": pa.array([bytes([i]) * 10] * 5)})) for i in range(7)]
+    combined = list(coalesce(iter(batches), target_bytes=2 * batches[0].nbytes + 1))
+    assert [b.num_rows for b in combined] == [15, 15, 5]
+    assert [p for b in combined for p in b.column(0).to_pylist()] == [p for b in batches for p in b.column(0).to_pylist()]
+    message = SinkCommitMessage("s", "b0000000000000000001", 2, 0, "/x", 5, 50)
+    assert pickle.loads(pickle.dumps(message)) == message

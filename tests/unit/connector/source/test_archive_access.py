@@ -1,0 +1,176 @@
+"""ClientArchiveAccess over stand-ins shaped like ArchiveClient and driver_integration objects."""
+
+import struct
+
+import pytest
+
+from aeron_spark.archive.codecs.recording_position import encode_key
+from aeron_spark.connector.source.archive_access import ClientArchiveAccess, ReplayFailed
+from aeron_spark.connector.options import ReplaySettings
+from tests.support.fake_archive import FakeArchive
+from tests.support.synthetic_log import SyntheticLog, blocks
+
+SETTINGS = ReplaySettings("aeron:ipc", 1001, idle_timeout_ms=200)
+
+
+class Counters:
+    """driver_integration.counters.CountersReader's shape: find returns a list of ids."""
+
+    def __init__(self):
+        self.counters = {}  # id -> (type_id, key, value)
+
+    def find(self, type_id, key_predicate=None):
+        return [cid for cid, (t, key, _) in sorted(self.counters.items())
+                if t == type_id and (key_predicate is None or key_predicate(key))]
+
+    def value(self, counter_id):
+        return self.counters.get(counter_id, (0, b"", 0))[2]  # a freed slot still has a value
+
+    def type_id(self, counter_id):
+        return self.counters[counter_id][0]
+
+    def key(self, counter_id):
+        return self.counters[counter_id][1]
+
+    def state(self, counter_id):
+        return 1 if counter_id in self.counters else 0  # RECORD_ALLOCATED
+
+
+class Image:
+    def __init__(self, session_id, parts):
+        self.session_id, self.parts, self.closed = session_id, list(parts), False
+        self.is_closed = self.is_end_of_stream = False
+
+    def block_poll(self, handler, limit):
+        if not self.parts:
+            return 0
+        position, block = self.parts.pop(0)
+        handler(memoryview(block), position, self.session_id, 0)
+        return len(block)
+
+    def close(self):
+        self.closed = True
+
+
+class Subscription:
+    def __init__(self, channel, image_source):
+        self.session_id = int(channel.rsplit("session-id=", 1)[1])
+        self.image_source, self.closed = image_source, False
+
+    def image_by_session_id(self, session_id):
+        return self.image_source(session_id) if session_id == self.session_id else None
+
+    def close(self):
+        self.closed = True
+
+
+class Counter:
+    def __init__(self, counter_id):
+        self.counter_id, self.value, self.closed = counter_id, 0, False
+
+    def close(self):
+        self.closed = True
+
+
+class Aeron:
+    def __init__(self, log):
+        self.counters_reader = Counters()
+        self.log = log
+        self.subscriptions, self.limits = [], []
+        self.deliver_to = None
+
+    def add_subscription(self, channel, stream_id):
+        subscription = Subscription(channel, lambda session_id: self.image)
+        self.subscriptions.append(subscription)
+        return subscription
+
+    def add_counter(self, type_id, key, label):
+        counter = Counter(900 + len(self.limits))
+        self.limits.append(counter)
+        return counter
+
+
+class Client:
+    archive_id = 77
+
+    def __init__(self, archive, log):
+        self.fake = archive
+        self.aeron = Aeron(log)
+        self.replays, self.stopped = [], []
+
+    def list_recording(self, recording_id):
+        return self.fake.describe(recording_id)
+
+    def list_recordings_for_uri(self, from_id, count, fragment, stream_id):
+        return self.fake.list_matching(fragment, stream_id, from_id)[:count]
+
+    def recording_position(self, recording_id):
+        return -1
+
+    def start_bounded_replay(self, recording_id, position, length, limit_counter_id, channel, stream_id):
+        session_id = int(channel.rsplit("session-id=", 1)[1])
+        log = self.aeron.log
+        self.aeron.image = Image(session_id, blocks(log.bytes_between(position, position + length), position,
+                                                    log.frame_boundaries(), 3000))
+        self.replays.append((recording_id, position, length, limit_counter_id, channel, stream_id))
+        return (5 << 32) | session_id
+
+    def stop_replay(self, replay_session_id):
+        self.stopped.append(replay_session_id)
+
+
+def setup():
+    log = SyntheticLog(mtu=512)
+    for index in range(40):
+        log.append(bytes([index]) * (index * 37))
+    archive = FakeArchive()
+    archive.add(1, log)
+    client = Client(archive, log)
+    return log, client, ClientArchiveAccess(client)
+
+
+def test_live_position_comes_from_the_rec_pos_counter_of_this_archive():
+    log, client, access = setup()
+    counters = client.aeron.counters_reader
+    counters.counters[3] = (100, encode_key(1, 55, "src", archive_id=12), 999)  # another archive's
+    assert access.live_position(1) is None  # falls back to RecordingPosition: -1 = not active
+    counters.counters[4] = (100, encode_key(1, 55, "src", archive_id=77), 4096)
+    assert access.live_position(1) == 4096
+    counters.counters[4] = (100, encode_key(1, 55, "src", archive_id=77), 8192)
+    assert access.live_position(1) == 8192
+    del counters.counters[4]  # recording stopped, counter freed
+    assert access.live_position(1) is None
+
+
+def test_replay_uses_a_private_session_and_a_limit_counter_and_cleans_up():
+    log, client, access = setup()
+    end = log.messages[30].end_position
+    with access.replay(1, 0, end, SETTINGS) as replayed:
+        data = b"".join(block for _, block in replayed)
+    assert data == log.bytes_between(0, end)
+    recording_id, position, length, limit_id, channel, stream_id = client.replays[0]
+    assert (recording_id, position, length, stream_id) == (1, 0, end, 1001)
+    assert "session-id=" in channel and channel.startswith("aeron:ipc?")
+    limit = client.aeron.limits[0]
+    assert limit.counter_id == limit_id and limit.value == end and limit.closed
+    assert client.aeron.subscriptions[0].closed and client.aeron.image.closed and client.stopped
+
+
+def test_replay_that_stalls_fails_after_the_idle_timeout():
+    log, client, access = setup()
+    end = log.messages[30].end_position
+    with pytest.raises(ReplayFailed, match="no progress"):
+        with access.replay(1, 0, end, SETTINGS) as replayed:
+            client.aeron.image.parts = client.aeron.image.parts[:2]
+            for _ in replayed:
+                pass
+    assert client.aeron.limits[0].closed
+
+
+def test_list_matching_pages_through_the_catalog():
+    log, client, access = setup()
+    for recording_id in range(2, 600):
+        client.fake.add(recording_id, log)
+    found = access.list_matching("aeron:udp", 1001, 0)
+    assert [d.recording_id for d in found] == list(range(1, 600))
+    assert struct.calcsize("<q") == 8

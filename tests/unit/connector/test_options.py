@@ -1,0 +1,167 @@
+import json
+
+import pytest
+from pyspark.sql.datasource import CaseInsensitiveDict
+
+from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, RecordingPositions
+from aeron_spark.connector.options import OptionError, ReadMode, SourceOptions, StartKind, validate_common
+
+BASE = {"archive.controlChannel": "aeron:ipc", "recordingIds": "1,2"}
+STREAM = {**BASE, "checkpointLocation": "/tmp/cp"}
+
+
+def parse(mode=ReadMode.BATCH, **options):
+    return SourceOptions.parse(CaseInsensitiveDict(options), mode)
+
+
+def test_defaults_for_batch_and_stream():
+    batch = parse(**BASE)
+    assert batch.recording_ids == (1, 2)
+    assert batch.starting.kind is StartKind.EARLIEST and batch.ending.kind is StartKind.LATEST
+    assert batch.fail_on_data_loss and not batch.include_timestamp
+    assert batch.max_bytes_per_partition == 256 << 20 and batch.min_partitions == 1
+    stream = parse(ReadMode.STREAM, **STREAM)
+    assert stream.starting.kind is StartKind.LATEST
+    assert stream.max_trigger_delay_ms == 15 * 60 * 1000
+    assert stream.connection.control_stream_id is None and stream.connection.response_stream_id == 20
+
+
+def test_options_are_case_insensitive_as_spark_passes_them():
+    parsed = parse(**{"ARCHIVE.CONTROLCHANNEL": "aeron:ipc", "recordingids": "[3, 4]", "FailOnDataLoss": "FALSE"})
+    assert parsed.recording_ids == (3, 4) and parsed.fail_on_data_loss is False
+
+
+def test_unknown_option_suggests_close_matches():
+    with pytest.raises(OptionError, match=r"(?i)unknown option 'startingOffsets'.*Did you mean 'startingPositions'"):
+        parse(**BASE, startingOffsets="earliest")
+    with pytest.raises(OptionError, match=r"(?i)unknown option 'recordingId'.*'recordingIds'"):
+        validate_common(CaseInsensitiveDict({"recordingId": "1", "archive.controlChannel": "aeron:ipc"}))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"archive.controlChannel": "aeron:ipc"}, "nothing to read"),
+    ({**BASE, "channel": "aeron:ipc", "streamId": "5"}, "either recordingIds or channel"),
+    ({"archive.controlChannel": "aeron:ipc", "channel": "aeron:ipc"}, "channel needs streamId"),
+    ({"archive.controlChannel": "aeron:ipc", "streamId": "5"}, "streamId needs channel"),
+    ({"archive.controlChannel": "aeron:ipc", "channel": "x", "streamId": "five"}, "streamId='five' is not an integer"),
+    ({"recordingIds": "1"}, "say where the archive is"),
+    ({**BASE, "archive.controlChannel": "udp://x"}, "not an Aeron channel"),
+    ({**BASE, "recordingIds": "1,a"}, "'a' is not a recording id"),
+    ({**BASE, "recordingIds": "1,1"}, "twice"),
+    ({**BASE, "recordingIds": "[1, -2]"}, "not a recording id"),
+    ({**BASE, "startingPositions": "latest"}, "startingPositions=latest is not allowed"),
+    ({**BASE, "startingPositions": "newest"}, "accepted: earliest | JSON"),
+    ({**BASE, "startingPositions": '{"1": 33}'}, "not a frame boundary"),
+    ({**BASE, "startingPositions": '{"9": 0}'}, "not in recordingIds"),
+    ({**BASE, "startingPositions": '{"1": "0"}'}, "must be an integer"),
+    ({**BASE, "startingPositions": '{"1": 0'}, "not valid JSON"),
+    ({**BASE, "endingPositions": "earliest"}, "endingPositions=earliest is not allowed"),
+    ({**BASE, "endingPositions": '{"1": -2}'}, "marker -2"),
+    ({**BASE, "maxBytesPerTrigger": "1g"}, "maxBytesPerTrigger only applies to spark.readStream"),
+    ({**BASE, "failOnDataLoss": "yes"}, "accepted: true | false"),
+    ({**BASE, "maxBytesPerPartition": "12 parsecs"}, "is not a size"),
+    ({**BASE, "minPartitions": "0"}, "minPartitions=0 must be >= 1"),
+    ({**BASE, "minPartitions": "two"}, "minPartitions='two' is not an integer"),
+    ({**BASE, "path": "/a", "archive.dir": "/b"}, "disagree"),
+])
+def test_batch_rejections_name_the_option_and_accepted_values(options, message):
+    with pytest.raises(OptionError, match=message):
+        parse(**options)
+
+
+@pytest.mark.parametrize("options, message", [
+    (BASE, "checkpointLocation is required for readStream"),
+    ({**STREAM, "endingPositions": "latest"}, "endingPositions only applies to spark.read"),
+    ({**STREAM, "minBytesPerTrigger": "2m", "maxBytesPerTrigger": "1m"}, "must not exceed"),
+    ({**STREAM, "maxTriggerDelay": "5s"}, "only applies together with minBytesPerTrigger"),
+    ({**STREAM, "minBytesPerTrigger": "1k", "maxTriggerDelay": "soon"}, "is not a duration"),
+    ({**STREAM, "discoveryIntervalMs": "-1"}, "must be >= 0"),
+])
+def test_stream_rejections(options, message):
+    with pytest.raises(OptionError, match=message):
+        parse(ReadMode.STREAM, **options)
+
+
+def test_sizes_durations_and_position_specs_parse():
+    parsed = parse(ReadMode.STREAM, **STREAM, maxBytesPerTrigger="256m", minBytesPerTrigger="1024",
+                   maxTriggerDelay="30s", startingPositions='{"1": 64, "2": -2}', includeTimestamp="true")
+    assert parsed.max_bytes_per_trigger == 256 << 20 and parsed.min_bytes_per_trigger == 1024
+    assert parsed.max_trigger_delay_ms == 30_000 and parsed.include_timestamp
+    assert parsed.starting.for_recording(1, EARLIEST) == 64 and parsed.starting.for_recording(2, LATEST) == EARLIEST
+    channel = parse(**{"archive.dir": "/arch", "channel": "aeron:udp?endpoint=h:1", "streamId": "7"})
+    assert channel.subscribes_to_channel and channel.stream_id == 7 and channel.connection.archive_dir == "/arch"
+    assert parse(**{"path": "/arch", "recordingIds": "1"}).connection.archive_dir == "/arch"
+
+
+def test_selection_identity_depends_on_what_is_read_not_on_where_the_archive_is():
+    a = parse(ReadMode.STREAM, **STREAM)
+    b = parse(ReadMode.STREAM, **{**STREAM, "archive.controlChannel": "aeron:udp?endpoint=x:1"})
+    c = parse(ReadMode.STREAM, **{**STREAM, "startingPositions": "earliest"})
+    assert a.selection_identity() == b.selection_identity() != c.selection_identity()
+
+
+def test_offsets_round_trip_through_spark_json():
+    positions = RecordingPositions({10: 4096, 2: 0, 7: 1 << 40})
+    offset = positions.to_offset()
+    assert list(offset) == ["2", "7", "10"]  # sorted, string keys
+    assert RecordingPositions.from_offset(json.loads(json.dumps(offset))) == positions
+    assert RecordingPositions.from_json(positions.to_json()) == positions
+    assert positions.updated({2: 64}).without({7}) == RecordingPositions({2: 64, 10: 4096})
+
+
+@pytest.mark.parametrize("offset, message", [
+    ({"x": 0}, "not a recording id"),
+    ({"-1": 0}, ">= 0"),
+    ({"1": True}, "must be an integer"),
+    ({"1": -1}, "is not a position >= 0"),
+    ({"1": 48}, "not a frame boundary"),
+    ([1, 2], "must be a JSON object"),
+])
+def test_bad_offsets_are_rejected(offset, message):
+    with pytest.raises(OffsetFormatError, match=message):
+        RecordingPositions.from_offset(offset)
+
+
+def test_archive_dir_is_resolved_through_the_archive_mark_file(tmp_path):
+    from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
+    from aeron_spark.connector.source.archive_access import ArchiveUnavailable, resolve_connection
+
+    missing = parse(**{"archive.dir": str(tmp_path), "recordingIds": "1"})
+    with pytest.raises(ArchiveUnavailable, match="archive.dir"):
+        resolve_connection(missing.connection)
+    mark = ArchiveMarkFile.create(tmp_path, archive_id=5, control_channel="aeron:udp?endpoint=localhost:8010",
+                                  control_stream_id=77, local_control_channel="aeron:ipc", local_control_stream_id=10,
+                                  events_channel="aeron:ipc", events_stream_id=30, aeron_directory="/dev/shm/drv")
+    try:
+        resolved = resolve_connection(missing.connection)
+        assert (resolved.control_channel, resolved.control_stream_id, resolved.aeron_dir) == (
+            "aeron:udp?endpoint=localhost:8010", 77, "/dev/shm/drv")
+        overridden = parse(**{"path": str(tmp_path), "recordingIds": "1", "archive.controlStreamId": "12",
+                              "aeron.dir": "/other"})
+        resolved = resolve_connection(overridden.connection)
+        assert (resolved.control_stream_id, resolved.aeron_dir) == (12, "/other")
+    finally:
+        mark.close()
+
+
+def test_query_name_that_spark_adds_to_the_options_is_accepted():
+    validate_common({**BASE, "queryName": "vwap"})
+    assert parse(ReadMode.STREAM, **STREAM, queryName="vwap").recording_ids == (1, 2)
+
+
+def test_a_user_schema_selects_columns_or_is_rejected_with_the_accepted_columns():
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType, TimestampType
+
+    from aeron_spark.connector.data_source import select_columns, source_schema
+    options = parse(**BASE)
+    assert select_columns(None, options) is options
+    assert select_columns(source_schema(False), options) is options
+    chosen = select_columns(StructType([StructField("payload", BinaryType(), nullable=False),
+                                        StructField("timestamp", TimestampType())]), options)
+    assert chosen.output_columns == ("payload", "timestamp") and chosen.nullable_columns == {"timestamp"}
+    payload = StructField("payload", BinaryType())
+    for schema, what in ((StructType([StructField("payload", StringType())]), "wrong type: payload string"),
+                         (StructType([payload, payload]), "twice")):
+        with pytest.raises(OptionError, match=what) as error:
+            select_columns(schema, options)
+        assert "recording_id bigint, position bigint, payload binary, session_id int" in str(error.value)
