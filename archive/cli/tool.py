@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
 
 
 def _load_command_modules() -> None:
-    package = importlib.import_module("aeron_spark.archive")
+    package = importlib.import_module("aeron_spark.archive.cli")
     for module in pkgutil.iter_modules(package.__path__):
         if module.name.endswith(COMMAND_MODULE_SUFFIXES):
             importlib.import_module(f"{package.__name__}.{module.name}")
