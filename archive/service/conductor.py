@@ -70,13 +70,13 @@ from aeron_spark.archive.service.control_session import ControlSession, OfferRes
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, RecordingDescriptor
 from aeron_spark.archive.service.limit_counter import LimitCounterError, LimitCounterReader
 from aeron_spark.archive.service.recording_session import RecordingSession
-from aeron_spark.archive.service.replay_session import (
+from aeron_spark.archive.service.replay_plan import (
     RecordingLayout,
     ReplayRequestError,
-    ReplaySession,
     make_replay_session_id,
     plan_replay,
 )
+from aeron_spark.archive.service.replay_session import ReplaySession
 from aeron_spark.driver_integration import channel_uri
 
 log = logging.getLogger(__name__)
