@@ -66,7 +66,7 @@ class ArchiveServiceOptions:
     file_sync: int = 0
     catalog_file_sync: int = 0
     segment_direct_io: bool = False  # O_DIRECT segment writes (where the file system allows): for write-heavy archives
-    checksum: str | None = None  # None or a checksum name accepted by archive.checksum
+    checksum: str | None = None  # None or a checksum name accepted by storage.checksum
     replay_checksum: str | None = None  # verify stored checksums before replaying (None: off)
     replay_buffer_length: int = 1024 * 1024
     max_concurrent_recordings: int = 20
@@ -138,7 +138,7 @@ class ArchiveService:
             events_stream_id=o.recording_events_stream_id, aeron_directory=self.aeron_dir)
         self.error_log = errors = MarkFileErrorLog(self.mark_file)
         checksum = _checksum(o.checksum)
-        # The conductor creates the writers with the process default (one archive per process).
+        # The recording requests create the writers with the process default (one archive per process).
         from aeron_spark.archive.storage.segment import set_default_direct_io
         set_default_direct_io(o.segment_direct_io)
         self.catalog = Catalog.open(directory, file_sync=o.catalog_file_sync)
