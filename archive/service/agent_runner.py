@@ -6,9 +6,11 @@ one thread (Aeron's SHARED/DEDICATED threading modes are one runner for all agen
 agent). :class:`BackoffIdleStrategy` spins a few times, then yields, then sleeps with a doubling
 park time capped at 1 ms, and resets as soon as an agent does work.
 
-An exception from ``do_work`` is logged and counted (``error_count``) and the loop carries on,
-like Aeron's AgentRunner with an error handler; :meth:`AgentRunner.close` stops the thread and
-then calls each agent's ``on_close`` on the runner's thread.
+An exception from ``do_work`` is logged and counted (``error_count``), passed to the runner's
+``error_handler`` if it has one (the archive service's records it in the mark file's error log,
+`error_log.MarkFileErrorLog`), and the loop carries on, like Aeron's AgentRunner with an error
+handler; :meth:`AgentRunner.close` stops the thread and then calls each agent's ``on_close`` on
+the runner's thread.
 """
 
 from __future__ import annotations
@@ -93,11 +95,17 @@ class AgentRunner:
                 work += agent.do_work()
             except Exception as error:  # noqa: BLE001
                 self.error_count += 1
-                if self.error_handler is not None:
-                    self.error_handler(error)
-                else:
-                    log.exception("agent %s failed in do_work", getattr(agent, "role_name", agent))
+                log.exception("agent %s failed in do_work", getattr(agent, "role_name", agent))
+                self._handle_error(error)
         return work
+
+    def _handle_error(self, error: BaseException) -> None:
+        if self.error_handler is None:
+            return
+        try:
+            self.error_handler(error)
+        except Exception:  # noqa: BLE001 - the error handler must not stop the loop either
+            log.exception("agent runner %s: the error handler failed", self.name)
 
     def _run(self) -> None:
         idle = self.idle_strategy

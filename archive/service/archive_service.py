@@ -10,7 +10,8 @@
    stop position is re-derived from the last segment file (`recovery.recover_recording`), stale
    bytes after it are zeroed, and the catalog gets the stop position and timestamp;
 4. connects an Aeron client and starts the agents on their threads: the conductor, the
-   recorder and the replayer (one `AgentRunner` each).
+   recorder and the replayer (one `AgentRunner` each). Every error their duty cycles catch is
+   logged and also recorded in the mark file's error log (`error_log.MarkFileErrorLog`).
 
 `ArchiveService.close()` (also on SIGTERM/SIGINT via the serve command): the conductor stops
 every recording; the service waits until the recorder has written their last blocks and the
@@ -35,6 +36,7 @@ from aeron_spark.archive.service.agent_runner import AgentRunner
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.service.conductor import ArchiveConductor, ConductorSettings
+from aeron_spark.archive.service.error_log import MarkFileErrorLog
 from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
 from aeron_spark.archive.service.recorder import Recorder
 from aeron_spark.archive.service.replayer import Replayer
@@ -47,10 +49,6 @@ DEFAULT_LOCAL_CONTROL_CHANNEL = "aeron:ipc"
 DEFAULT_LOCAL_CONTROL_STREAM_ID = 11
 DEFAULT_RECORDING_EVENTS_STREAM_ID = 30
 SHUTDOWN_RECORDINGS_TIMEOUT_S = 10.0
-
-
-class ArchiveServiceError(Exception):
-    """The archive could not start (directory, driver, mark file or catalog problem)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,7 @@ class ArchiveServiceOptions:
     file_sync: int = 0
     catalog_file_sync: int = 0
     segment_direct_io: bool = False  # O_DIRECT segment writes (where the file system allows): for write-heavy archives
-    checksum: str | None = None  # None or a checksum name accepted by archive.checksum
+    checksum: str | None = None  # None or a checksum name accepted by storage.checksum
     replay_checksum: str | None = None  # verify stored checksums before replaying (None: off)
     replay_buffer_length: int = 1024 * 1024
     max_concurrent_recordings: int = 20
@@ -91,6 +89,7 @@ class ArchiveService:
         self.driver: Any = None
         self.aeron: Any = None
         self.mark_file: ArchiveMarkFile | None = None
+        self.error_log: MarkFileErrorLog | None = None
         self.catalog: Catalog | None = None
         self.conductor: ArchiveConductor | None = None
         self.recorder: Recorder | None = None
@@ -137,16 +136,17 @@ class ArchiveService:
             local_control_stream_id=o.local_control_stream_id,
             events_channel=o.recording_events_channel or "",
             events_stream_id=o.recording_events_stream_id, aeron_directory=self.aeron_dir)
+        self.error_log = errors = MarkFileErrorLog(self.mark_file)
         checksum = _checksum(o.checksum)
-        # The conductor creates the writers with the process default (one archive per process).
+        # The recording requests create the writers with the process default (one archive per process).
         from aeron_spark.archive.storage.segment import set_default_direct_io
         set_default_direct_io(o.segment_direct_io)
         self.catalog = Catalog.open(directory, file_sync=o.catalog_file_sync)
         self.recovered = recover_active_recordings(self.catalog, directory, checksum=checksum,
                                                    file_sync=o.file_sync)
         counters_reader = _counters_reader(self.aeron)
-        self.recorder = Recorder(_io_counters(self.aeron, self.archive_id, "recorder"))
-        self.replayer = Replayer(_io_counters(self.aeron, self.archive_id, "replayer"))
+        self.recorder = Recorder(_io_counters(self.aeron, self.archive_id, "recorder"), error_handler=errors)
+        self.replayer = Replayer(_io_counters(self.aeron, self.archive_id, "replayer"), error_handler=errors)
         control_channels = []
         if o.control_channel:
             control_channels.append((o.control_channel, o.control_stream_id))
@@ -166,12 +166,15 @@ class ArchiveService:
             aeron=self.aeron, catalog=self.catalog, settings=settings, recorder=self.recorder,
             replayer=self.replayer, control_channels=control_channels,
             authenticator=o.authenticator, recording_events=events, mark_file=self.mark_file,
-            counters_reader=counters_reader)
-        self._runners = [
-            AgentRunner([self.conductor], name="archive-conductor").start(),
-            AgentRunner([self.recorder], name="archive-recorder").start(),
-            AgentRunner([self.replayer], name="archive-replayer").start(),
-        ]
+            counters_reader=counters_reader, error_handler=errors)
+        self._start_agents([self.conductor, self.recorder, self.replayer])
+
+    def _start_agents(self, agents: list[Any]) -> None:
+        """One `AgentRunner` thread per agent (Aeron's DEDICATED threading), named by its role;
+        an error a duty cycle raises is logged, counted and recorded in the mark file."""
+        for agent in agents:
+            self._runners.append(AgentRunner([agent], name=agent.role_name,
+                                             error_handler=self.error_log).start())
 
     # ------------------------------------------------------------------ stop
 

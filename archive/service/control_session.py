@@ -5,7 +5,7 @@ States (Aeron's ControlSession)::
     INIT -> CONNECTING -> CONNECTED -> (CHALLENGED) -> AUTHENTICATED -> ACTIVE -> DONE
                                   \\-> REJECTED -> DONE (timeout)
 
-* INIT: created from a connect request; the conductor is adding the response publication.
+* INIT: created from a connect request; the control demuxer is adding the response publication.
   `publication_ready` moves to CONNECTING.
 * CONNECTING: waits until the response publication is connected (`tick` is told).
 * CONNECTED: every 200 ms either the "invalid client version" ERROR (relevantId =
@@ -18,10 +18,10 @@ States (Aeron's ControlSession)::
   interval; the session ends when its response publication is no longer connected, when
   responses stay blocked for the connect timeout, or (if enabled) after an idle timeout.
 * REJECTED: ERROR AUTHENTICATION_REJECTED is re-sent every 200 ms until the connect timeout.
-* DONE: the conductor closes the response publication and forgets the session.
+* DONE: the control demuxer closes the response publication and forgets the session.
 
 The session never touches Aeron. It queues typed codec messages (`Outbound`) in an outbox; the
-conductor offers them in order (`drain`) and reports whether each offer succeeded. Handshake
+control demuxer offers them in order (`drain`) and reports each offer's result. Handshake
 messages that are re-sent anyway (connect OK, rejections, pings) are dropped when an offer fails;
 responses, descriptors and signals wait at the head of the queue, and if they stay blocked for
 the connect timeout the session aborts (as Aeron's "failed to send response for more than
@@ -38,6 +38,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from enum import Enum
+from typing import Any
 
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator, Authenticator
 from aeron_spark.archive.codecs import (
@@ -56,6 +57,7 @@ from aeron_spark.archive.codecs import (
     semantic_version_parts,
 )
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
+from aeron_spark.driver_integration.publication import OfferResult
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,9 @@ SESSION_CLOSED = "session closed"
 RESPONSE_NOT_CONNECTED = "control response publication is not connected"
 REQUEST_IMAGE_UNAVAILABLE = "control request publication image unavailable"
 AUTHENTICATION_REJECTED = "authentication rejected"
+
+_BACK_PRESSURED = OfferResult.BACK_PRESSURED
+_ADMIN_ACTION = OfferResult.ADMIN_ACTION
 
 Outbound = (ControlResponse | Challenge | Ping | RecordingSignalEvent | RecordingDescriptorMessage
             | RecordingSubscriptionDescriptor)
@@ -81,12 +86,6 @@ class SessionState(Enum):
     ACTIVE = "ACTIVE"
     REJECTED = "REJECTED"
     DONE = "DONE"
-
-
-class OfferResult(Enum):
-    SENT = "sent"
-    BLOCKED = "blocked"  # back pressure or admin action: try again later
-    GONE = "gone"  # not connected, closed, max position: the session cannot continue
 
 
 def invalid_version_message(client_version: int) -> str | None:
@@ -132,8 +131,9 @@ class ControlSession:
         self.invalid_version_message = invalid_version_message(client_version)
         self.encoded_principal: bytes | None = None
         self.abort_reason: str | None = None
-        #: a listing in progress (owned by the conductor; one per session, else ACTIVE_LISTING)
-        self.active_listing: object | None = None
+        #: the listing in progress (a `listing_sessions.RecordingListingSession`; one per session,
+        #: a second listing request gets ACTIVE_LISTING), continued by the control demuxer
+        self.active_listing: Any = None
         self._state = SessionState.INIT
         self._activity_deadline_ms: int | None = now_ms + connect_timeout_ms
         self._resend_deadline_ms = now_ms - 1  # the first connect response goes at once
@@ -166,7 +166,7 @@ class ControlSession:
         self._state = state
 
     def abort(self, reason: str) -> None:
-        """Ends the session; the conductor closes its publication on the next cycle."""
+        """Ends the session; the control demuxer closes its publication on the next cycle."""
         if self._state is not SessionState.DONE:
             self.abort_reason = reason
             self._set_state(SessionState.DONE, reason)
@@ -336,9 +336,6 @@ class ControlSession:
     def outbox_length(self) -> int:
         return len(self._outbox)
 
-    def peek_outbound(self) -> Outbound | None:
-        return self._outbox[0][0] if self._outbox else None
-
     def outbound_sent(self, now_ms: int) -> None:
         self._outbox.popleft()
         if self._state in (SessionState.AUTHENTICATED, SessionState.ACTIVE):
@@ -353,22 +350,29 @@ class ControlSession:
         if self._state is SessionState.ACTIVE and self._activity_deadline_ms is None:
             self._activity_deadline_ms = now_ms + self.connect_timeout_ms
 
-    def drain(self, offer: Callable[[Outbound], OfferResult], now_ms: int, limit: int = 64) -> int:
-        """Offers queued messages in order until one is blocked; returns how many were sent."""
+    def drain(self, offer: Callable[[Outbound], int], now_ms: int, limit: int = 64) -> int:
+        """Offers queued messages in order until one is refused; returns how many were sent.
+
+        ``offer`` returns what the response publication's ``offer`` returns: the new position
+        (>= 0, sent) or an `OfferResult`. BACK_PRESSURED and ADMIN_ACTION leave the message
+        queued (try again later); any other result (not connected, closed, max position) means
+        the response publication is gone: an ACTIVE session ends, a session still in its
+        handshake waits (the client may still connect).
+        """
         sent = 0
         while self._outbox and sent < limit and self._state is not SessionState.DONE:
             result = offer(self._outbox[0][0])
-            if result is OfferResult.SENT:
+            if result >= 0:
                 self.outbound_sent(now_ms)
                 sent += 1
-            elif result is OfferResult.GONE:
+            elif result == _BACK_PRESSURED or result == _ADMIN_ACTION:
+                self.outbound_blocked(now_ms)
+                break
+            else:
                 if self._state is SessionState.ACTIVE:
                     self.abort(RESPONSE_NOT_CONNECTED)
                 else:
                     self.outbound_blocked(now_ms)  # handshake: the client may still connect
-                break
-            else:
-                self.outbound_blocked(now_ms)
                 break
         return sent
 

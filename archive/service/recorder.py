@@ -3,8 +3,9 @@
 Interface with the conductor (the conductor runs on its own thread; the recorder may share that
 thread or run on its own, see :mod:`aeron_spark.archive.service.agent_runner`):
 
-* The conductor, on an available Image of a recording subscription (callback on the Aeron client
-  thread -> its own queue -> its thread), adds the catalog entry, allocates the rec-pos counter
+* The conductor (:mod:`~aeron_spark.archive.service.recording_requests`), on an available Image
+  of a recording subscription (callback on the Aeron client thread -> its event queue -> its
+  thread), adds the catalog entry, allocates the rec-pos counter
   (:func:`aeron_spark.archive.codecs.recording_position.allocate`, value = join position), builds a
   ``RecordingSession(recording_id=..., image=..., writer_factory=..., position_counter=...,
   correlation_id=..., owner=<its bookkeeping>, listener=<its listener>)`` and calls

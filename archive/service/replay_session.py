@@ -1,16 +1,12 @@
 """One replay of a recording to an exclusive publication: INIT -> REPLAY -> INACTIVE -> DONE.
 
-Modelled on Aeron's ``ReplaySession`` (reference §3.6):
+The state machine, modelled on Aeron's ``ReplaySession``. The request was checked and planned
+first (:mod:`~aeron_spark.archive.service.replay_plan`); the replay request handler
+(:mod:`~aeron_spark.archive.service.replay_requests`) opens the publication (channel from
+``channel_uri.replay_channel``: the client's stripped channel at the replay position with the
+recording's initial term id, term length and mtu) and builds the session with
+``replay_session_id = make_replay_session_id(replay_id, publication.session_id)``.
 
-* :func:`plan_replay` (sans-IO) applies the request rules: replay position 32-aligned,
-  >= start, < stop when the recording is stopped, not past a limit counter; length -1 follows
-  (an active recording's rec-pos counter or a bounded replay's limit counter), -2 replays what
-  exists now (EMPTY_RECORDING when that is nothing), otherwise min(length, available).
-  Violations raise :class:`ReplayRequestError` with Aeron's error code.
-* The conductor (through :class:`~aeron_spark.archive.service.replayer.ReplayFactory`) opens the
-  publication (channel from ``channel_uri.replay_channel``: the client's stripped channel at the
-  replay position with the recording's initial term id, term length and mtu) and builds the session with ``replay_session_id =``
-  :func:`make_replay_session_id` ``(replay_id, publication.session_id)``.
 * INIT waits (up to the connect timeout) for the first segment file, checks that a position
   other than the start is a real frame header of this recording (term offset, term id, stream
   id), then tells the listener ``on_replay_ready`` (the conductor's OK response, relevantId =
@@ -20,17 +16,15 @@ Modelled on Aeron's ``ReplaySession`` (reference §3.6):
   always whole frames inside one term. The block offered is the DATA frames up to the first PAD
   frame or the first frame starting at/after the replay limit (a frame that starts before the
   limit is sent whole, as Aeron does); each DATA frame gets the publication's session id and
-  stream id (checksums verified first when enabled). Messages may span blocks: the subscriber
+  stream id (checksums verified first when enabled); see
+  :mod:`~aeron_spark.archive.service.replay_blocks`. Messages may span blocks: the subscriber
   reassembles fragments, and positions stay identical to the recording. A PAD frame becomes
   ``append_padding`` (split into several padding frames only if it exceeds the publication's
-  max message length; the end position is the same). A back-pressured offer keeps the prepared block and retries it next cycle
-  without re-reading. Follow/bounded replays wait at the limit; a closed limit is final.
+  max message length; the end position is the same). A back-pressured offer keeps the prepared
+  block and retries it next cycle without re-reading. Follow/bounded replays wait at the limit;
+  a closed limit is final.
 * The end (limit reached) closes the publication normally (the subscriber sees end of stream);
   an abort, error or lost subscriber revokes it.
-
-Frame boundaries come from ``driver_integration.frame.scan_frames`` (numpy, no per-frame Python)
-and the header rewrite is one numpy scatter; ``vectorized=False`` selects the pure-Python walk,
-kept as the reference the fast path is tested against byte for byte.
 """
 
 from __future__ import annotations
@@ -38,7 +32,6 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,31 +39,26 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from aeron_spark.archive.codecs.constants import ArchiveErrorCode
 from aeron_spark.archive.service.counters import IoStats
-from aeron_spark.archive.codecs.constants import REPLAY_ALL_AND_FOLLOW, REPLAY_ALL_AND_STOP, ArchiveErrorCode
 from aeron_spark.archive.service.limit_counter import ReplayLimit
-from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION
-from aeron_spark.driver_integration.frame import (
-    FRAME_ALIGNMENT, HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, SESSION_ID_OFFSET, STREAM_ID_OFFSET,
-    StopReason, aligned_frame_length, scan_frames, walk_frames)
-from aeron_spark.archive.storage.segment import SegmentReader, segment_file_path
-from aeron_spark.driver_integration.position import (
-    compute_term_id_from_position, position_bits_to_shift, segment_file_base_position)
+from aeron_spark.archive.service.replay_blocks import (
+    is_recorded_frame_start, open_segments, prepare_block, segment_exists)
+from aeron_spark.archive.service.replay_plan import (
+    DEFAULT_REPLAY_BUFFER_LENGTH, INT64_MAX, RecordingLayout, ReplayPlan)
+from aeron_spark.driver_integration.frame import FRAME_ALIGNMENT, HEADER_LENGTH, aligned_frame_length
+from aeron_spark.driver_integration.position import compute_term_id_from_position, position_bits_to_shift
+from aeron_spark.driver_integration.publication import OfferResult
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REPLAY_BUFFER_LENGTH = 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT_NS = 5_000_000_000
-INT64_MAX = (1 << 63) - 1
 
-# Publication offer results (Aeron's Publication constants).
-NOT_CONNECTED = -1
-BACK_PRESSURED = -2
-ADMIN_ACTION = -3
-CLOSED = -4
-MAX_POSITION_EXCEEDED = -5
-
-_HEADER_CHECK = struct.Struct("<iiii")  # term_offset, session_id, stream_id, term_id at offset 8
+# The publication results a replay tells apart, as plain names for the per-block comparisons.
+NOT_CONNECTED = OfferResult.NOT_CONNECTED
+BACK_PRESSURED = OfferResult.BACK_PRESSURED
+CLOSED = OfferResult.CLOSED
+MAX_POSITION_EXCEEDED = OfferResult.MAX_POSITION_EXCEEDED
 
 
 class ReplayState(enum.Enum):
@@ -80,352 +68,12 @@ class ReplayState(enum.Enum):
     DONE = "DONE"
 
 
-class ReplayRequestError(ValueError):
-    """A replay request the archive refuses; ``code`` is the ArchiveErrorCode for the response."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = int(code)
-
-
-class ReplayFrameError(ValueError):
-    """Recorded bytes that are not a valid frame chain where the recording says data is."""
-
-
 @dataclass(frozen=True, slots=True)
 class ReplayError:
     code: int
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class RecordingLayout:
-    """The descriptor fields a replay needs (see RecordingDescriptor)."""
-
-    recording_id: int
-    start_position: int
-    stop_position: int  # NULL_POSITION while active
-    initial_term_id: int
-    segment_file_length: int
-    term_buffer_length: int
-    mtu_length: int
-    stream_id: int
-
-    @classmethod
-    def of(cls, descriptor) -> "RecordingLayout":
-        return cls(descriptor.recording_id, descriptor.start_position, descriptor.stop_position,
-                   descriptor.initial_term_id, descriptor.segment_file_length,
-                   descriptor.term_buffer_length, descriptor.mtu_length, descriptor.stream_id)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayPlan:
-    replay_position: int
-    replay_length: int  # bytes; INT64_MAX - position for an open-ended follow
-    stop_position: int  # readable end right now: the limit's value or the recording's stop
-
-    @property
-    def replay_limit(self) -> int:
-        return min(INT64_MAX, self.replay_position + self.replay_length)
-
-
-def make_replay_session_id(replay_id: int, publication_session_id: int) -> int:
-    """``(replayId << 32) | (sessionId & 0xFFFFFFFF)`` as a signed int64 (the OK's relevantId)."""
-    value = ((replay_id & 0xFFFFFFFF) << 32) | (publication_session_id & 0xFFFFFFFF)
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def plan_replay(recording: RecordingLayout, position: int, length: int, *,
-                limit_position: int | None = None, file_io_max_length: int = 0,
-                replay_buffer_length: int = DEFAULT_REPLAY_BUFFER_LENGTH) -> ReplayPlan:
-    """Validate a (bounded) replay request; ``limit_position`` is the value of the counter the
-    replay will follow (the active recording's rec-pos, or the bounded replay's limit counter),
-    None for a stopped recording without a limit counter."""
-    rid = recording.recording_id
-    start = recording.start_position
-    replay_position = start
-    if position != NULL_POSITION:
-        if position & (FRAME_ALIGNMENT - 1):
-            raise ReplayRequestError(ArchiveErrorCode.GENERIC,
-                                     f"requested replay start position={position} is not a multiple of "
-                                     f"FRAME_ALIGNMENT ({FRAME_ALIGNMENT}) for recording {rid}")
-        if position < start:
-            raise ReplayRequestError(ArchiveErrorCode.INVALID_POSITION,
-                                     f"requested replay start position={position} is less than recording "
-                                     f"start position={start} for recording {rid}")
-        stop = recording.stop_position
-        if stop != NULL_POSITION and position >= stop:
-            raise ReplayRequestError(ArchiveErrorCode.INVALID_POSITION,
-                                     f"requested replay start position={position} must be less than the "
-                                     f"limit position={stop} for recording {rid}")
-        replay_position = position
-    if 0 < file_io_max_length < recording.mtu_length:
-        raise ReplayRequestError(ArchiveErrorCode.GENERIC,
-                                 f"fileIoMaxLength={file_io_max_length} < mtuLength={recording.mtu_length}")
-    if replay_buffer_length < recording.mtu_length:
-        raise ReplayRequestError(ArchiveErrorCode.GENERIC,
-                                 f"replayBufferCapacity={replay_buffer_length} < mtuLength={recording.mtu_length}")
-    if limit_position is not None and limit_position != NULL_POSITION:
-        if replay_position > limit_position:
-            raise ReplayRequestError(ArchiveErrorCode.INVALID_POSITION,
-                                     f"requested replay start position={replay_position} must be less than "
-                                     f"the limit position={limit_position} for recording {rid}")
-        stop_position = limit_position
-        max_length = INT64_MAX - replay_position
-    else:
-        if recording.stop_position == NULL_POSITION:
-            raise ReplayRequestError(ArchiveErrorCode.GENERIC,
-                                     f"recording {rid} is active but no position counter to follow was given")
-        stop_position = recording.stop_position
-        max_length = stop_position - replay_position
-    if length == REPLAY_ALL_AND_FOLLOW:
-        replay_length = max_length
-    elif length == REPLAY_ALL_AND_STOP:
-        replay_length = stop_position - replay_position
-        if replay_length == 0:
-            raise ReplayRequestError(ArchiveErrorCode.EMPTY_RECORDING,
-                                     f"when replaying and stopping the replay length must be non-zero, "
-                                     f"recordingId={rid}")
-    else:
-        replay_length = min(length, max_length)
-    if replay_length < 0:
-        raise ReplayRequestError(ArchiveErrorCode.GENERIC,
-                                 f"replay length must be positive: replayLength={replay_length}, length={length}, "
-                                 f"stopPosition={stop_position}, replayPosition={replay_position} for recording {rid}")
-    return ReplayPlan(replay_position, replay_length, stop_position)
-
-
-# -- the bulk path: find the block to offer and rewrite its headers ---------------------------------
-@dataclass(frozen=True, slots=True)
-class PreparedBlock:
-    data_length: int  # bytes of whole DATA frames from offset 0 to offer as one block
-    padding_frame_length: int  # frame_length of a PAD frame right after them (0: none)
-
-
-def prepare_block(buffer: np.ndarray, length: int, remaining: int, session_id: int, stream_id: int,
-                  *, checksum=None, block_position: int = 0, vectorized: bool = True,
-                  term_offset: int | None = None, term_id: int | None = None) -> PreparedBlock:
-    """Choose the frames of ``buffer[:length]`` (read from the recording at ``block_position``)
-    to replay now, and rewrite their session and stream ids in place.
-
-    The block is the DATA frames from offset 0 up to (not including) the first PAD frame, the
-    first incomplete frame, or the first frame starting at or after ``remaining`` (bytes left
-    before the replay limit). A frame_length <= 0 or < 32 before that point means the recording
-    has no valid frame where data should be: :class:`ReplayFrameError`.
-
-    With ``term_offset``/``term_id`` (where the block sits in its term) frame starts are found
-    in one pass from the headers' own term offset and term id fields, confirmed by the length
-    chain; payload bytes that merely look like a header break the chain and fall back to the
-    general scan, so the result is always exact.
-    """
-    if vectorized and term_offset is not None and term_id is not None:
-        fixed = _prepare_fixed_size(buffer, length, remaining, session_id, stream_id, checksum,
-                                    block_position, term_offset, term_id)
-        if fixed is not None:
-            return fixed
-    view = memoryview(buffer)[:length]
-    if vectorized:
-        found = None
-        if term_offset is not None and term_id is not None:
-            found = _frames_by_header_fields(buffer, length, term_offset, term_id)
-        offsets, end, stop_reason, types = found if found is not None else _frames_numpy(buffer, view)
-    else:
-        offsets, end, stop_reason, types = _frames_python(view)
-    count = len(offsets)
-    cut = count
-    pad_index = -1
-    if count:
-        if vectorized:
-            non_data = np.flatnonzero(types != HDR_TYPE_DATA)
-            first_other = int(non_data[0]) if len(non_data) else count
-            beyond = int(np.searchsorted(offsets, remaining, side="left"))
-        else:
-            first_other = next((i for i, t in enumerate(types) if t != HDR_TYPE_DATA), count)
-            beyond = next((i for i, o in enumerate(offsets) if o >= remaining), count)
-        cut = min(first_other, beyond)
-        if first_other < beyond:
-            if types[first_other] != HDR_TYPE_PAD:
-                raise ReplayFrameError(f"unexpected frame type {int(types[first_other])} at position="
-                                       f"{block_position + int(offsets[first_other])}")
-            pad_index = first_other
-    # The chain stopped before the limit on a bad length: nothing valid is recorded there.
-    stop_offset = int(offsets[cut]) if cut < count else end
-    if cut == count and stop_offset < remaining and stop_reason in (
-            StopReason.ZERO_LENGTH, StopReason.NEGATIVE_LENGTH, StopReason.TOO_SHORT):
-        raise ReplayFrameError(f"unexpected end of recording at position={block_position + stop_offset} "
-                               f"({stop_reason.value})")
-    data_length = int(offsets[cut - 1]) + _aligned_at(view, int(offsets[cut - 1])) if cut else 0
-    padding = _frame_length_at(view, int(offsets[pad_index])) if pad_index >= 0 else 0
-    if cut == count and stop_reason is StopReason.OVERRUN and end < remaining \
-            and struct.unpack_from("<H", view, end + 6)[0] == HDR_TYPE_PAD:
-        padding = _frame_length_at(view, end)  # a PAD needs only its header, not its (long) body
-    if data_length:
-        if checksum is not None:
-            from aeron_spark.archive.storage.checksum import verify_and_restore  # only when enabled
-            verify_and_restore(view[:data_length], session_id, checksum, block_position=block_position)
-        if vectorized:
-            words = buffer[:data_length].view("<i4")
-            starts = offsets[:cut] >> 2
-            words[starts + SESSION_ID_OFFSET // 4] = session_id
-            words[starts + STREAM_ID_OFFSET // 4] = stream_id
-        else:
-            for offset in offsets[:cut]:
-                struct.pack_into("<ii", view, offset + SESSION_ID_OFFSET, session_id, stream_id)
-    return PreparedBlock(data_length, padding)
-
-
-def _prepare_fixed_size(buffer: np.ndarray, length: int, remaining: int, session_id: int, stream_id: int,
-                        checksum, block_position: int, term_offset: int, term_id: int) -> PreparedBlock | None:
-    """The common case (fixed-size messages): DATA frames of one length, back to back from
-    offset 0. One strided view over the block checks every header's frame length, type, term
-    offset and term id and rewrites the ids; None (the general path decides) when any frame
-    differs or the tail after them holds a whole frame."""
-    if length < HEADER_LENGTH:
-        return None
-    words = buffer[:length].view("<i4") if not length & 3 else buffer[: length & ~3].view("<i4")
-    frame_length = int(words[0])
-    if frame_length < HEADER_LENGTH:
-        return None
-    aligned = (frame_length + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1)
-    count = length // aligned
-    if count == 0:
-        return None
-    stride = aligned // 4
-    rows = words[: count * stride].reshape(count, stride)
-    matches = ((rows[:, 0] == frame_length)
-               & (rows[:, 1] >> 16 == HDR_TYPE_DATA)  # type: u16 at byte 6 (little-endian)
-               & (rows[:, 5] == term_id)
-               & (rows[:, 2] == np.arange(term_offset, term_offset + count * aligned, aligned, dtype=np.int32)))
-    if not matches[-1]:  # the frames stop early: only the term's PAD may follow them
-        count = int(np.argmin(matches))
-        if count == 0 or matches[count:].any():
-            return None
-        rows = rows[:count]
-    elif not matches.all():
-        return None
-    end = count * aligned
-    padding = 0
-    if end < length:
-        if length - end < HEADER_LENGTH:
-            return None  # a truncated header after the frames: rare, the general path decides
-        next_length = int(words[end >> 2])
-        if next_length <= 0 or next_length < HEADER_LENGTH:
-            return None  # bad length: the general path reports it (or stops at the limit)
-        is_pad = (int(words[(end >> 2) + 1]) >> 16) & 0xFFFF == HDR_TYPE_PAD
-        if not is_pad and end + ((next_length + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1)) <= length:
-            return None  # a whole DATA frame of another length follows
-        if is_pad and end < remaining:
-            padding = next_length  # the term's PAD (whole or cut by the read: its header is enough)
-    cut = min(count, -(-remaining // aligned)) if remaining > 0 else 0
-    if cut < count:
-        padding = 0
-    data_length = cut * aligned
-    if data_length:
-        if checksum is not None:
-            from aeron_spark.archive.storage.checksum import verify_and_restore  # only when enabled
-            verify_and_restore(memoryview(buffer)[:data_length], session_id, checksum,
-                               block_position=block_position)
-        rows[:cut, SESSION_ID_OFFSET // 4] = session_id
-        rows[:cut, STREAM_ID_OFFSET // 4] = stream_id
-    return PreparedBlock(data_length, padding)
-
-
-def _frame_length_at(view: memoryview, offset: int) -> int:
-    return struct.unpack_from("<i", view, offset)[0]
-
-
-def _aligned_at(view: memoryview, offset: int) -> int:
-    return aligned_frame_length(_frame_length_at(view, offset))
-
-
-def _frames_by_header_fields(buffer: np.ndarray, length: int, term_offset: int, term_id: int):
-    """Frame starts = 32-byte slots whose term_offset field is their own term offset and whose
-    term_id is the block's, if those slots chain exactly by aligned frame length; else None."""
-    slots = length // HEADER_LENGTH
-    if slots == 0:
-        return None
-    words = buffer[: slots * HEADER_LENGTH].view("<i4").reshape(slots, HEADER_LENGTH // 4)
-    own_offsets = np.arange(term_offset, term_offset + slots * HEADER_LENGTH, HEADER_LENGTH, dtype=np.int64)
-    lengths = words[:, 0]
-    candidates = np.flatnonzero((words[:, 2] == own_offsets) & (words[:, 5] == term_id) & (lengths >= HEADER_LENGTH))
-    if len(candidates) == 0 or candidates[0] != 0:
-        return None
-    offsets = candidates.astype(np.int64) * HEADER_LENGTH
-    ends = offsets + ((lengths[candidates].astype(np.int64) + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1))
-    if not np.array_equal(ends[:-1], offsets[1:]):
-        return None  # a payload that looks like a header, or a gap: let the general scan decide
-    if ends[-1] > length:  # the last frame is cut by the read length
-        offsets = offsets[:-1]
-        end = int(ends[-2]) if len(ends) > 1 else 0
-    else:
-        end = int(ends[-1])
-    stop_reason = StopReason.END
-    if end < length:
-        if length - end < HEADER_LENGTH:
-            stop_reason = StopReason.TRUNCATED_HEADER
-        else:
-            next_length = int(lengths[end // HEADER_LENGTH])
-            if next_length == 0:
-                stop_reason = StopReason.ZERO_LENGTH
-            elif next_length < 0:
-                stop_reason = StopReason.NEGATIVE_LENGTH
-            elif next_length < HEADER_LENGTH:
-                stop_reason = StopReason.TOO_SHORT
-            elif end + aligned_frame_length(next_length) <= length:
-                return None  # a whole frame whose fields do not match: the general scan decides
-            else:
-                stop_reason = StopReason.OVERRUN
-    types = buffer[: length & ~1].view("<u2")[(offsets + 6) >> 1]
-    return offsets, end, stop_reason, types
-
-
-def _frames_numpy(buffer: np.ndarray, view: memoryview):
-    scan = scan_frames(view)
-    offsets = scan.offsets
-    if len(offsets):
-        types = buffer[: len(view) & ~1].view("<u2")[(offsets + 6) >> 1]
-    else:
-        types = np.empty(0, dtype=np.uint16)
-    return offsets, scan.end, scan.stop_reason, types
-
-
-def _frames_python(view: memoryview):
-    offsets: list[int] = []
-    types: list[int] = []
-    end = 0
-    for offset, header in walk_frames(view):
-        offsets.append(offset)
-        types.append(header.frame_type)
-        end = offset + header.aligned_length
-    reason = StopReason.END
-    if len(view) - end >= HEADER_LENGTH:
-        length = _frame_length_at(view, end)
-        if length == 0:
-            reason = StopReason.ZERO_LENGTH
-        elif length < 0:
-            reason = StopReason.NEGATIVE_LENGTH
-        elif length < HEADER_LENGTH:
-            reason = StopReason.TOO_SHORT
-        else:
-            reason = StopReason.OVERRUN
-    elif end != len(view):
-        reason = StopReason.TRUNCATED_HEADER
-    return offsets, end, reason, types
-
-
-# -- segment file access ----------------------------------------------------------------------------
-def _segment_reader(archive_dir, recording: RecordingLayout) -> SegmentReader:
-    return SegmentReader(archive_dir, recording.recording_id, recording.start_position,
-                         recording.term_buffer_length, recording.segment_file_length)
-
-
-def _segment_exists(archive_dir, recording: RecordingLayout, position: int) -> bool:
-    base = segment_file_base_position(recording.start_position, position, recording.term_buffer_length,
-                                      recording.segment_file_length)
-    return segment_file_path(archive_dir, recording.recording_id, base).exists()
-
-
-# -- the session --------------------------------------------------------------------------------------
 class ReplayPublication(Protocol):
     """What a replay needs of driver_integration's ``ExclusivePublication``."""
 
@@ -481,7 +129,7 @@ class ReplaySession:
         self._limit = limit
         self._checksum = checksum
         self._archive_dir = archive_dir
-        self._files = _segment_reader(archive_dir, recording)
+        self._files = open_segments(archive_dir, recording)
         self._clock_ns = clock_ns
         self._nano_clock = nano_clock
         self._connect_deadline_ns = clock_ns() + connect_timeout_ns
@@ -551,13 +199,13 @@ class ReplaySession:
 
     def _init(self) -> int:
         if not self._ready_sent:
-            if not _segment_exists(self._archive_dir, self.recording, self._replay_position):
+            if not segment_exists(self._archive_dir, self.recording, self._replay_position):
                 if self._clock_ns() > self._connect_deadline_ns:
                     self._raise_error("recording segment file not created", ArchiveErrorCode.GENERIC)
                 return 0
             position = self._replay_position
             if position > self.recording.start_position and position != self._stop_position \
-                    and not self._is_frame_start(position):
+                    and not is_recorded_frame_start(self._files, self._buffer_view, self.recording, position):
                 self._raise_error(f"replayPosition={position} does not point to a valid frame",
                                   ArchiveErrorCode.INVALID_POSITION)
                 return 0
@@ -572,15 +220,6 @@ class ReplaySession:
             return 0
         self._to(ReplayState.REPLAY, "")
         return 1
-
-    def _is_frame_start(self, position: int) -> bool:
-        header = self._buffer_view[:HEADER_LENGTH]
-        if self._files.read_into(position, header) < HEADER_LENGTH:
-            return False
-        term_offset, _, stream_id, term_id = _HEADER_CHECK.unpack_from(header, 8)
-        expected_term_id = compute_term_id_from_position(position, self._bits, self.recording.initial_term_id)
-        return (term_offset == position & (self._term_length - 1) and term_id == expected_term_id
-                and stream_id == self.recording.stream_id and struct.unpack_from("<i", header, 0)[0] > 0)
 
     def _replay(self) -> int:
         if not self.publication.is_connected:

@@ -2,10 +2,11 @@
 
 Interface with the conductor (its own thread; see :mod:`aeron_spark.archive.service.agent_runner`):
 
-* On a (Bounded)ReplayRequest the conductor checks MAX_REPLAYS and the recording, builds the
+* On a (Bounded)ReplayRequest the conductor
+  (:mod:`~aeron_spark.archive.service.replay_requests`) checks MAX_REPLAYS and the recording, builds the
   limit the replay follows (a :class:`~aeron_spark.archive.service.limit_counter.LimitCounterReader` on
   the active recording's rec-pos counter id, or on a bounded replay's ``limitCounterId``; None
-  for a stopped recording), calls :func:`~aeron_spark.archive.service.replay_session.plan_replay`
+  for a stopped recording), calls :func:`~aeron_spark.archive.service.replay_plan.plan_replay`
   (``ReplayRequestError.code`` -> ERROR), opens the exclusive publication on
   ``channel_uri.replay_channel(...)`` and adds ``ReplaySession(replay_session_id=
   make_replay_session_id(replay_id, publication.session_id), recording=RecordingLayout.of(

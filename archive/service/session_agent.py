@@ -2,16 +2,18 @@
 
 Sessions arrive from the conductor's thread (``add_session``, a thread-safe deque append), stop
 commands likewise (``_enqueue``); the agent's thread moves both in at the start of each
-``do_work``, runs every session's ``do_work`` (a failing session is logged and must not stop the
-others), retires the sessions that are done, and publishes the I/O counters once per cycle that
-did work. ``on_close`` aborts every session, gives each one more cycle to stop, retires it and
-closes the counters. Subclasses say how a command aborts sessions and how a session is retired.
+``do_work``, runs every session's ``do_work`` (a failing session is logged, passed to the
+``error_handler`` if any, and must not stop the others), retires the sessions that are done, and
+publishes the I/O counters once per cycle that did work. ``on_close`` aborts every session, gives
+each one more cycle to stop, retires it and closes the counters. Subclasses say how a command
+aborts sessions and how a session is retired.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from aeron_spark.archive.service.counters import IoCounters, IoStats
@@ -35,8 +37,10 @@ class SessionAgent[S: Session]:
 
     role_name = "archive-sessions"
 
-    def __init__(self, counters: IoCounters | None = None) -> None:
+    def __init__(self, counters: IoCounters | None = None, *,
+                 error_handler: Callable[[BaseException], None] | None = None) -> None:
         self._counters = counters
+        self.error_handler = error_handler  # also told of a failing session (after the log)
         self.io_stats = IoStats()
         self._incoming: collections.deque[S] = collections.deque()  # thread-safe appends
         self._commands: collections.deque[tuple[str, int]] = collections.deque()
@@ -86,8 +90,10 @@ class SessionAgent[S: Session]:
             session = sessions[index]
             try:
                 work += session.do_work()
-            except Exception:  # a listener failure must not stop the other sessions
+            except Exception as error:  # a listener failure must not stop the other sessions
                 log.exception("%s: duty cycle failed", self._describe(session))
+                if self.error_handler is not None:
+                    self.error_handler(error)
             if session.is_done:
                 sessions[index] = sessions[-1]
                 sessions.pop()

@@ -26,8 +26,8 @@ from aeron_spark.archive.codecs.constants import ArchiveErrorCode
 from aeron_spark.archive.service.limit_counter import LimitCounterReader
 from aeron_spark.archive.service.recorder import Recorder
 from aeron_spark.archive.service.recording_session import RecordingSession
-from aeron_spark.archive.service.replay_session import (
-    RecordingLayout, ReplaySession, make_replay_session_id, plan_replay)
+from aeron_spark.archive.service.replay_plan import RecordingLayout, make_replay_session_id, plan_replay
+from aeron_spark.archive.service.replay_session import ReplaySession
 from aeron_spark.archive.service.replayer import Replayer
 from aeron_spark.archive.storage.segment import SegmentWriter
 from aeron_spark.driver_integration import channel_uri

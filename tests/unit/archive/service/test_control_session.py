@@ -25,11 +25,11 @@ from aeron_spark.archive.codecs import (
     RecordingSignal,
     RecordingSignalEvent,
 )
+from aeron_spark.driver_integration.publication import OfferResult
 from aeron_spark.archive.service.control_session import (
     AUTHENTICATION_REJECTED,
     RESEND_INTERVAL_MS,
     ControlSession,
-    OfferResult,
     SessionState,
     invalid_version_message,
 )
@@ -38,6 +38,7 @@ SESSION_ID = 7
 CONNECT_CORRELATION = 1001
 T0 = 1_000_000
 MODERN = codecs.semantic_version(1, 12, 0)
+SENT = 64  # an offer's result when it succeeded: the publication's new position
 
 
 def new_session(**overrides) -> ControlSession:
@@ -53,10 +54,10 @@ class Wire:
 
     def __init__(self) -> None:
         self.sent: list = []
-        self.result = OfferResult.SENT
+        self.result = SENT
 
-    def offer(self, message) -> OfferResult:
-        if self.result is OfferResult.SENT:
+    def offer(self, message) -> int:
+        if self.result >= 0:
             self.sent.append(message)
         return self.result
 
@@ -253,10 +254,10 @@ def test_responses_go_out_in_order_and_wait_while_back_pressured():
     session.send_ok(5, 42)
     session.send_signal(5, 3, 42, 0, RecordingSignal.START)
     session.send_error(6, "no such recording", ArchiveErrorCode.UNKNOWN_RECORDING)
-    wire.result = OfferResult.BLOCKED
+    wire.result = OfferResult.BACK_PRESSURED
     assert pump(session, wire, T0 + 10) == []
     assert session.outbox_length == 3
-    wire.result = OfferResult.SENT
+    wire.result = SENT
     sent = pump(session, wire, T0 + 20)
     assert sent == [
         ControlResponse(SESSION_ID, 5, 42, ControlResponseCode.OK, MODERN, ""),
@@ -269,7 +270,7 @@ def test_responses_blocked_for_the_connect_timeout_abort_the_session():
     session, wire = new_session(connect_timeout_ms=1000, liveness_check_interval_ms=100_000), Wire()
     to_active(session, wire)
     session.send_ok(5)
-    wire.result = OfferResult.BLOCKED
+    wire.result = OfferResult.BACK_PRESSURED
     pump(session, wire, T0 + 10)
     pump(session, wire, T0 + 1010)
     assert session.state is SessionState.ACTIVE

@@ -21,9 +21,11 @@ from aeron_spark.archive.storage.checksum import CRC32C
 from aeron_spark.archive.codecs.constants import ArchiveErrorCode
 from aeron_spark.archive.service.limit_counter import (
     RECORD_ALLOCATED, RECORD_RECLAIMED, FixedLimit, LimitCounterError, LimitCounterReader)
+from aeron_spark.archive.service.replay_blocks import ReplayFrameError, prepare_block
+from aeron_spark.archive.service.replay_plan import (
+    INT64_MAX, RecordingLayout, ReplayPlan, ReplayRequestError, make_replay_session_id, plan_replay)
 from aeron_spark.archive.service.replay_session import (
-    BACK_PRESSURED, INT64_MAX, NOT_CONNECTED, RecordingLayout, ReplayFrameError, ReplayPlan,
-    ReplayRequestError, ReplaySession, ReplayState, make_replay_session_id, plan_replay, prepare_block)
+    BACK_PRESSURED, NOT_CONNECTED, ReplaySession, ReplayState)
 from aeron_spark.archive.service.replayer import Replayer
 from aeron_spark.archive.storage.segment import SegmentWriter
 

@@ -9,9 +9,9 @@ import struct
 import numpy as np
 import pytest
 
-from aeron_spark.archive.service import replay_session
+from aeron_spark.archive.service import replay_blocks
 from aeron_spark.archive.storage.checksum import CRC32C, ChecksumMismatchError, stamp_checksums
-from aeron_spark.archive.service.replay_session import PreparedBlock, ReplayFrameError, prepare_block
+from aeron_spark.archive.service.replay_blocks import PreparedBlock, ReplayFrameError, prepare_block
 
 HEADER = struct.Struct("<iBBHiiiiq")
 TERM_ID = 7
@@ -43,7 +43,7 @@ def both_ways(data: bytes, remaining: int, term_offset: int = 0, length: int | N
     length = len(data) if length is None else length
     fast = np.frombuffer(bytearray(data), dtype=np.uint8).copy()
     slow = fast.copy()
-    taken = replay_session._prepare_fixed_size(
+    taken = replay_blocks._prepare_fixed_size(
         fast.copy(), length, remaining, NEW_SESSION, NEW_STREAM, kwargs.get("checksum"), 0, term_offset,
         TERM_ID) is not None
     got = prepare_block(fast, length, remaining, NEW_SESSION, NEW_STREAM, term_offset=term_offset,

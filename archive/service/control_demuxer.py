@@ -1,0 +1,292 @@
+"""The control demuxer: control requests in, control sessions served, responses out.
+
+It owns the control subscriptions (the UDP control channel and the local IPC control channel)
+and one `ControlSession` per client with the client's response publication:
+
+* `poll` polls the control subscriptions; every request is one reassembled message, decoded with
+  `codecs.decode` using its own header's blockLength and version. A connect request creates a
+  session (and its response publication); any other request is routed by its controlSessionId to
+  its session, which must have been created on the same request Image (``image_key`` = control
+  subscription index and Image session id), and dispatched to its handler (Aeron's
+  ControlSessionDemuxer).
+* `service_sessions` advances every session (handshake, pings, timeouts), continues its listing
+  (`listing_sessions`), drains its outbox onto its response publication and closes finished
+  sessions.
+
+Bad input never ends the process: an undecodable or unknown request is answered with an ERROR
+response when its controlSessionId names a session (or the request Image has one), otherwise
+logged; a handler's `ArchiveRequestError` becomes an ERROR with its code, any other exception an
+ERROR GENERIC to that request (and goes to the error handler: the mark file's error log).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from aeron_spark.archive import codecs
+from aeron_spark.archive.codecs import ArchiveErrorCode, CodecError, SchemaIdMismatchError, UnknownTemplateError
+from aeron_spark.archive.service.aeron_port import AeronPort, close_quietly, is_connected
+from aeron_spark.archive.service.authenticator import Authenticator
+from aeron_spark.archive.service.conductor_events import ControlImageUnavailable
+from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.control_session import ControlSession, SessionState
+from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError
+from aeron_spark.archive.storage.catalog import UnknownRecordingError
+from aeron_spark.driver_integration import channel_uri
+
+log = logging.getLogger(__name__)
+
+CONTROL_FRAGMENT_LIMIT = 10
+CONTROL_TERM_LENGTH = 64 * 1024
+MAX_OUTBOX_FOR_LISTING = 32  # a listing waits while its session's outbox is this long
+
+RequestHandler = Callable[[ControlSession, Any], None]
+
+_SESSION_MESSAGES = (codecs.ChallengeResponse, codecs.CloseSessionRequest, codecs.KeepAliveRequest)
+
+
+class ControlDemuxer:
+    """See the module docstring. ``handlers`` maps a request type to its handler; ``enqueue``
+    queues an event for the conductor (called on Aeron's client thread)."""
+
+    def __init__(self, *, aeron: AeronPort, settings: ConductorSettings, authenticator: Authenticator,
+                 control_channels: list[tuple[str, int]], handlers: dict[type, RequestHandler],
+                 enqueue: Callable[[Any], None], clock: Callable[[], int],
+                 error_handler: Callable[[BaseException], None] | None = None) -> None:
+        self.aeron = aeron
+        self.error_handler = error_handler  # told of a handler's unexpected exception
+        self.settings = settings
+        self.authenticator = authenticator
+        self._handlers = handlers
+        self._clock = clock
+        self._next_session_id = random.randrange(0, 1 << 31)
+        self._sessions: dict[int, ControlSession] = {}
+        self._session_publications: dict[int, Any] = {}
+        self.control_subscriptions: list[tuple[Any, str, int]] = []
+        self._fragment_handlers: list[Callable[[memoryview, Any], None]] = []
+        for channel, stream_id in control_channels:
+            index = len(self.control_subscriptions)
+            subscription = aeron.add_subscription(
+                channel, stream_id, on_available_image=None,
+                on_unavailable_image=_image_unavailable_callback(index, enqueue))
+            self.control_subscriptions.append((subscription, channel, stream_id))
+            self._fragment_handlers.append(self._fragment_handler(index))
+
+    @property
+    def sessions(self) -> dict[int, ControlSession]:
+        return dict(self._sessions)
+
+    # ------------------------------------------------------------------ requests in
+
+    def poll(self) -> int:
+        work = 0
+        for (subscription, _, _), handler in zip(self.control_subscriptions, self._fragment_handlers):
+            work += subscription.poll(handler, CONTROL_FRAGMENT_LIMIT)
+        return work
+
+    def _fragment_handler(self, index: int) -> Callable[[memoryview, Any], None]:
+        def on_message(payload: memoryview, header: Any) -> None:
+            self.on_control_message(bytes(payload), (index, header.session_id))
+        return on_message
+
+    def on_control_message(self, data: bytes, image_key: Any) -> None:
+        """One request as received on a control Image (``image_key`` names that Image)."""
+        now = self._clock()
+        try:
+            message = codecs.decode(data)
+        except CodecError as error:
+            self._answer_undecodable(error, image_key, now)
+            return
+        if isinstance(message, (codecs.ConnectRequest, codecs.AuthConnectRequest)):
+            self._on_connect(message, image_key, now)
+            return
+        control_session_id = getattr(message, "control_session_id", None)
+        if control_session_id is None or type(message) not in self._handlers \
+                and not isinstance(message, _SESSION_MESSAGES):
+            self._answer_unexpected(message, image_key, now)
+            return
+        session = self._sessions.get(control_session_id)
+        if session is None:
+            self._answer_unknown_session(message, image_key, now)
+            return
+        if session.request_image_key != image_key:
+            log.warning("request %s for controlSessionId=%d arrived on another request image; "
+                        "dropped", type(message).__name__, control_session_id)
+            return
+        if isinstance(message, codecs.CloseSessionRequest):
+            session.on_close_request()
+        elif isinstance(message, codecs.ChallengeResponse):
+            session.on_challenge_response(message.correlation_id, message.encoded_credentials, now)
+        elif isinstance(message, codecs.KeepAliveRequest):
+            session.on_keep_alive(now)
+        elif session.accept_request(now):
+            self._dispatch(session, message)
+
+    def _dispatch(self, session: ControlSession, message: Any) -> None:
+        correlation_id = message.correlation_id
+        try:
+            self._handlers[type(message)](session, message)
+        except ArchiveRequestError as error:
+            session.send_error(correlation_id, str(error), error.code)
+        except UnknownRecordingError as error:
+            session.send_error(correlation_id, str(error), ArchiveErrorCode.UNKNOWN_RECORDING)
+        except Exception as error:  # noqa: BLE001 - the session and the process carry on
+            log.exception("%s (correlationId=%d) failed", type(message).__name__, correlation_id)
+            if self.error_handler is not None:
+                self.error_handler(error)
+            session.send_error(correlation_id, f"{type(message).__name__} failed: "
+                                               f"{type(error).__name__}: {error}")
+
+    def _answer_undecodable(self, error: CodecError, image_key: Any, now: int) -> None:
+        session = self._sessions.get(error.control_session_id) if error.control_session_id is not None else None
+        if session is None or session.request_image_key != image_key:
+            session = self._latest_session_on(image_key)
+        if session is None:
+            log.warning("undecodable control request with no session to answer: %s", error)
+            return
+        if isinstance(error, UnknownTemplateError):
+            what = f"unknown request templateId={error.template_id}"
+        elif isinstance(error, SchemaIdMismatchError):
+            what = "not an archive control message"
+        else:
+            what = "malformed request"
+        log.warning("control session %d: %s: %s", session.control_session_id, what, error)
+        # Without a readable correlationId the ERROR carries -1: no request waits for it, but the
+        # client's log shows why its bytes were refused.
+        correlation_id = NULL_VALUE if error.correlation_id is None else error.correlation_id
+        if session.accept_request(now):
+            session.send_error(correlation_id, f"{what}: {error}")
+
+    def _answer_unexpected(self, message: Any, image_key: Any, now: int) -> None:
+        session = self._latest_session_on(image_key)
+        correlation_id = getattr(message, "correlation_id", None)
+        text = (f"{type(message).__name__} (templateId={message.TEMPLATE_ID}) is not a request "
+                f"this archive serves")
+        if session is not None and correlation_id is not None and session.accept_request(now):
+            session.send_error(correlation_id, text)
+        else:
+            log.warning("%s", text)
+
+    def _answer_unknown_session(self, message: Any, image_key: Any, now: int) -> None:
+        text = (f"unknown controlSessionId={message.control_session_id} in "
+                f"{type(message).__name__}")
+        session = self._latest_session_on(image_key)
+        correlation_id = getattr(message, "correlation_id", None)
+        if session is not None and correlation_id is not None and session.accept_request(now):
+            session.send_error(correlation_id, text)
+        else:
+            log.warning("%s; dropped (no session on this request image to tell)", text)
+
+    def _latest_session_on(self, image_key: Any) -> ControlSession | None:
+        found = None
+        for session in self._sessions.values():
+            if session.request_image_key == image_key and not session.is_done:
+                found = session
+        return found
+
+    def on_request_image_unavailable(self, image_key: Any) -> None:
+        """The request Image ``image_key`` went away: its sessions end."""
+        for session in self._sessions.values():
+            if session.request_image_key == image_key:
+                session.on_request_image_unavailable()
+
+    # ------------------------------------------------------------------ sessions
+
+    def _on_connect(self, message: Any, image_key: Any, now: int) -> None:
+        session_id = self._allocate_session_id()
+        credentials = getattr(message, "encoded_credentials", b"")
+        session = ControlSession(
+            control_session_id=session_id, connect_correlation_id=message.correlation_id,
+            client_version=message.version, response_channel=message.response_channel,
+            response_stream_id=message.response_stream_id, now_ms=now,
+            authenticator=self.authenticator, connect_timeout_ms=self.settings.connect_timeout_ms,
+            liveness_check_interval_ms=self.settings.session_liveness_check_interval_ms,
+            idle_timeout_ms=self.settings.session_idle_timeout_ms,
+            client_info=getattr(message, "client_info", ""), request_image_key=image_key)
+        self.authenticator.on_connect_request(session_id, credentials, now)
+        try:
+            publication = self.aeron.add_exclusive_publication(
+                response_publication_channel(message.response_channel), message.response_stream_id)
+        except Exception as error:  # noqa: BLE001 - a bad response channel is the client's problem
+            log.warning("control session %d: cannot add response publication %s stream %d: %s",
+                        session_id, message.response_channel, message.response_stream_id, error)
+            return
+        self._sessions[session_id] = session
+        self._session_publications[session_id] = publication
+        session.publication_ready(now)
+        log.info("control session %d: connect from %s (version %s%s) responses on %s stream %d",
+                 session_id, session.client_info or "client",
+                 codecs.format_semantic_version(message.version) if message.version else "none/1.15",
+                 ", legacy" if session.is_legacy_client else "", message.response_channel,
+                 message.response_stream_id)
+
+    def _allocate_session_id(self) -> int:
+        session_id = self._next_session_id
+        self._next_session_id = (self._next_session_id + 1) & 0x7FFF_FFFF_FFFF_FFFF
+        return session_id
+
+    def service_sessions(self, now: int) -> int:
+        work = 0
+        for session in list(self._sessions.values()):
+            work += self._service_session(session, now)
+        return work
+
+    def _service_session(self, session: ControlSession, now: int) -> int:
+        publication = self._session_publications[session.control_session_id]
+        work = session.tick(now, is_connected(publication))
+        listing = session.active_listing
+        if listing is not None and session.state is SessionState.ACTIVE \
+                and session.outbox_length < MAX_OUTBOX_FOR_LISTING:
+            work += listing.do_work()
+
+        def offer(message: Any) -> int:
+            return publication.offer(codecs.encode(message))
+
+        if session.outbox_length:
+            work += session.drain(offer, now)
+        if session.is_done:
+            self._close_session(session)
+            work += 1
+        return work
+
+    def _close_session(self, session: ControlSession) -> None:
+        session_id = session.control_session_id
+        self._sessions.pop(session_id, None)
+        session.active_listing = None
+        publication = self._session_publications.pop(session_id, None)
+        if publication is not None:
+            try:
+                publication.close()
+            except Exception:  # noqa: BLE001
+                log.exception("control session %d: closing its response publication failed", session_id)
+        level = logging.INFO if session.abort_reason in ("session closed", None) else logging.WARNING
+        log.log(level, "control session %d closed: %s", session_id, session.abort_reason)
+
+    def close_sessions(self, reason: str) -> None:
+        for session in list(self._sessions.values()):
+            session.abort(reason)
+            self._close_session(session)
+
+    def close_subscriptions(self) -> None:
+        for subscription, _, _ in self.control_subscriptions:
+            close_quietly(subscription)
+
+
+def response_publication_channel(channel: str) -> str:
+    """The client's response channel with Aeron's control defaults where it sets none: a 64 KiB
+    term (not the driver's 16/64 MiB per session) and sparse log buffers."""
+    uri = channel_uri.parse(channel)
+    if uri.get("term-length") is None:
+        uri.set("term-length", CONTROL_TERM_LENGTH)
+    if uri.get("sparse") is None:
+        uri.set("sparse", "true")
+    return uri.build()
+
+
+def _image_unavailable_callback(index: int, enqueue: Callable[[Any], None]) -> Callable[[Any], None]:
+    def on_unavailable(image: Any) -> None:
+        enqueue(ControlImageUnavailable((index, image.session_id)))
+    return on_unavailable

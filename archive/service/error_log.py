@@ -1,0 +1,36 @@
+"""`MarkFileErrorLog`: the running archive's error handler, recording into the mark file.
+
+Every error a duty cycle catches (an `AgentRunner` cycle, a conductor event or request handler, a
+recorder or replayer session) is passed to this handler, which adds it to the mark file's error
+log (`ArchiveMarkFile.record_error`, Aeron's DistinctErrorLog layout, read back with
+`storage.mark_file.read_error_log`). An error is keyed by its text:
+the exception type, message and stack trace, so the same error raised at the same place again is
+counted (observation count, last timestamp), not added twice. The handler never raises: a closed
+or full mark file leaves the error in the process log only (the caller logs it anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def describe_error(error: BaseException) -> str:
+    """The error log's text for ``error``: its traceback, then ``Type: message``."""
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()
+
+
+class MarkFileErrorLog:
+    """Callable error handler: ``handler(error)`` records ``error`` in ``mark_file``."""
+
+    def __init__(self, mark_file: Any) -> None:
+        self.mark_file = mark_file
+
+    def __call__(self, error: BaseException) -> None:
+        try:
+            self.mark_file.record_error(describe_error(error))
+        except Exception:  # noqa: BLE001 - e.g. the mark file is closed at shutdown
+            log.warning("could not record an error in the mark file's error log", exc_info=True)

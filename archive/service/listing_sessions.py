@@ -1,0 +1,123 @@
+"""Listing requests: ListRecordings, ListRecordingsForUri (paged, one `RecordingListingSession`
+per listing in progress), ListRecording and ListRecordingSubscriptions (answered at once).
+
+A control session has at most one listing in progress (`ControlSession.active_listing`; a second
+listing request gets ERROR ACTIVE_LISTING). The control demuxer continues it each duty cycle while
+the session is ACTIVE and its outbox is short: at most `LISTING_BATCH` descriptors are scanned per
+cycle, as Aeron's ListRecordingsSession.
+
+ListRecordings uses the modern semantics (count = descriptors sent, RECORDING_UNKNOWN at the end
+with the id where the scan stopped) for every client, including 1.15.x ones: the 1.15.1 client
+stops on whichever comes first (count descriptors or RECORDING_UNKNOWN), so it reads the modern
+answer correctly. ListRecordingsForUri matches streamId and a substring of the original or the
+stripped channel. ListRecordingSubscriptions sends the matching subscription descriptors from
+pseudoIndex on, then SUBSCRIPTION_UNKNOWN unless subscriptionCount were sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aeron_spark.archive.codecs import ArchiveErrorCode, BooleanType
+from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
+from aeron_spark.archive.service.control_session import ControlSession
+from aeron_spark.archive.service.recording_requests import RecordingRequests
+from aeron_spark.archive.service.request_errors import ArchiveRequestError
+from aeron_spark.archive.storage.catalog import Catalog
+
+LISTING_BATCH = 64  # descriptors scanned per session per duty cycle, as Aeron
+
+
+class RecordingListingSession:
+    """One ListRecordings / ListRecordingsForUri in progress: a cursor over the catalog."""
+
+    __slots__ = ("session", "catalog", "correlation_id", "next_recording_id", "remaining", "matches")
+
+    def __init__(self, session: ControlSession, catalog: Catalog, correlation_id: int,
+                 from_recording_id: int, count: int,
+                 matches: Callable[[RecordingDescriptor], bool]) -> None:
+        self.session = session
+        self.catalog = catalog
+        self.correlation_id = correlation_id
+        self.next_recording_id = max(0, from_recording_id)
+        self.remaining = count
+        self.matches = matches
+
+    def do_work(self) -> int:
+        """Scans up to `LISTING_BATCH` recordings; at the end leaves the session's listing slot."""
+        session = self.session
+        scanned = 0
+        end = self.catalog.next_recording_id
+        while scanned < LISTING_BATCH:
+            if self.remaining <= 0:
+                session.active_listing = None
+                return scanned + 1
+            if self.next_recording_id >= end:
+                session.send_recording_unknown(self.correlation_id, self.next_recording_id)
+                session.active_listing = None
+                return scanned + 1
+            descriptor = self.catalog.descriptor(self.next_recording_id)
+            self.next_recording_id += 1
+            scanned += 1
+            if descriptor is not None and self.matches(descriptor):
+                session.send_descriptor(self.correlation_id, descriptor)
+                self.remaining -= 1
+        return scanned
+
+
+class ListingRequests:
+    """The listing request handlers (see the module docstring)."""
+
+    def __init__(self, *, catalog: Catalog, recordings: RecordingRequests) -> None:
+        self.catalog = catalog
+        self.recordings = recordings
+
+    def list_recordings(self, session: ControlSession, message: Any) -> None:
+        self._begin_listing(session, message.correlation_id, message.from_recording_id,
+                            message.record_count, lambda d: True)
+
+    def list_recordings_for_uri(self, session: ControlSession, message: Any) -> None:
+        stream_id, fragment = message.stream_id, message.channel
+
+        def matches(d: RecordingDescriptor) -> bool:
+            return d.stream_id == stream_id and (fragment in d.original_channel
+                                                 or fragment in d.stripped_channel)
+
+        self._begin_listing(session, message.correlation_id, message.from_recording_id,
+                            message.record_count, matches)
+
+    def list_recording(self, session: ControlSession, message: Any) -> None:
+        _no_listing_in_progress(session)
+        descriptor = self.catalog.descriptor(message.recording_id) if message.recording_id >= 0 else None
+        if descriptor is None:
+            session.send_recording_unknown(message.correlation_id, message.recording_id)
+        else:
+            session.send_descriptor(message.correlation_id, descriptor)
+
+    def list_recording_subscriptions(self, session: ControlSession, message: Any) -> None:
+        _no_listing_in_progress(session)
+        entries = self.recordings.open_subscriptions()
+        apply_stream_id = int(message.apply_stream_id) == BooleanType.TRUE
+        sent = 0
+        if 0 <= message.pseudo_index < len(entries) and message.subscription_count > 0:
+            for entry in entries[message.pseudo_index:]:
+                if (not apply_stream_id or entry.stream_id == message.stream_id) \
+                        and message.channel in entry.subscribed_channel:
+                    session.send_subscription_descriptor(message.correlation_id, entry.subscription_id,
+                                                         entry.stream_id, entry.subscribed_channel)
+                    sent += 1
+                    if sent >= message.subscription_count:
+                        return
+        session.send_subscription_unknown(message.correlation_id)
+
+    def _begin_listing(self, session: ControlSession, correlation_id: int, from_recording_id: int,
+                       count: int, matches: Callable[[RecordingDescriptor], bool]) -> None:
+        _no_listing_in_progress(session)
+        session.active_listing = RecordingListingSession(session, self.catalog, correlation_id,
+                                                         from_recording_id, count, matches)
+
+
+def _no_listing_in_progress(session: ControlSession) -> None:
+    if session.active_listing is not None:
+        raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_LISTING, "active listing already in progress")

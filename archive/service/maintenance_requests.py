@@ -1,0 +1,113 @@
+"""Maintenance requests: TruncateRecording, PurgeRecording and the segment requests
+(DetachSegments, DeleteDetachedSegments, PurgeSegments, AttachSegments).
+
+The file and catalog work is `storage.maintenance`'s; here are the request rules: truncate and
+purge need a stopped recording (ACTIVE_RECORDING otherwise) and purge one no replay reads, a
+truncate position must be 32-byte aligned inside the recording (INVALID_POSITION), truncate
+stops the recording's replays first, and every request that deleted files sends the DELETE
+signal after its OK (Aeron's RecordingSignal.DELETE).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal
+from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
+from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.control_session import ControlSession
+from aeron_spark.archive.service.recording_requests import RecordingRequests
+from aeron_spark.archive.service.replay_requests import ReplayRequests
+from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError, known_recording
+from aeron_spark.archive.storage import maintenance
+from aeron_spark.archive.storage.catalog import Catalog
+
+
+class MaintenanceRequests:
+    """See the module docstring."""
+
+    def __init__(self, *, catalog: Catalog, settings: ConductorSettings,
+                 recordings: RecordingRequests, replays: ReplayRequests) -> None:
+        self.catalog = catalog
+        self.settings = settings
+        self.recordings = recordings
+        self.replays = replays
+
+    def truncate_recording(self, session: ControlSession, message: Any) -> None:
+        descriptor = self._stopped(message.recording_id, "truncate")
+        if message.position % 32 or not descriptor.start_position <= message.position <= descriptor.stop_position:
+            raise ArchiveRequestError(
+                ArchiveErrorCode.INVALID_POSITION,
+                f"invalid truncate position {message.position}: recording {message.recording_id} "
+                f"spans [{descriptor.start_position}, {descriptor.stop_position}] and positions are "
+                f"32-byte aligned")
+        self.replays.stop_all_replays_of(message.recording_id)
+        result = self._maintenance(lambda: maintenance.truncate_recording(
+            self.catalog, self.settings.archive_dir, message.recording_id, message.position))
+        session.send_ok(message.correlation_id, len(result.deleted_files))
+        self._send_delete_signal(session, message.correlation_id, message.recording_id)
+
+    def purge_recording(self, session: ControlSession, message: Any) -> None:
+        self._stopped(message.recording_id, "purge")
+        if self.replays.has_replays(message.recording_id):
+            raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_RECORDING,
+                                      f"cannot purge recording {message.recording_id} with active replay")
+        result = self._maintenance(lambda: maintenance.purge_recording(
+            self.catalog, self.settings.archive_dir, message.recording_id))
+        session.send_ok(message.correlation_id, len(result.deleted_files))
+        self._send_delete_signal(session, message.correlation_id, message.recording_id)
+
+    def detach_segments(self, session: ControlSession, message: Any) -> None:
+        known_recording(self.catalog, message.recording_id)
+        self._maintenance(lambda: maintenance.detach_segments(
+            self.catalog, self.settings.archive_dir, message.recording_id, message.new_start_position,
+            recorded_position=self.recordings.live_position(message.recording_id)))
+        session.send_ok(message.correlation_id, 0)
+
+    def delete_detached_segments(self, session: ControlSession, message: Any) -> None:
+        known_recording(self.catalog, message.recording_id)
+        result = self._maintenance(lambda: maintenance.delete_detached_segments(
+            self.catalog, self.settings.archive_dir, message.recording_id))
+        session.send_ok(message.correlation_id, len(result.deleted_files))
+        self._send_delete_signal(session, message.correlation_id, message.recording_id)
+
+    def purge_segments(self, session: ControlSession, message: Any) -> None:
+        known_recording(self.catalog, message.recording_id)
+        self._maintenance(lambda: maintenance.detach_segments(
+            self.catalog, self.settings.archive_dir, message.recording_id, message.new_start_position,
+            recorded_position=self.recordings.live_position(message.recording_id)))
+        result = self._maintenance(lambda: maintenance.delete_detached_segments(
+            self.catalog, self.settings.archive_dir, message.recording_id))
+        session.send_ok(message.correlation_id, len(result.deleted_files))
+        self._send_delete_signal(session, message.correlation_id, message.recording_id)
+
+    def attach_segments(self, session: ControlSession, message: Any) -> None:
+        known_recording(self.catalog, message.recording_id)
+        result = self._maintenance(lambda: maintenance.attach_segments(
+            self.catalog, self.settings.archive_dir, message.recording_id))
+        session.send_ok(message.correlation_id, len(result.attached_files))
+
+    def _stopped(self, recording_id: int, action: str) -> RecordingDescriptor:
+        descriptor = known_recording(self.catalog, recording_id)
+        if self.recordings.is_active(recording_id) or descriptor.is_active:
+            raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_RECORDING,
+                                      f"cannot {action} active recording {recording_id}")
+        return descriptor
+
+    @staticmethod
+    def _maintenance(action: Callable[[], maintenance.MaintenanceResult]) -> maintenance.MaintenanceResult:
+        try:
+            return action()
+        except maintenance.MaintenanceError as error:
+            text = str(error)
+            code = ArchiveErrorCode.GENERIC
+            if "not aligned" in text or "outside the recording" in text:
+                code = ArchiveErrorCode.INVALID_POSITION
+            elif "active" in text:
+                code = ArchiveErrorCode.ACTIVE_RECORDING
+            raise ArchiveRequestError(code, text) from None
+
+    @staticmethod
+    def _send_delete_signal(session: ControlSession, correlation_id: int, recording_id: int) -> None:
+        session.send_signal(correlation_id, recording_id, NULL_VALUE, NULL_VALUE, RecordingSignal.DELETE)

@@ -1,0 +1,134 @@
+"""Replay requests: Replay and BoundedReplay set-up, StopReplay, StopAllReplays.
+
+A (Bounded)ReplayRequest is checked here (MAX_REPLAYS, the recording exists, the limit it follows:
+a bounded replay's limit counter or an active recording's ``rec-pos`` counter), planned by
+`plan_replay` (the request rules, docs/protocol.md), then a `ReplaySession` is built on an
+exclusive publication that starts at the replay position with the recording's initial term id,
+term length and mtu, and handed to the `Replayer`. The OK carries the replaySessionId
+``(replayId << 32) | publication sessionId`` and is sent when the replayer reports the replay
+ready (the start checked against the segment files); the replay's ERROR, if any, when it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aeron_spark.archive import codecs
+from aeron_spark.archive.codecs import ArchiveErrorCode
+from aeron_spark.archive.service.aeron_port import AeronPort, close_quietly
+from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.control_session import ControlSession
+from aeron_spark.archive.service.limit_counter import LimitCounterError, LimitCounterReader
+from aeron_spark.archive.service.recording_requests import RecordingRequests
+from aeron_spark.archive.service.replay_plan import (
+    RecordingLayout, ReplayRequestError, make_replay_session_id, plan_replay)
+from aeron_spark.archive.service.replay_session import ReplayListener, ReplaySession
+from aeron_spark.archive.service.request_errors import ArchiveRequestError, known_recording
+from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.driver_integration import channel_uri
+
+log = logging.getLogger(__name__)
+
+
+class ReplayRequests:
+    """See the module docstring. ``replayer`` is None in an archive that serves no replays;
+    ``listener`` receives the replayer's callbacks (the conductor, which enqueues them)."""
+
+    def __init__(self, *, aeron: AeronPort, catalog: Catalog, settings: ConductorSettings,
+                 replayer: Any, recordings: RecordingRequests, counters_reader: Any,
+                 listener: ReplayListener) -> None:
+        self.aeron = aeron
+        self.catalog = catalog
+        self.settings = settings
+        self.replayer = replayer
+        self.recordings = recordings
+        self.counters_reader = counters_reader
+        self.listener = listener
+        self._replays: dict[int, int] = {}  # replaySessionId -> recordingId
+        self._replay_id = 0
+
+    def has_replays(self, recording_id: int) -> bool:
+        return recording_id in self._replays.values()
+
+    def stop_all_replays_of(self, recording_id: int) -> None:
+        if self.replayer is not None:
+            self.replayer.stop_all_replays(recording_id)
+
+    def replay(self, session: ControlSession, message: Any) -> None:
+        if self.replayer is None:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC, "replay is not available in this archive")
+        if len(self._replays) >= self.settings.max_concurrent_replays:
+            raise ArchiveRequestError(ArchiveErrorCode.MAX_REPLAYS,
+                                      f"max concurrent replays reached {self.settings.max_concurrent_replays}")
+        descriptor = known_recording(self.catalog, message.recording_id)
+        limit = None
+        try:
+            if isinstance(message, codecs.BoundedReplayRequest):
+                limit = LimitCounterReader(self.counters_reader, message.limit_counter_id)
+            else:
+                counter_id = self.recordings.position_counter_id(message.recording_id)
+                if counter_id is not None:
+                    limit = LimitCounterReader(self.counters_reader, counter_id)
+        except LimitCounterError as error:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC, str(error)) from None
+        layout = RecordingLayout.of(descriptor)
+        file_io_max_length = max(0, message.file_io_max_length)
+        try:
+            plan = plan_replay(layout, message.position, message.length,
+                               limit_position=None if limit is None else limit.position(),
+                               file_io_max_length=file_io_max_length,
+                               replay_buffer_length=self.settings.replay_buffer_length)
+        except ReplayRequestError as error:
+            raise ArchiveRequestError(error.code, str(error)) from None
+        try:
+            channel = channel_uri.replay_channel(
+                message.replay_channel, plan.replay_position, descriptor.initial_term_id,
+                descriptor.term_buffer_length, descriptor.mtu_length,
+                self.settings.replay_linger_timeout_ns)
+        except ValueError as error:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      f"invalid replay channel {message.replay_channel!r}: {error}") from None
+        publication = self.aeron.add_exclusive_publication(channel, message.replay_stream_id)
+        self._replay_id = (self._replay_id + 1) & 0x7FFF_FFFF
+        replay_session_id = make_replay_session_id(self._replay_id, publication.session_id)
+        try:
+            replay = ReplaySession(
+                replay_session_id=replay_session_id, recording=layout, plan=plan,
+                publication=publication, archive_dir=self.settings.archive_dir, limit=limit,
+                correlation_id=message.correlation_id, owner=session,
+                replay_buffer_length=self.settings.replay_buffer_length,
+                file_io_max_length=file_io_max_length,
+                connect_timeout_ns=self.settings.connect_timeout_ms * 1_000_000,
+                checksum=self.settings.replay_checksum, listener=self.listener)
+        except Exception:
+            close_quietly(publication)
+            raise
+        self._replays[replay_session_id] = message.recording_id
+        self.replayer.add_session(replay)
+        log.info("replay %d of recording %d from %d length %d on %s stream %d",
+                 replay_session_id, message.recording_id, plan.replay_position, plan.replay_length,
+                 channel, message.replay_stream_id)
+
+    def stop_replay(self, session: ControlSession, message: Any) -> None:
+        if self.replayer is not None:
+            self.replayer.stop_replay(message.replay_session_id)
+        session.send_ok(message.correlation_id, 0)
+
+    def stop_all_replays(self, session: ControlSession, message: Any) -> None:
+        self.stop_all_replays_of(message.recording_id)
+        session.send_ok(message.correlation_id, 0)
+
+    # ------------------------------------------------------------------ the replayer's reports
+
+    def on_replay_ready(self, replay: ReplaySession) -> None:
+        control: ControlSession = replay.owner
+        control.send_ok(replay.correlation_id, replay.replay_session_id)
+
+    def on_replay_ended(self, replay: ReplaySession) -> None:
+        self._replays.pop(replay.replay_session_id, None)
+        if replay.error is not None:
+            control: ControlSession = replay.owner
+            control.send_error(replay.correlation_id, replay.error.message, replay.error.code)
+        log.info("replay %d of recording %d ended: %s", replay.replay_session_id,
+                 replay.recording_id, replay.end_reason or "done")
