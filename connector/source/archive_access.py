@@ -47,6 +47,7 @@ from typing import ContextManager, Protocol, TypeVar
 
 from aeron_spark.archive.client import live_positions
 from aeron_spark.archive.client import RecordingDescriptor
+from aeron_spark.driver_integration.frame import aligned_frame_length
 
 from aeron_spark.connector.connection_cache import ConnectionCache
 from aeron_spark.connector.options import DEFAULT_CONTROL_STREAM_ID, ArchiveConnection, ReplaySettings
@@ -57,7 +58,6 @@ LOG = logging.getLogger(__name__)
 REPLAY_LIMIT_COUNTER_TYPE_ID = 1_977_100
 LIST_PAGE_SIZE = 256
 REPLAY_BLOCK_LIMIT = 1 << 20
-FRAME_ALIGNMENT = 32
 #: A replay idle this long (at most half the idle timeout) is examined once per position: the
 #: frame there may cross the range end, which the archive never sends (a bounded replay sends
 #: whole frames only), so waiting longer cannot help.
@@ -382,7 +382,7 @@ class ClientArchiveAccess:
             return None
         if not lengths or lengths[0] <= 0:
             return None
-        return position + _aligned(lengths[0])
+        return position + aligned_frame_length(lengths[0])
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -469,10 +469,6 @@ def _is_archive_error(error: Exception) -> bool:
 
 def _archive_text(error: Exception) -> str:
     return getattr(error, "archive_message", "") or str(error)
-
-
-def _aligned(length: int) -> int:
-    return (length + FRAME_ALIGNMENT - 1) & ~(FRAME_ALIGNMENT - 1)
 
 
 def _with_param(channel: str, name: str, value: str) -> str:
