@@ -4,7 +4,8 @@ import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, RecordingPositions
-from aeron_spark.connector.options import OptionError, ReadMode, SourceOptions, StartKind, validate_common
+from aeron_spark.connector.options import OptionError
+from aeron_spark.connector.source.options import ReadMode, SourceOptions, StartKind, validate_common
 
 BASE = {"archive.controlChannel": "aeron:ipc", "recordingIds": "1,2"}
 STREAM = {**BASE, "checkpointLocation": "/tmp/cp"}
@@ -165,3 +166,14 @@ def test_a_user_schema_selects_columns_or_is_rejected_with_the_accepted_columns(
         with pytest.raises(OptionError, match=what) as error:
             select_columns(schema, options)
         assert "recording_id bigint, position bigint, payload binary, session_id int" in str(error.value)
+
+
+def test_the_shared_option_names_match_the_source_options():
+    from aeron_spark.connector.options import CONNECTION_OPTIONS, SOURCE_ONLY_OPTIONS
+    from aeron_spark.connector.sink.options import SINK_OPTION_SPECS
+    from aeron_spark.connector.source.options import OPTION_SPECS
+
+    source_names = {spec.name for spec in OPTION_SPECS}
+    sink_names = {spec[0] for spec in SINK_OPTION_SPECS} | set(CONNECTION_OPTIONS)
+    assert set(CONNECTION_OPTIONS) <= source_names
+    assert set(SOURCE_ONLY_OPTIONS) == source_names - sink_names
