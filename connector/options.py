@@ -23,7 +23,7 @@ DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_RESPONSE_STREAM_ID = 20
 DEFAULT_REPLAY_CHANNEL = "aeron:ipc"
 # Not 1001 or another id users pick for their own streams: a replay on a channel/stream the
-# archive records would be recorded again (replays fail fast on that, see archive_replay).
+# archive records would be recorded again (replays fail fast on that, see archive_reading).
 DEFAULT_REPLAY_STREAM_ID = 1_977_101
 
 #: Options the source and the sink both accept: where the archive is and how it replays.
