@@ -4,8 +4,9 @@ descriptors, listings, live positions and bounded replays. ``ClientArchiveAccess
 (``sink/archive_access.py``).
 
 Real-client facts used here:
-* live positions come from the archive's rec-pos counters (type 100; archive.recording_position
-  finds them by recording id and archive id) read through the client's CountersReader, so
+* live positions come from the archive's rec-pos counters (type 100, Aeron's RecordingPos;
+  ``aeron_spark.archive.client.live_positions`` finds them by recording id and archive id) read
+  through the client's CountersReader, so
   ``latestOffset`` costs no control round trip;
 * each replay gets its own ``session-id`` on the replay channel and a subscription to that
   session only: replays of other partitions on the same channel/stream then never become images
