@@ -20,7 +20,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from aeron_spark.connector.options import OptionError, ReadMode, SourceOptions, validate_common
+from aeron_spark.connector.options import OptionError
+from aeron_spark.connector.source.options import ReadMode, SourceOptions, validate_common
 from aeron_spark.connector.sink.options import reject_sink_options_on_read, without_sink_options
 
 FORMAT_NAME = "aeron-archive"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
+from aeron_spark.driver_integration.frame import FRAME_ALIGNMENT
 from aeron_spark.driver_integration.position import (
     compute_term_id_from_position,
     compute_term_offset_from_position,
@@ -28,7 +29,6 @@ MEDIA_TYPES = (UDP_MEDIA, IPC_MEDIA)
 #: Aeron's ChannelUri.MAX_URI_LENGTH.
 MAX_URI_LENGTH = 4095
 TAG_PREFIX = "tag:"
-FRAME_ALIGNMENT = 32
 MIN_MTU = 32
 MAX_MTU = 65504
 

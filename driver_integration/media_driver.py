@@ -23,6 +23,7 @@ from typing import Literal
 
 from ._capi import ffi, lib
 from .errors import AeronError, check, closed_error
+from .frame import FRAME_ALIGNMENT
 
 ThreadingMode = Literal["dedicated", "shared_network", "shared"]
 
@@ -35,7 +36,6 @@ MIN_TERM_LENGTH = 64 * 1024
 MAX_TERM_LENGTH = 1024 * 1024 * 1024
 MIN_MTU_LENGTH = 64
 MAX_MTU_LENGTH = 65504  # largest UDP payload Aeron allows
-FRAME_ALIGNMENT = 32
 
 
 @dataclass(frozen=True, slots=True)

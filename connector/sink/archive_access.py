@@ -25,7 +25,8 @@ from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import HEADER_LENGTH
 from aeron_spark.driver_integration.publication import InitialPosition, OfferResult
 
-from aeron_spark.connector.source.archive_access import ClientArchiveAccess, connect_client
+from aeron_spark.connector.archive_connection import connect_client
+from aeron_spark.connector.archive_reading import ClientArchiveAccess
 from aeron_spark.connector.connection_cache import ConnectionCache
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
 from aeron_spark.connector.commit_markers import sink_alias

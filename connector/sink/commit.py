@@ -12,13 +12,14 @@
 3. **Append**: an exclusive publication starting exactly at the recording's stop position
    (initial term id, term length and mtu from the descriptor) is recorded by ExtendRecording (the
    first batch: StartRecording); the staged files are appended in partition order as numpy-built
-   frames (``sink_frames``), then the commit marker.
+   frames (``sink/frames.py``), then the commit marker (``connector/commit_markers.py``).
 4. **Seal**: wait until the archive has recorded up to the publication's position, stop the
    recording, check its stop position. The marker being recorded is the commit point.
 
-Readers cap a sink recording at its last marker (``sink_visibility``), so a batch is visible
-entirely or not at all. The archive access is behind ``SinkArchive`` so this logic is unit-tested
-with a fake; ``sink_archive`` implements it over ``aeron_spark.archive.client.archive_client``.
+Readers cap a sink recording at its last marker (``source/sink_visibility.py``), so a batch is
+visible entirely or not at all. The archive access is behind ``SinkArchive`` so this logic is
+unit-tested with a fake; ``sink/archive_access.py`` implements it over
+``aeron_spark.archive.client.archive_client``.
 """
 
 from __future__ import annotations
@@ -323,7 +324,7 @@ class SinkCommitter:
                 raise SinkCommitError(f"sink {self.sink_id}: the publication starts at {data_start}, the recording "
                                       f"ends at {state.committed_end}")
             written, payload_bytes, data_crc = self._append_staged(appender, inputs)
-            fault_point("before-marker", batch_id)  # test-only fault injection (sink_fault_injection)
+            fault_point("before-marker", batch_id)  # test-only fault injection (sink/fault_injection.py)
             if written != rows:
                 raise SinkCommitError(f"sink {self.sink_id}: staged files hold {written} rows, the tasks reported {rows}")
             marker = CommitMarker(self._hash, batch_id, data_start, written, payload_bytes, data_crc,
@@ -390,7 +391,7 @@ def int64_values(array: pa.Array) -> np.ndarray:
     return np.frombuffer(data, dtype=np.int64)[array.offset:array.offset + len(array)]
 
 
-# --- entry points used by writer.py --------------------------------------------------------------
+# --- entry points used by sink/writer.py ---------------------------------------------------------
 
 
 @contextlib.contextmanager

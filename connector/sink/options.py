@@ -1,8 +1,9 @@
 """Options of the `aeron-archive` SINK (``write`` / ``writeStream``): names, defaults, checks.
 
-Shares the archive-location options with the source (``options.py``: ``archive.dir``/``path``,
-``archive.controlChannel``, ``archive.*StreamId``, ``archive.responseChannel``,
-``archive.timeoutMs``, ``aeron.dir``, ``replay.*``) and adds the ``sink.*`` options. Parsed on
+Shares the archive-location options with the source (``connector/options.py``:
+``archive.dir``/``path``, ``archive.controlChannel``, ``archive.*StreamId``,
+``archive.responseChannel``, ``archive.timeoutMs``, ``aeron.dir``, ``replay.*``) and adds the
+``sink.*`` options. Parsed on
 the driver, before any task runs; a bad value is an ``OptionError`` naming the option and what it
 accepts. See docs/exactly-once.md.
 """
@@ -15,8 +16,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aeron_spark.connector import options as source_options
-from aeron_spark.connector.options import ArchiveConnection, OptionError, ReplaySettings
+from aeron_spark.connector.options import (
+    CONNECTION_OPTIONS,
+    SOURCE_ONLY_OPTIONS,
+    SPARK_SUPPLIED_OPTIONS,
+    ArchiveConnection,
+    OptionError,
+    ReplaySettings,
+    parse_connection,
+    parse_int,
+    parse_optional,
+    parse_replay,
+    parse_size,
+)
 from aeron_spark.connector.commit_markers import sink_alias
 
 SINK_PREFIX = "sink."
@@ -47,14 +59,10 @@ SINK_OPTION_SPECS: tuple[tuple[str, str, str | None, str], ...] = (
      "Longest wait for each step of a commit (recording start, back pressure, recorded position)."),
     ("checkpointLocation", "a path", None, "The query's checkpoint (passed by Spark; not used by the sink)."),
 )
-_SHARED = ("archive.dir", "path", "archive.controlChannel", "archive.controlStreamId", "archive.responseChannel",
-           "archive.responseStreamId", "archive.timeoutMs", "aeron.dir", "replay.channel", "replay.streamId",
-           "replay.idleTimeoutMs")
-_NAMES = tuple(spec[0] for spec in SINK_OPTION_SPECS) + _SHARED
+_NAMES = tuple(spec[0] for spec in SINK_OPTION_SPECS) + CONNECTION_OPTIONS
 _BY_LOWER = {name.lower(): name for name in _NAMES}
 # Source options that make no sense for a sink (named in the error).
-_SOURCE_ONLY = {spec.name.lower(): spec.name for spec in source_options.OPTION_SPECS
-                if spec.name.lower() not in _BY_LOWER}
+_SOURCE_ONLY = {name.lower(): name for name in SOURCE_ONLY_OPTIONS}
 
 
 def is_sink_option(name: str) -> bool:
@@ -112,8 +120,8 @@ class SinkOptions:
             raise OptionError("the aeron-archive sink needs channel (aeron:ipc or aeron:udp?endpoint=host:port) "
                               "and streamId: the sink recording is addressed by them")
         _check_sink_channel(channel)
-        stream_id = source_options._int(raw, "streamId", 0)
-        connection = source_options._parse_connection(raw)
+        stream_id = parse_int(raw, "streamId", 0)
+        connection = parse_connection(raw)
         sink_id = raw.get("sink.id")
         if sink_id is not None:
             check_sink_id(sink_id)
@@ -125,13 +133,12 @@ class SinkOptions:
                 raise OptionError("option sink.stagingDir is required when archive.dir is not set: a directory "
                                   "the driver and every executor share, where tasks stage rows until commit")
             staging = f"{connection.archive_dir.rstrip('/')}/{STAGING_SUBDIR}"
-        term_length = source_options._optional(raw, "sink.termLength", source_options._parse_size) \
-            or DEFAULT_TERM_LENGTH
+        term_length = parse_optional(raw, "sink.termLength", parse_size) or DEFAULT_TERM_LENGTH
         if term_length & (term_length - 1) or not 64 << 10 <= term_length <= 1 << 30:
             raise OptionError(f"option sink.termLength={raw.get('sink.termLength')} must be a power of two "
                               "between 64k and 1g")
         is_ipc = channel.startswith("aeron:ipc")
-        mtu = source_options._int(raw, "sink.mtu", DEFAULT_IPC_MTU if is_ipc else DEFAULT_UDP_MTU)
+        mtu = parse_int(raw, "sink.mtu", DEFAULT_IPC_MTU if is_ipc else DEFAULT_UDP_MTU)
         if mtu % 32 or not 128 <= mtu <= 65536 or mtu > term_length // 8:
             raise OptionError(f"option sink.mtu={mtu} must be a multiple of 32 in [128, 65536] and at most "
                               f"sink.termLength / 8 = {term_length // 8}")
@@ -144,16 +151,12 @@ class SinkOptions:
             channel=channel,
             stream_id=stream_id,
             connection=connection,
-            replay=ReplaySettings(
-                channel=source_options._channel(raw, "replay.channel", source_options.DEFAULT_REPLAY_CHANNEL),
-                stream_id=source_options._int(raw, "replay.streamId", source_options.DEFAULT_REPLAY_STREAM_ID),
-                idle_timeout_ms=source_options._int(raw, "replay.idleTimeoutMs", 30_000, minimum=1),
-            ),
+            replay=parse_replay(raw),
             staging_root=staging,
             term_length=term_length,
             mtu=mtu,
             source_location_local=location == "local",
-            commit_timeout_ms=source_options._int(raw, "sink.commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, minimum=1),
+            commit_timeout_ms=parse_int(raw, "sink.commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, minimum=1),
         )
 
 
@@ -179,7 +182,7 @@ def _check_sink_channel(channel: str) -> None:
 def _canonical(options: Mapping[str, str]) -> dict[str, str]:
     canonical: dict[str, str] = {}
     for key, value in options.items():
-        if key.lower() in source_options.SPARK_SUPPLIED_OPTIONS:
+        if key.lower() in SPARK_SUPPLIED_OPTIONS:
             continue
         name = _BY_LOWER.get(key.lower())
         if name is None:

@@ -2,7 +2,7 @@
 
 Executors STAGE (``write``): each task turns its Arrow batches into the staged layout (payload
 binary, reserved_value int64), writes one staging file and returns a ``SinkCommitMessage``
-naming it. Nothing reaches the archive there. The driver's ``commit`` (``sink_commit``) appends
+naming it. Nothing reaches the archive there. The driver's ``commit`` (``sink/commit.py``) appends
 the staged rows of every task, in partition order, to the sink recording and seals them with a
 commit marker; ``abort`` deletes the staged files. See docs/exactly-once.md.
 """

@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from aeron_spark.connector.source.archive_access import ArchiveAccess, ArchiveUnavailable, forget_shared_archive, shared_archive
+from aeron_spark.connector.archive_connection import ArchiveUnavailable
+from aeron_spark.connector.source.archive_access import ArchiveAccess, forget_shared_archive, shared_archive
 from aeron_spark.connector.source.offset_reader import OffsetReader
-from aeron_spark.connector.options import ArchiveConnection, SourceOptions
+from aeron_spark.connector.options import ArchiveConnection
+from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition, ReplayRange, plan_ranges
 from aeron_spark.connector.source.partition_reader import read_range
 

@@ -26,7 +26,7 @@ from aeron_spark.connector.source.data_loss import DataLossPolicy
 from aeron_spark.connector.source.initial_offset_store import InitialOffsetStore
 from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.source.offsets import RecordingPositions
-from aeron_spark.connector.options import SourceOptions
+from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition, plan_ranges
 
 # getDefaultReadLimit when only minBytesPerTrigger is set: a limit that is not ReadAllAvailable

@@ -17,7 +17,7 @@ from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.connector.source.archive_access import ArchiveAccess
 from aeron_spark.connector.source.data_loss import DataLossPolicy
 from aeron_spark.connector.source.offsets import EARLIEST, LATEST, RecordingPositions
-from aeron_spark.connector.options import PositionSpec, SourceOptions
+from aeron_spark.connector.source.options import PositionSpec, SourceOptions
 from aeron_spark.connector.source.partition_planner import RecordingLayout
 from aeron_spark.connector.source.sink_visibility import SinkVisibility, is_sink_recording
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-FRAME_ALIGNMENT = 32
+from aeron_spark.driver_integration.frame import FRAME_ALIGNMENT
 
 # Kafka-style per-recording markers accepted in startingPositions / endingPositions JSON.
 EARLIEST = -2

@@ -26,7 +26,7 @@ from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.connector.source.archive_access import ArchiveAccess
 from aeron_spark.connector.source.data_loss import DataLossPolicy
 from aeron_spark.connector.source.message_batches import MessageBatchBuilder, OutputColumns, first_frame_continues_a_message
-from aeron_spark.connector.options import SourceOptions
+from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
 

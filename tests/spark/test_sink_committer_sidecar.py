@@ -14,9 +14,10 @@ import pytest
 from tests.integration.sidecar_fixture import running_sidecar
 
 from aeron_spark.connector.sink import archive_access as sink_archive
-from aeron_spark.connector.source.archive_access import ArchiveUnavailable, open_archive
+from aeron_spark.connector.archive_connection import ArchiveUnavailable
+from aeron_spark.connector.source.archive_access import open_archive
 from aeron_spark.connector.source.offset_reader import OffsetReader
-from aeron_spark.connector.options import ReadMode, SourceOptions
+from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 from aeron_spark.connector.sink.commit import CommitOutcome, commit_staged

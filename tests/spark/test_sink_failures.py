@@ -51,7 +51,7 @@ import pytest
 from aeron_spark.archive.client.archive_client import ArchiveClient
 from aeron_spark.connector.source.archive_access import open_archive
 from aeron_spark.connector.source.offset_reader import OffsetReader
-from aeron_spark.connector.options import ReadMode, SourceOptions
+from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 from aeron_spark.connector.commit_markers import (

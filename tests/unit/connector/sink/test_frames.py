@@ -1,4 +1,4 @@
-"""sink_frames: numpy framing is byte-identical to a publication's term appender (SyntheticLog)."""
+"""sink/frames.py: numpy framing is byte-identical to a publication's term appender (SyntheticLog)."""
 
 from __future__ import annotations
 

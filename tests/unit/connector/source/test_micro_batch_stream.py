@@ -14,7 +14,7 @@ from aeron_spark.connector.source.data_loss import DataLossError
 from aeron_spark.connector.source.initial_offset_store import InitialOffsetStore, InitialOffsetStoreError
 from aeron_spark.connector.source.micro_batch_stream import UNCAPPED_BYTES, AeronArchiveStreamReader
 from aeron_spark.connector.source.offsets import RecordingPositions
-from aeron_spark.connector.options import ReadMode, SourceOptions
+from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition, ReplayRange
 from tests.support.fake_archive import FakeArchive
 from tests.support.synthetic_log import SyntheticLog

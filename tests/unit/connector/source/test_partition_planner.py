@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aeron_spark.connector.source.offsets import RecordingPositions
-from aeron_spark.connector.options import ReadMode, SourceOptions
+from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import (
     PlanningError,
     RecordingLayout,

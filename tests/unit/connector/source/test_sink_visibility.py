@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from aeron_spark.connector.source.offset_reader import OffsetReader
-from aeron_spark.connector.options import ReadMode, SourceOptions
+from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 from aeron_spark.connector.sink.commit import commit_staged

@@ -1,4 +1,4 @@
-"""How the source's replays fail (connector/archive_access.py), over stand-ins for ArchiveClient
+"""How the source's replays fail (connector/archive_reading.py), over stand-ins for ArchiveClient
 and the Aeron objects; the same cases run against the real sidecar in
 tests/integration/test_replay_errors_sidecar.py and against Java 1.15.1 in
 tests/interop/test_replay_errors_java.py.
@@ -18,7 +18,7 @@ import time
 import pytest
 from aeron_spark.archive.client.response_routing import ArchiveError
 from aeron_spark.archive.codecs import RecordingSubscriptionDescriptor
-from aeron_spark.connector.source.archive_access import (
+from aeron_spark.connector.archive_reading import (
     ClientArchiveAccess,
     ReplayEndInsideFrame,
     ReplayFailed,

@@ -4,7 +4,8 @@ import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, RecordingPositions
-from aeron_spark.connector.options import OptionError, ReadMode, SourceOptions, StartKind, validate_common
+from aeron_spark.connector.options import OptionError
+from aeron_spark.connector.source.options import ReadMode, SourceOptions, StartKind, validate_common
 
 BASE = {"archive.controlChannel": "aeron:ipc", "recordingIds": "1,2"}
 STREAM = {**BASE, "checkpointLocation": "/tmp/cp"}
@@ -122,28 +123,6 @@ def test_bad_offsets_are_rejected(offset, message):
         RecordingPositions.from_offset(offset)
 
 
-def test_archive_dir_is_resolved_through_the_archive_mark_file(tmp_path):
-    from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
-    from aeron_spark.connector.source.archive_access import ArchiveUnavailable, resolve_connection
-
-    missing = parse(**{"archive.dir": str(tmp_path), "recordingIds": "1"})
-    with pytest.raises(ArchiveUnavailable, match="archive.dir"):
-        resolve_connection(missing.connection)
-    mark = ArchiveMarkFile.create(tmp_path, archive_id=5, control_channel="aeron:udp?endpoint=localhost:8010",
-                                  control_stream_id=77, local_control_channel="aeron:ipc", local_control_stream_id=10,
-                                  events_channel="aeron:ipc", events_stream_id=30, aeron_directory="/dev/shm/drv")
-    try:
-        resolved = resolve_connection(missing.connection)
-        assert (resolved.control_channel, resolved.control_stream_id, resolved.aeron_dir) == (
-            "aeron:udp?endpoint=localhost:8010", 77, "/dev/shm/drv")
-        overridden = parse(**{"path": str(tmp_path), "recordingIds": "1", "archive.controlStreamId": "12",
-                              "aeron.dir": "/other"})
-        resolved = resolve_connection(overridden.connection)
-        assert (resolved.control_stream_id, resolved.aeron_dir) == (12, "/other")
-    finally:
-        mark.close()
-
-
 def test_query_name_that_spark_adds_to_the_options_is_accepted():
     validate_common({**BASE, "queryName": "vwap"})
     assert parse(ReadMode.STREAM, **STREAM, queryName="vwap").recording_ids == (1, 2)
@@ -165,3 +144,14 @@ def test_a_user_schema_selects_columns_or_is_rejected_with_the_accepted_columns(
         with pytest.raises(OptionError, match=what) as error:
             select_columns(schema, options)
         assert "recording_id bigint, position bigint, payload binary, session_id int" in str(error.value)
+
+
+def test_the_shared_option_names_match_the_source_options():
+    from aeron_spark.connector.options import CONNECTION_OPTIONS, SOURCE_ONLY_OPTIONS
+    from aeron_spark.connector.sink.options import SINK_OPTION_SPECS
+    from aeron_spark.connector.source.options import OPTION_SPECS
+
+    source_names = {spec.name for spec in OPTION_SPECS}
+    sink_names = {spec[0] for spec in SINK_OPTION_SPECS} | set(CONNECTION_OPTIONS)
+    assert set(CONNECTION_OPTIONS) <= source_names
+    assert set(SOURCE_ONLY_OPTIONS) == source_names - sink_names

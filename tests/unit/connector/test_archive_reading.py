@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from aeron_spark.archive.codecs.recording_position import encode_key
-from aeron_spark.connector.source.archive_access import ClientArchiveAccess, ReplayFailed
+from aeron_spark.connector.archive_reading import ClientArchiveAccess, ReplayFailed
 from aeron_spark.connector.options import ReplaySettings
 from tests.support.fake_archive import FakeArchive
 from tests.support.synthetic_log import SyntheticLog, blocks

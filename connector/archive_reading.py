@@ -1,0 +1,445 @@
+"""Reading an archive over ``aeron_spark.archive.client.archive_client.ArchiveClient``:
+descriptors, listings, live positions and bounded replays. ``ClientArchiveAccess`` is the real
+``source.archive_access.ArchiveAccess``; the sink reads back and watches its own recording with it
+(``sink/archive_access.py``).
+
+Real-client facts used here:
+* live positions come from the archive's rec-pos counters (type 100, Aeron's RecordingPos;
+  ``aeron_spark.archive.client.live_positions`` finds them by recording id and archive id) read
+  through the client's CountersReader, so
+  ``latestOffset`` costs no control round trip;
+* each replay gets its own ``session-id`` on the replay channel and a subscription to that
+  session only: replays of other partitions on the same channel/stream then never become images
+  of this subscription (an unpolled IPC image would hold their publications back);
+* a replay is bounded by a limit counter holding the range end, so the archive never sends a
+  byte past it;
+* a replay is watched while it is waited for: an ERROR the archive sends for it after its OK
+  (``check_replay_error``) fails it at once with the archive's text; a replay idle at a position
+  short of the range end replays the frame there once (``frame_end_at``) and fails at once if that
+  frame crosses the end (the archive sends whole frames only, so it never would);
+* replays are refused when the archive records their channel/stream (ListRecordingSubscriptions,
+  re-checked every few seconds): each would become a new recording;
+* a 1.15.x archive (no BoundedReplay) gets a plain Replay of exactly the range.
+
+The client calls (checked against ``ArchiveClient`` and the sidecar): ``list_recording``,
+``list_recordings_for_uri(from, count, fragment, stream_id)``, ``recording_position`` (-1 when
+not active), ``start_bounded_replay(recording_id, position, length, limit_counter_id, channel,
+stream_id)``, ``start_replay(recording_id, position, length, channel, stream_id)`` and
+``is_legacy`` (1.15.x), ``check_replay_error(replay_session_id)``,
+``list_recording_subscriptions(index, count, fragment, stream_id, apply_stream_id)``,
+``stop_replay``, ``close``; and on its AeronClient ``add_subscription``, ``add_counter(type_id,
+key, label)`` and ``counters_reader``. Connecting is ``archive_connection.connect_client``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import struct
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
+
+from aeron_spark.archive.client import live_positions
+from aeron_spark.archive.client import RecordingDescriptor
+from aeron_spark.driver_integration.frame import aligned_frame_length
+
+from aeron_spark.connector.options import ReplaySettings
+
+LOG = logging.getLogger(__name__)
+
+# Application counter type for our bounded-replay limits (Aeron reserves < 1000 for itself).
+REPLAY_LIMIT_COUNTER_TYPE_ID = 1_977_100
+LIST_PAGE_SIZE = 256
+REPLAY_BLOCK_LIMIT = 1 << 20
+#: A replay idle this long (at most half the idle timeout) is examined once per position: the
+#: frame there may cross the range end, which the archive never sends (a bounded replay sends
+#: whole frames only), so waiting longer cannot help.
+STALL_PROBE_AFTER_MS = 200
+#: How long an ended replay image waits for the archive's ERROR that explains it.
+LATE_ERROR_WAIT_MS = 500
+#: How often the archive's recording subscriptions are looked at again for one replay stream.
+RECORDED_STREAM_CHECK_INTERVAL_S = 5.0
+RECORDING_SUBSCRIPTIONS_PAGE = 256
+T = TypeVar("T")
+
+
+class ReplayFailed(RuntimeError):
+    """A replay stopped before delivering its whole range."""
+
+
+class ReplayEndInsideFrame(ReplayFailed):
+    """The range end falls inside a frame: the archive replays whole frames only, so the frame
+    ``[frame_start, frame_end)`` that crosses it is never sent."""
+
+    def __init__(self, recording_id: int, end: int, frame_start: int, frame_end: int) -> None:
+        super().__init__(
+            f"recording {recording_id}: the range end {end} is not a frame boundary, it falls inside "
+            f"the frame [{frame_start}, {frame_end}); positions in endingPositions (and "
+            f"startingPositions) must be frame boundaries of the recording, e.g. {frame_start} or "
+            f"{frame_end} here")
+        self.recording_id = recording_id
+        self.end = end
+        self.frame_start = frame_start
+        self.frame_end = frame_end
+
+
+class ReplayStreamRecorded(ReplayFailed):
+    """The archive records the channel/stream replays would be sent on."""
+
+
+class ReplayWatch(Protocol):
+    """What a waiting replay asks its archive connection (see ClientArchiveAccess)."""
+
+    def check(self) -> None:
+        """Raise ReplayFailed if the archive sent an error for this replay (non-blocking)."""
+
+    def explain_end(self) -> str:
+        """Why the replay image ended early: the archive's error text, "" if none arrives soon."""
+
+    def stalled(self, position: int) -> None:
+        """The replay made no progress at ``position`` for a while: raise ReplayFailed when that
+        has a cause that waiting cannot fix (e.g. :class:`ReplayEndInsideFrame`)."""
+
+
+class ClientArchiveAccess:
+    """``ArchiveAccess`` over a connected ``ArchiveClient`` (see the module docstring)."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self._counter_ids: dict[int, int] = {}
+        self._recorded_stream_checks: dict[tuple[str, int], float] = {}
+
+    @property
+    def archive_id(self) -> int:
+        return self._client.archive_id
+
+    def describe(self, recording_id: int) -> RecordingDescriptor | None:
+        return self._client.list_recording(recording_id)
+
+    def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
+        found: list[RecordingDescriptor] = []
+        next_id = from_recording_id
+        while True:
+            page = self._client.list_recordings_for_uri(next_id, LIST_PAGE_SIZE, channel_fragment, stream_id)
+            found.extend(page)
+            if len(page) < LIST_PAGE_SIZE:
+                return found
+            next_id = page[-1].recording_id + 1
+
+    def live_position(self, recording_id: int) -> int | None:
+        counters = self._client.aeron.counters_reader
+        counter_id = self._counter_ids.get(recording_id)
+        if counter_id is None:
+            counter_id = live_positions.find_counter_id_by_recording(counters, recording_id, self.archive_id)
+        if counter_id >= 0:
+            value = live_positions.recorded_position(counters, counter_id)
+            # Checked after reading: a freed counter id may be reused by another recording.
+            if live_positions.is_active(counters, counter_id, recording_id):
+                self._counter_ids[recording_id] = counter_id
+                return value
+        self._counter_ids.pop(recording_id, None)
+        position = self._client.recording_position(recording_id)  # a counter not visible yet
+        return None if position is None or position < 0 else position
+
+    @contextlib.contextmanager
+    def replay(self, recording_id: int, start: int, end: int,
+               settings: ReplaySettings) -> Iterator[Iterator[tuple[int, bytes]]]:
+        with self._replay_image(recording_id, start, end, settings) as (image, watch):
+            yield _replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms, watch)
+
+    @contextlib.contextmanager
+    def replay_pump(self, recording_id: int, start: int, end: int,
+                    settings: ReplaySettings) -> Iterator[ReplayPump]:
+        """Like :meth:`replay`, but the caller copies each block where it wants it (one copy)."""
+        with self._replay_image(recording_id, start, end, settings) as (image, watch):
+            try:
+                yield ReplayPump(image, recording_id, start, end, settings.idle_timeout_ms, watch)
+            finally:
+                image.close()
+
+    @contextlib.contextmanager
+    def _replay_image(self, recording_id: int, start: int, end: int, settings: ReplaySettings):
+        """(image, watch) of a bounded replay of [start, end) on a private session."""
+        self._refuse_recorded_replay_stream(settings)
+        aeron = self._client.aeron
+        session_id = random.randint(1, (1 << 31) - 1)
+        channel = _with_param(settings.channel, "session-id", str(session_id))
+        subscription = aeron.add_subscription(channel, settings.stream_id)
+        limit = aeron.add_counter(REPLAY_LIMIT_COUNTER_TYPE_ID, struct.pack("<q", recording_id),
+                                  f"aeron-archive source replay limit: {recording_id} [{start}, {end})")
+        limit.value = end
+        replay_session_id = None
+        try:
+            try:
+                if getattr(self._client, "is_legacy", False):
+                    # Aeron 1.15.x has no BoundedReplay; a replay of exactly the range is the
+                    # same for recorded data (ranges never end past the recorded position).
+                    replay_session_id = self._client.start_replay(
+                        recording_id, start, end - start, channel, settings.stream_id)
+                else:
+                    replay_session_id = self._client.start_bounded_replay(
+                        recording_id, start, end - start, limit.counter_id, channel, settings.stream_id)
+            except Exception as error:
+                if _is_archive_error(error):
+                    raise ReplayFailed(f"recording {recording_id}: the archive refused the replay of "
+                                       f"[{start}, {end}): {_archive_text(error)}") from error
+                raise
+            watch = _ArchiveReplayWatch(self, recording_id, end, replay_session_id, settings)
+            image = _await_image(subscription, session_id, settings.idle_timeout_ms, recording_id, watch)
+            yield image, watch
+        finally:
+            if replay_session_id is not None:
+                with contextlib.suppress(Exception):
+                    self._client.stop_replay(replay_session_id)
+            for resource in (subscription, limit):
+                with contextlib.suppress(Exception):
+                    resource.close()
+
+    def _refuse_recorded_replay_stream(self, settings: ReplaySettings) -> None:
+        """Fails when the archive records the replay channel/stream: each replay would become a
+        new recording (and a source discovering that stream would read its own replays)."""
+        key = (settings.channel, settings.stream_id)
+        now = time.monotonic()
+        checked = self._recorded_stream_checks.get(key)
+        if checked is not None and now - checked < RECORDED_STREAM_CHECK_INTERVAL_S:
+            return
+        list_subscriptions = getattr(self._client, "list_recording_subscriptions", None)
+        if list_subscriptions is None or getattr(self._client, "is_legacy", False):
+            return  # 1.15.x archives cannot list their recording subscriptions
+        found = []
+        index = 0
+        try:
+            while True:
+                page = list_subscriptions(index, RECORDING_SUBSCRIPTIONS_PAGE, "", settings.stream_id, True)
+                found.extend(page)
+                if len(page) < RECORDING_SUBSCRIPTIONS_PAGE:
+                    break
+                index += len(page)
+        except Exception as error:
+            if not _is_archive_error(error):
+                raise
+            # An archive without ListRecordingSubscriptions (older than Aeron 1.17): replay unchecked.
+            LOG.warning("cannot check whether the archive records replay.channel=%s replay.streamId=%d: %s",
+                        settings.channel, settings.stream_id, error)
+            found = []
+        for subscription in found:
+            if records_replays(subscription.stripped_channel, subscription.stream_id,
+                               settings.channel, settings.stream_id):
+                raise ReplayStreamRecorded(
+                    f"options replay.channel={settings.channel} and replay.streamId={settings.stream_id}: "
+                    f"the archive records that stream (recording subscription {subscription.subscription_id} "
+                    f"on {subscription.stripped_channel} stream {subscription.stream_id}), so every replay of "
+                    f"this source would become a new recording; set replay.streamId to a stream id the archive "
+                    f"does not record (or stop that recording)")
+        self._recorded_stream_checks[key] = now
+
+    def frame_end_at(self, recording_id: int, position: int, settings: ReplaySettings,
+                     timeout_ms: int) -> int | None:
+        """Where the frame recorded at ``position`` ends (32-aligned), by replaying it; None when
+        nothing is recorded there yet or the replay does not deliver it within ``timeout_ms``."""
+        descriptor = self.describe(recording_id)
+        if descriptor is None:
+            return None
+        term_length = descriptor.term_buffer_length
+        term_end = (position // term_length + 1) * term_length
+        recorded = descriptor.stop_position if not descriptor.is_active else self.live_position(recording_id)
+        # Term ends and the recorded end are frame boundaries, so this replay never stalls.
+        probe_end = min(term_end, recorded if recorded is not None else descriptor.stop_position)
+        if probe_end <= position:
+            return None
+        probe = ReplaySettings(settings.channel, settings.stream_id, timeout_ms)
+        lengths: list[int] = []
+        try:
+            with self._replay_image(recording_id, position, probe_end, probe) as (image, watch):
+                try:
+                    deadline = time.monotonic() + timeout_ms / 1000.0
+                    while not lengths and time.monotonic() < deadline:
+                        image.block_poll(lambda view, *_: lengths.append(struct.unpack_from("<i", view, 0)[0]),
+                                         probe_end - position)
+                        if not lengths:
+                            watch.check()
+                            time.sleep(0.0005)
+                finally:
+                    image.close()
+        except ReplayFailed:
+            return None
+        if not lengths or lengths[0] <= 0:
+            return None
+        return position + aligned_frame_length(lengths[0])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+
+class _ArchiveReplayWatch:
+    """ReplayWatch over the archive client: asynchronous ERRORs of this replay session (the
+    archive may fail a replay after its OK: Java 1.15.x checks the start frame then, ours when a
+    segment is unreadable) and the frame at a stall."""
+
+    def __init__(self, access: ClientArchiveAccess, recording_id: int, end: int, replay_session_id: int,
+                 settings: ReplaySettings) -> None:
+        self._access = access
+        self._recording_id = recording_id
+        self._end = end
+        self._replay_session_id = replay_session_id
+        self._settings = settings
+        self._check_error = getattr(access._client, "check_replay_error", None)
+
+    def _archive_error(self) -> Exception | None:
+        """The archive's ERROR for this replay, if one has arrived (polls once, non-blocking)."""
+        if self._check_error is None:
+            return None
+        try:
+            self._check_error(self._replay_session_id)
+        except Exception as error:
+            if _is_archive_error(error):
+                return error
+            raise
+        return None
+
+    def check(self) -> None:
+        error = self._archive_error()
+        if error is not None:
+            raise ReplayFailed(f"recording {self._recording_id}: the archive failed the replay "
+                               f"(replaySessionId={self._replay_session_id}): {_archive_text(error)}") from error
+
+    def explain_end(self) -> str:
+        # The ERROR follows the end of the image closely (the archive revokes, then reports).
+        deadline = time.monotonic() + LATE_ERROR_WAIT_MS / 1000.0
+        while self._check_error is not None:
+            error = self._archive_error()
+            if error is not None:
+                return f"the archive reports: {_archive_text(error)}"
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.002)
+        return ""
+
+    def stalled(self, position: int) -> None:
+        if position >= self._end:
+            return
+        frame_end = self._access.frame_end_at(self._recording_id, position, self._settings,
+                                              timeout_ms=min(self._settings.idle_timeout_ms, 5_000))
+        if frame_end is not None and frame_end > self._end:
+            raise ReplayEndInsideFrame(self._recording_id, self._end, position, frame_end)
+
+
+def records_replays(recorded_channel: str, recorded_stream_id: int, replay_channel: str,
+                    replay_stream_id: int) -> bool:
+    """Whether a recording subscription on ``recorded_channel``/``recorded_stream_id`` would see
+    the replay publications of this source (``replay_channel`` plus a random session-id): same
+    stream id and media, and for UDP the same endpoint; a subscription limited to one session-id
+    does not (the source's session ids are random)."""
+    from aeron_spark.driver_integration.channel_uri import ChannelUriError, parse
+    if recorded_stream_id != replay_stream_id:
+        return False
+    try:
+        recorded, replay = parse(recorded_channel), parse(replay_channel)
+    except ChannelUriError:
+        return False
+    if recorded.media != replay.media or "session-id" in recorded:
+        return False
+    if recorded.is_ipc:
+        return True
+    return recorded.get("endpoint") is not None and recorded.get("endpoint") == replay.get("endpoint")
+
+
+def _is_archive_error(error: Exception) -> bool:
+    # ArchiveError is imported late (executors may not need the client); match by its fields.
+    return hasattr(error, "archive_message") and hasattr(error, "error_code")
+
+
+def _archive_text(error: Exception) -> str:
+    return getattr(error, "archive_message", "") or str(error)
+
+
+def _with_param(channel: str, name: str, value: str) -> str:
+    separator = "|" if "?" in channel else "?"
+    return f"{channel}{separator}{name}={value}"
+
+
+def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: int,
+                 watch: ReplayWatch | None = None):
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while time.monotonic() < deadline:
+        image = subscription.image_by_session_id(session_id)
+        if image is not None:
+            return image
+        if watch is not None:
+            watch.check()  # an archive that fails the replay after its OK never sends the image
+        time.sleep(0.001)
+    raise ReplayFailed(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
+
+
+class ReplayPump:
+    """Polls one replay image block by block; ``next_block(consume)`` hands the block to
+    ``consume(view, position)`` while the view still points into the term buffer, so a caller
+    that copies it straight to where it is needed makes the only copy.
+
+    While no block arrives it asks ``watch`` (when given) whether the archive failed the replay,
+    and once per stalled position whether the stall can ever end."""
+
+    def __init__(self, image, recording_id: int, start: int, end: int, idle_timeout_ms: int,
+                 watch: ReplayWatch | None = None) -> None:
+        self._image = image
+        self._recording_id = recording_id
+        self._end = end
+        self._idle_timeout_ms = idle_timeout_ms
+        self._watch = watch
+        self._stall_probe_s = min(STALL_PROBE_AFTER_MS, idle_timeout_ms / 2) / 1000.0
+        self._probed_at: int | None = None
+        self.position = start
+        self._result: list = []
+
+    def _on_block(self, view, position: int, _session_id: int, _term_id: int) -> None:
+        self._result.append((position, len(view), self._consume(view, position)))
+
+    def next_block(self, consume: Callable[[memoryview, int], T]) -> tuple[int, T] | None:
+        """(block position, what ``consume`` returned) for the next block; None at the range end."""
+        if self.position >= self._end:
+            return None
+        self._consume = consume
+        idle_since = time.monotonic()
+        image, result, watch = self._image, self._result, self._watch
+        while True:
+            result.clear()
+            image.block_poll(self._on_block, min(REPLAY_BLOCK_LIMIT, self._end - self.position))
+            if result:
+                position, length, value = result[0]
+                result.clear()
+                self.position = position + length
+                return position, value
+            if watch is not None:
+                watch.check()
+            if image.is_closed or image.is_end_of_stream:
+                reason = watch.explain_end() if watch is not None else ""
+                raise ReplayFailed(
+                    f"recording {self._recording_id}: replay ended at {self.position}, before {self._end}"
+                    + (f": {reason}" if reason else ""))
+            idle_s = time.monotonic() - idle_since
+            if watch is not None and self._probed_at != self.position and idle_s >= self._stall_probe_s:
+                self._probed_at = self.position
+                watch.stalled(self.position)
+            if idle_s > self._idle_timeout_ms / 1000.0:
+                raise ReplayFailed(
+                    f"recording {self._recording_id}: replay made no progress at {self.position} "
+                    f"for {self._idle_timeout_ms} ms (replay.idleTimeoutMs)")
+            time.sleep(0.0005)
+
+
+def _copied(view, _position: int) -> bytes:
+    # Copied: the view points into the term buffer and is only valid during the callback.
+    return bytes(view)
+
+
+def _replayed_blocks(image, recording_id: int, start: int, end: int, idle_timeout_ms: int,
+                     watch: ReplayWatch | None = None) -> Iterator[tuple[int, bytes]]:
+    pump = ReplayPump(image, recording_id, start, end, idle_timeout_ms, watch)
+    try:
+        while (block := pump.next_block(_copied)) is not None:
+            yield block
+    finally:
+        image.close()

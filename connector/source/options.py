@@ -1,0 +1,372 @@
+"""Every option of the `aeron-archive` source: names, defaults, parsing and cross-checks.
+
+The options it shares with the sink (where the archive is, how it replays) and the parsers of
+values are in ``connector/options.py``; this module holds the source's own ones.
+
+Like Kafka's KafkaSourceProvider, all validation happens on the driver before any data is read:
+``SourceOptions.parse(options, mode)`` either returns a complete, typed value or raises
+``OptionError`` naming the option and what it accepts. Spark hands options over lower-cased
+(CaseInsensitiveDict), so names are matched case-insensitively and reported in camelCase.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from aeron_spark.connector.options import (
+    DEFAULT_CONTROL_STREAM_ID,
+    DEFAULT_REPLAY_CHANNEL,
+    DEFAULT_REPLAY_STREAM_ID,
+    DEFAULT_RESPONSE_STREAM_ID,
+    SPARK_SUPPLIED_OPTIONS,
+    ArchiveConnection,
+    OptionError,
+    ReplaySettings,
+    parse_bool,
+    parse_channel,
+    parse_connection,
+    parse_duration_ms,
+    parse_int,
+    parse_optional,
+    parse_replay,
+    parse_size,
+)
+from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, parse_position_spec
+
+
+class ReadMode(Enum):
+    BATCH = "batch"    # spark.read
+    STREAM = "stream"  # spark.readStream
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    name: str
+    accepted: str
+    default: str | None
+    modes: frozenset[ReadMode]
+    help: str
+
+
+_BOTH = frozenset({ReadMode.BATCH, ReadMode.STREAM})
+_STREAM = frozenset({ReadMode.STREAM})
+_BATCH = frozenset({ReadMode.BATCH})
+
+DEFAULT_MAX_BYTES_PER_PARTITION = 256 << 20
+
+OPTION_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("recordingIds", "comma list or JSON list of recording ids, e.g. 1,2 or [1,2]", None, _BOTH,
+               "Read exactly these recordings. Exclusive with channel/streamId."),
+    OptionSpec("channel", "a channel fragment, e.g. aeron:udp?endpoint=host:40123", None, _BOTH,
+               "With streamId: read every recording whose original channel contains this fragment "
+               "(Aeron ListRecordingsForUri); streams also pick up recordings that start later."),
+    OptionSpec("streamId", "an int", None, _BOTH, "Stream id matched together with channel."),
+    OptionSpec("archive.dir", "a directory holding archive-mark.dat", None, _BOTH,
+               "Find the archive's control channel, control stream id and aeron dir from its mark "
+               "file. `path` (the argument of load()) is an alias."),
+    OptionSpec("path", "same as archive.dir", None, _BOTH, "Alias of archive.dir (load(path))."),
+    OptionSpec("archive.controlChannel", "an Aeron channel URI", None, _BOTH,
+               "Archive control request channel (overrides the mark file)."),
+    OptionSpec("archive.controlStreamId", "an int", str(DEFAULT_CONTROL_STREAM_ID), _BOTH,
+               "Archive control request stream id (overrides the mark file)."),
+    OptionSpec("archive.responseChannel", "an Aeron channel URI",
+               "aeron:ipc when the control channel is IPC, else aeron:udp?endpoint=localhost:0", _BOTH,
+               "Channel the archive answers on."),
+    OptionSpec("archive.responseStreamId", "an int", str(DEFAULT_RESPONSE_STREAM_ID), _BOTH,
+               "Stream id the archive answers on."),
+    OptionSpec("archive.timeoutMs", "an int > 0 (milliseconds)", "10000", _BOTH,
+               "Timeout of each archive request."),
+    OptionSpec("aeron.dir", "a media driver directory", "the mark file's, else Aeron's default", _BOTH,
+               "Media driver used by the driver-side and executor-side archive clients."),
+    OptionSpec("replay.channel", "an Aeron channel URI", DEFAULT_REPLAY_CHANNEL, _BOTH,
+               "Channel replays are sent on; each partition adds its own session-id to it."),
+    OptionSpec("replay.streamId", "an int", str(DEFAULT_REPLAY_STREAM_ID), _BOTH,
+               "Stream id replays are sent on. A replay fails at once if the archive records "
+               "replay.channel on this stream id (each replay would become a new recording)."),
+    OptionSpec("replay.idleTimeoutMs", "an int > 0 (milliseconds)", "30000", _BOTH,
+               "A partition fails when its replay makes no progress for this long (an error the "
+               "archive reports for the replay fails it at once)."),
+    OptionSpec("startingPositions", "earliest | latest | JSON {\"<recordingId>\": position|-2|-1}",
+               "latest (stream), earliest (batch)", _BOTH,
+               "Where a new query starts. Resumed queries use their checkpoint."),
+    OptionSpec("endingPositions", "latest | JSON {\"<recordingId>\": position|-1}", "latest", _BATCH,
+               "Where a batch read stops (exclusive)."),
+    OptionSpec("failOnDataLoss", "true | false", "true", _BOTH,
+               "Fail when a range to read was truncated, purged or detached; false skips it with a warning."),
+    OptionSpec("maxBytesPerTrigger", "a size > 0, e.g. 268435456, 256m, 1g", None, _STREAM,
+               "Soft cap on recorded bytes per micro-batch, shared by recordings in proportion to their backlog."),
+    OptionSpec("minBytesPerTrigger", "a size > 0", None, _STREAM,
+               "Wait until this many bytes are available (or maxTriggerDelay passed) before a batch."),
+    OptionSpec("maxTriggerDelay", "a duration, e.g. 500ms, 30s, 15m, 1h (plain numbers are ms)", "15m",
+               _STREAM, "Longest wait for minBytesPerTrigger."),
+    OptionSpec("maxBytesPerPartition", "a size > 0", "256m", _BOTH,
+               "Split a recording's range into Spark partitions of at most about this many bytes (at term "
+               "boundaries). Each partition is one replay, and each replay maps a fresh log of three terms: "
+               "pieces much smaller than that cost more than they gain."),
+    OptionSpec("minPartitions", "an int >= 1", None, _BOTH,
+               "Desired minimum number of partitions per batch (as Kafka's minPartitions); the number of "
+               "pieces is also rounded up to a multiple of it, term lengths permitting. Set it to the cores "
+               "available to the query."),
+    OptionSpec("discoveryIntervalMs", "an int >= 0 (milliseconds)", "1000", _STREAM,
+               "Least time between two catalog listings looking for new recordings (channel/streamId)."),
+    OptionSpec("includeTimestamp", "true | false", "false", _BOTH,
+               "Add column `timestamp` = reserved_value read as nanoseconds since the epoch."),
+    OptionSpec("checkpointLocation", "a directory path or URI (file:, s3:, hdfs:, ...)", None, _STREAM,
+               "Required for readStream: where the source keeps its resolved starting positions; use "
+               "the query's own checkpointLocation."),
+)
+
+_SPECS_BY_LOWER: dict[str, OptionSpec] = {spec.name.lower(): spec for spec in OPTION_SPECS}
+
+
+class StartKind(Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    SPECIFIC = "specific"
+
+
+@dataclass(frozen=True)
+class PositionSpec:
+    """startingPositions / endingPositions: earliest, latest, or per-recording positions."""
+
+    kind: StartKind
+    specific: tuple[tuple[int, int], ...] = ()  # (recordingId, position | EARLIEST | LATEST)
+
+    def for_recording(self, recording_id: int, default: int) -> int:
+        """The position (or EARLIEST/LATEST marker) this spec gives one recording."""
+        if self.kind is StartKind.EARLIEST:
+            return EARLIEST
+        if self.kind is StartKind.LATEST:
+            return LATEST
+        return dict(self.specific).get(recording_id, default)
+
+    def describe(self) -> str:
+        if self.kind is StartKind.SPECIFIC:
+            return json.dumps({str(k): v for k, v in self.specific})
+        return self.kind.value
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    mode: ReadMode
+    recording_ids: tuple[int, ...] | None
+    channel: str | None
+    stream_id: int | None
+    connection: ArchiveConnection
+    replay: ReplaySettings
+    starting: PositionSpec
+    ending: PositionSpec
+    fail_on_data_loss: bool
+    max_bytes_per_trigger: int | None
+    min_bytes_per_trigger: int | None
+    max_trigger_delay_ms: int
+    max_bytes_per_partition: int
+    discovery_interval_ms: int
+    include_timestamp: bool
+    checkpoint_location: str | None
+    min_partitions: int = 1
+    # Names of the columns to produce and those declared nullable, from the schema given to the
+    # reader (data_source.select_columns); None: the default schema.
+    output_columns: tuple[str, ...] | None = None
+    nullable_columns: frozenset[str] = frozenset()
+
+    @property
+    def subscribes_to_channel(self) -> bool:
+        return self.recording_ids is None
+
+    def selection_identity(self) -> str:
+        """What this source reads, for keying persisted state (not where the archive is)."""
+        if self.recording_ids is not None:
+            selected = {"recordingIds": list(self.recording_ids)}
+        else:
+            selected = {"channel": self.channel, "streamId": self.stream_id}
+        return json.dumps({**selected, "startingPositions": self.starting.describe()}, sort_keys=True)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], mode: ReadMode) -> "SourceOptions":
+        raw = _canonical_options(options)
+        _reject_wrong_mode(raw, mode)
+        recording_ids, channel, stream_id = _parse_selection(raw)
+        starting = _parse_starting(raw, mode, recording_ids)
+        ending = _parse_ending(raw, mode, recording_ids)
+        max_bytes = parse_optional(raw, "maxBytesPerTrigger", parse_size)
+        min_bytes = parse_optional(raw, "minBytesPerTrigger", parse_size)
+        if max_bytes is not None and min_bytes is not None and min_bytes > max_bytes:
+            raise OptionError(
+                f"minBytesPerTrigger ({min_bytes}) must not exceed maxBytesPerTrigger ({max_bytes})")
+        if "maxTriggerDelay" in raw and min_bytes is None:
+            raise OptionError("maxTriggerDelay only applies together with minBytesPerTrigger; set that too")
+        checkpoint = raw.get("checkpointLocation")
+        if mode is ReadMode.STREAM and not checkpoint:
+            raise OptionError(
+                "option checkpointLocation is required for readStream: set it to the query's "
+                "checkpointLocation (the source stores its resolved startingPositions there, because "
+                "Spark does not journal the first batch's start and asks for it again on restart)")
+        return cls(
+            mode=mode,
+            recording_ids=recording_ids,
+            channel=channel,
+            stream_id=stream_id,
+            connection=parse_connection(raw),
+            replay=parse_replay(raw),
+            starting=starting,
+            ending=ending,
+            fail_on_data_loss=parse_bool(raw, "failOnDataLoss", True),
+            max_bytes_per_trigger=max_bytes,
+            min_bytes_per_trigger=min_bytes,
+            max_trigger_delay_ms=parse_duration_ms(raw, "maxTriggerDelay", 15 * 60 * 1000),
+            max_bytes_per_partition=parse_optional(raw, "maxBytesPerPartition", parse_size) or DEFAULT_MAX_BYTES_PER_PARTITION,
+            min_partitions=parse_int(raw, "minPartitions", 1, minimum=1),
+            discovery_interval_ms=parse_int(raw, "discoveryIntervalMs", 1000, minimum=0),
+            include_timestamp=parse_bool(raw, "includeTimestamp", False),
+            checkpoint_location=checkpoint,
+        )
+
+
+def validate_common(options: Mapping[str, str]) -> None:
+    """Checks that hold whatever the read mode (DataSource.__init__ cannot know the mode yet)."""
+    raw = _canonical_options(options)
+    _parse_selection(raw)
+    parse_connection(raw)
+    for name in ("failOnDataLoss", "includeTimestamp"):
+        parse_bool(raw, name, False)
+    for name in ("maxBytesPerTrigger", "minBytesPerTrigger", "maxBytesPerPartition"):
+        parse_optional(raw, name, parse_size)
+    parse_int(raw, "replay.streamId", 0)
+    parse_int(raw, "replay.idleTimeoutMs", 1, minimum=1)
+    parse_int(raw, "discoveryIntervalMs", 0, minimum=0)
+    parse_duration_ms(raw, "maxTriggerDelay", 0)
+    parse_channel(raw, "replay.channel", DEFAULT_REPLAY_CHANNEL)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _canonical_options(options: Mapping[str, str]) -> dict[str, str]:
+    canonical: dict[str, str] = {}
+    for key, value in options.items():
+        if key.lower() in SPARK_SUPPLIED_OPTIONS:
+            continue
+        spec = _SPECS_BY_LOWER.get(key.lower())
+        if spec is None:
+            raise OptionError(_unknown_option_message(key))
+        if value is None:
+            continue
+        canonical[spec.name] = str(value).strip()
+    return canonical
+
+
+def _unknown_option_message(key: str) -> str:
+    names = [spec.name for spec in OPTION_SPECS]
+    close = difflib.get_close_matches(key.lower(), [n.lower() for n in names], n=3, cutoff=0.6)
+    suggestion = ""
+    if close:
+        suggestion = " Did you mean " + " or ".join(repr(_SPECS_BY_LOWER[c].name) for c in close) + "?"
+    return f"unknown option {key!r} for format aeron-archive.{suggestion} Accepted options: {', '.join(names)}"
+
+
+def _reject_wrong_mode(raw: dict[str, str], mode: ReadMode) -> None:
+    for name in raw:
+        spec = _SPECS_BY_LOWER[name.lower()]
+        if mode not in spec.modes:
+            where = "spark.readStream" if ReadMode.STREAM in spec.modes else "spark.read (batch)"
+            hint = ""
+            if name == "endingPositions":
+                hint = "; a stream runs until stopped (use trigger(availableNow=True) to stop at the current end)"
+            raise OptionError(f"option {name} only applies to {where}, not to {_mode_name(mode)}{hint}")
+
+
+def _mode_name(mode: ReadMode) -> str:
+    return "spark.readStream" if mode is ReadMode.STREAM else "spark.read (batch)"
+
+
+def _parse_selection(raw: dict[str, str]) -> tuple[tuple[int, ...] | None, str | None, int | None]:
+    ids_text = raw.get("recordingIds")
+    channel = raw.get("channel")
+    stream_text = raw.get("streamId")
+    if ids_text is not None and (channel is not None or stream_text is not None):
+        raise OptionError("set either recordingIds or channel + streamId, not both")
+    if ids_text is not None:
+        return _parse_recording_ids(ids_text), None, None
+    if channel is None and stream_text is None:
+        raise OptionError(
+            "nothing to read: set recordingIds (e.g. 1,2 or [1,2]) or channel + streamId "
+            "(every recording of that stream whose original channel contains the fragment)")
+    if stream_text is None:
+        raise OptionError("option channel needs streamId too (an int)")
+    if channel is None:
+        raise OptionError("option streamId needs channel too (a channel fragment; \"\" matches every channel)")
+    return None, channel, parse_int(raw, "streamId", 0)
+
+
+def _parse_recording_ids(text: str) -> tuple[int, ...]:
+    accepted = "a comma list or JSON list of recording ids >= 0, e.g. 1,2 or [1,2]"
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError:
+            raise OptionError(f"option recordingIds={text!r} is not a JSON list; accepted: {accepted}") from None
+        if not isinstance(items, list):
+            raise OptionError(f"option recordingIds={text!r}: accepted: {accepted}")
+    else:
+        items = [item.strip() for item in text.split(",")]
+    ids: list[int] = []
+    for item in items:
+        is_id = (isinstance(item, int) and not isinstance(item, bool) and item >= 0) or (
+            isinstance(item, str) and re.fullmatch(r"\d+", item) is not None)
+        if not is_id:
+            raise OptionError(f"option recordingIds={text!r}: {item!r} is not a recording id; accepted: {accepted}")
+        ids.append(int(item))
+    if not ids:
+        raise OptionError(f"option recordingIds is empty; accepted: {accepted}")
+    if len(set(ids)) != len(ids):
+        raise OptionError(f"option recordingIds={text!r} lists a recording twice")
+    return tuple(ids)
+
+
+def _parse_starting(raw: dict[str, str], mode: ReadMode, recording_ids: tuple[int, ...] | None) -> PositionSpec:
+    default = "latest" if mode is ReadMode.STREAM else "earliest"
+    text = raw.get("startingPositions", default)
+    spec = _parse_position_spec("startingPositions", text, recording_ids, allow_earliest=True,
+                                allow_latest=mode is ReadMode.STREAM)
+    return spec
+
+
+def _parse_ending(raw: dict[str, str], mode: ReadMode, recording_ids: tuple[int, ...] | None) -> PositionSpec:
+    if mode is ReadMode.STREAM:
+        return PositionSpec(StartKind.LATEST)
+    return _parse_position_spec("endingPositions", raw.get("endingPositions", "latest"), recording_ids,
+                                allow_earliest=False, allow_latest=True)
+
+
+def _parse_position_spec(name: str, text: str, recording_ids: tuple[int, ...] | None, *,
+                         allow_earliest: bool, allow_latest: bool) -> PositionSpec:
+    accepted = " | ".join(
+        [w for w, ok in (("earliest", allow_earliest), ("latest", allow_latest)) if ok]
+        + ["JSON {\"<recordingId>\": <position>}"])
+    lowered = text.lower()
+    if lowered in ("earliest", "latest"):
+        allowed = allow_earliest if lowered == "earliest" else allow_latest
+        if not allowed:
+            raise OptionError(f"option {name}={text} is not allowed here; accepted: {accepted}")
+        return PositionSpec(StartKind(lowered))
+    if not text.startswith("{"):
+        raise OptionError(f"option {name}={text!r} is not valid; accepted: {accepted}")
+    try:
+        specific = parse_position_spec(text, f"option {name}")
+    except OffsetFormatError as error:
+        raise OptionError(f"{error}; accepted: {accepted}") from None
+    for recording_id, position in specific.items():
+        if (position == EARLIEST and not allow_earliest) or (position == LATEST and not allow_latest):
+            raise OptionError(
+                f"option {name}: marker {position} for recording {recording_id} is not allowed here; "
+                f"accepted: {accepted}")
+        if recording_ids is not None and recording_id not in recording_ids:
+            raise OptionError(
+                f"option {name} names recording {recording_id}, which is not in recordingIds {list(recording_ids)}")
+    return PositionSpec(StartKind.SPECIFIC, tuple(sorted(specific.items())))
