@@ -23,19 +23,16 @@ from pathlib import Path
 
 import pytest
 from aeron_spark.archive.client.archive_client import SourceLocation
-from aeron_spark.connector.source.archive_access import (
+from aeron_spark.connector.archive_reading import (
     ReplayEndInsideFrame,
     ReplayFailed,
     ReplayStreamRecorded,
-    open_archive,
 )
+from aeron_spark.connector.options import DEFAULT_REPLAY_STREAM_ID
+from aeron_spark.connector.source.archive_access import open_archive
 from aeron_spark.connector.source.batch_reader import plan_batch
 from aeron_spark.connector.source.offset_reader import OffsetReader
-from aeron_spark.connector.options import (
-    DEFAULT_REPLAY_STREAM_ID,
-    ReadMode,
-    SourceOptions,
-)
+from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 

@@ -19,12 +19,12 @@ from collections.abc import Iterator
 
 import pytest
 from aeron_spark.archive.client.archive_client import ArchiveClient
-from aeron_spark.connector.source.archive_access import (
+from aeron_spark.connector.archive_reading import (
     ClientArchiveAccess,
     ReplayEndInsideFrame,
     ReplayFailed,
 )
-from aeron_spark.connector.options import ReadMode, SourceOptions
+from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 from aeron_spark.driver_integration import AeronClient

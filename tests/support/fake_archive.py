@@ -1,4 +1,4 @@
-"""An in-memory archive implementing connector.archive_access.ArchiveAccess for unit tests.
+"""An in-memory archive implementing connector.source.archive_access.ArchiveAccess for unit tests.
 
 Recordings are SyntheticLogs. Like the real archive, a replay must start on a frame of the
 recording, inside [start, stop), and it delivers whole frames in blocks (sizes chosen by the
