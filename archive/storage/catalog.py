@@ -86,10 +86,6 @@ class DescriptorDecodingError(CatalogError, ValueError):
 
 # --------------------------------------------------------------------------- body codec (sans-IO)
 
-def encoded_descriptor_length(descriptor: RecordingDescriptor) -> int:
-    return MIN_DESCRIPTOR_LENGTH + sum(len(s) for s in _strings(descriptor))
-
-
 def encode_recording_descriptor(descriptor: RecordingDescriptor) -> bytes:
     """The RecordingDescriptor SBE body (root block + 3 var ASCII fields), no message header.
 

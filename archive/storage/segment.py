@@ -244,10 +244,6 @@ class SegmentWriter:
         """Stream position after the last appended byte."""
         return self._position
 
-    @property
-    def segment_file(self) -> Path:
-        return self._path
-
     def _open_segment(self, base_position: int, *, exclusive: bool) -> None:
         path = segment_file_path(self.archive_dir, self.recording_id, base_position)
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else 0)
