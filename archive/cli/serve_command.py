@@ -15,7 +15,7 @@ code is 0 then, 2 for bad options, 1 when the archive cannot start.
 
 Authentication (off by default): ``--auth-credentials-file FILE`` with ``principal:secret``
 lines enables the shared-secret authenticator (HMAC-SHA256 challenge, or plain
-``principal:secret`` credentials unless ``--auth-challenge-only``); see `authenticator.py`.
+``principal:secret`` credentials unless ``--auth-challenge-only``); see `aeron_spark.archive.service.authenticator`.
 """
 
 from __future__ import annotations

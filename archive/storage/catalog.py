@@ -389,8 +389,9 @@ class Catalog:
                       stop_position: int = NULL_POSITION) -> int:
         """Stores a new valid recording in the next free slot and returns its id.
 
-        Defaults are those of a new recording (§4.2): start timestamp now, stop timestamp and
-        stop position -1. Replicated recordings pass their own timestamps and stop position.
+        Defaults are those of a new recording (Aeron's Catalog.addNewRecording): start timestamp now,
+        stop timestamp and stop position -1. Replicated recordings pass their own timestamps and
+        stop position.
         """
         self._require_writable("add a recording")
         _check_lengths(term_buffer_length, segment_file_length, mtu_length)
@@ -441,7 +442,8 @@ class Catalog:
 
     def extend(self, recording_id: int, *, control_session_id: int, correlation_id: int,
                session_id: int) -> None:
-        """Marks a stopped recording active again for an extension by a new image (§4.2)."""
+        """Marks a stopped recording active again for an extension by a new image (Aeron's
+        Catalog.extendRecording)."""
         self._update_fields(recording_id, (
             (_CONTROL_SESSION_ID, control_session_id), (_CORRELATION_ID, correlation_id),
             (_STOP_TIMESTAMP, NULL_TIMESTAMP), (_SESSION_ID, session_id),
