@@ -1,7 +1,7 @@
 """`aeron-archive recordings | replay | stat`: talk to a running archive (ours or a real Aeron one).
 
-Registered with the tool's command registry (loaded because the module name ends in
-``_commands``).
+Each command is a ``run(args, output)`` with its ``configure(parser)``; the command table in
+`aeron_spark.archive.cli.main` names them.
 
 * ``recordings``: one JSON object per recording descriptor, Aeron's camelCase field names.
 * ``replay ID``: one JSON object per replayed message: ``position`` (where it starts: pass it to
@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import functools
 import json
 from pathlib import Path
 
 from aeron_spark.archive.codecs import recording_position
-from aeron_spark.archive.cli import tool
+from aeron_spark.archive.cli.output import EXIT_OK, Output, ToolError
 from aeron_spark.archive.client.archive_client import (
     AERON_DRIVER_TIMEOUT_S,
     DEFAULT_CONTROL_CHANNEL,
@@ -109,9 +110,10 @@ def open_client(args: argparse.Namespace) -> ArchiveClient:
     return ArchiveClient.connect(**options)
 
 
-def _reporting_failures(run):
+def reporting_failures(run):
     """Runs a command, turning archive and driver failures into a message and an exit code."""
-    def wrapped(args: argparse.Namespace, output: tool.Output) -> int:
+    @functools.wraps(run)
+    def wrapped(args: argparse.Namespace, output: Output) -> int:
         try:
             return run(args, output)
         except ArchiveTimeoutError as error:
@@ -123,13 +125,13 @@ def _reporting_failures(run):
         except BrokenPipeError:  # e.g. piped into `head`: the reader has what it wanted
             with contextlib.suppress(Exception):
                 output.out.close()
-            return tool.EXIT_OK
+            return EXIT_OK
     return wrapped
 
 
 # ------------------------------------------------------------------------------------ recordings
 
-def _recordings_configure(parser: argparse.ArgumentParser) -> None:
+def configure_recordings(parser: argparse.ArgumentParser) -> None:
     _connection_arguments(parser)
     parser.add_argument("--recording-id", type=_int, metavar="ID", help="only this recording")
     parser.add_argument("--from-id", type=_int, default=0, metavar="ID",
@@ -140,11 +142,12 @@ def _recordings_configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream-id", type=_int, metavar="N", help="only recordings of this stream")
 
 
-def recordings(args: argparse.Namespace, output: tool.Output) -> int:
+@reporting_failures
+def recordings(args: argparse.Namespace, output: Output) -> int:
     if args.count is not None and args.count < 0:
-        raise tool.ToolError(f"--count {args.count} is invalid: must be >= 0")
+        raise ToolError(f"--count {args.count} is invalid: must be >= 0")
     if args.channel_fragment is not None and args.stream_id is None:
-        raise tool.ToolError("--channel-fragment needs --stream-id (Aeron matches both)")
+        raise ToolError("--channel-fragment needs --stream-id (Aeron matches both)")
     with open_client(args) as client:
         if args.recording_id is not None:
             descriptor = client.list_recording(args.recording_id)
@@ -160,12 +163,12 @@ def recordings(args: argparse.Namespace, output: tool.Output) -> int:
             found = client.list_recordings(args.from_id, args.count)
     for descriptor in found:
         output.line(json.dumps(descriptor.to_aeron_dict()))
-    return tool.EXIT_OK
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------ replay
 
-def _replay_configure(parser: argparse.ArgumentParser) -> None:
+def configure_replay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recording_id", type=_int, metavar="ID", help="recording id")
     parser.add_argument("--position", type=_int, metavar="P",
                         help="where to start: a message start position (default: the recording's start)")
@@ -184,11 +187,12 @@ def _replay_configure(parser: argparse.ArgumentParser) -> None:
     _connection_arguments(parser)
 
 
-def replay(args: argparse.Namespace, output: tool.Output) -> int:
+@reporting_failures
+def replay(args: argparse.Namespace, output: Output) -> int:
     if args.follow and args.length is not None:
-        raise tool.ToolError("--follow and --length exclude each other")
+        raise ToolError("--follow and --length exclude each other")
     if args.length is not None and args.length < 0:
-        raise tool.ToolError(f"--length {args.length} is invalid: must be >= 0 (use --follow)")
+        raise ToolError(f"--length {args.length} is invalid: must be >= 0 (use --follow)")
     with open_client(args) as client:
         descriptor = client.list_recording(args.recording_id)
         if descriptor is None:
@@ -207,7 +211,7 @@ def replay(args: argparse.Namespace, output: tool.Output) -> int:
                     end = client.stop_position(args.recording_id)
             length = max(0, end - position)
         if length == 0:
-            return tool.EXIT_OK  # nothing to replay (an archive would refuse an empty replay)
+            return EXIT_OK  # nothing to replay (an archive would refuse an empty replay)
         channel = args.replay_channel or (
             "aeron:ipc" if client.description.startswith("aeron:ipc") else "aeron:udp?endpoint=localhost:0")
         idle_timeout = args.idle_timeout or args.timeout
@@ -218,12 +222,12 @@ def replay(args: argparse.Namespace, output: tool.Output) -> int:
                     "position": message.position, "nextPosition": message.next_position,
                     "length": len(message.payload),
                     "payload": base64.b64encode(message.payload).decode("ascii")}))
-    return tool.EXIT_OK
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------ stat
 
-def _stat_configure(parser: argparse.ArgumentParser) -> None:
+def configure_stat(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", type=Path, metavar="DIR",
                         help="archive directory: use the Aeron directory its mark file names")
     parser.add_argument("--aeron-dir", metavar="DIR",
@@ -238,7 +242,8 @@ def _stat_configure(parser: argparse.ArgumentParser) -> None:
                         help=f"seconds to wait for the media driver (default {DEFAULT_TIMEOUT_S})")
 
 
-def stat(args: argparse.Namespace, output: tool.Output) -> int:
+@reporting_failures
+def stat(args: argparse.Namespace, output: Output) -> int:
     from aeron_spark.archive.client.archive_location import read_archive_location
     from aeron_spark.driver_integration import AeronClient, CounterState
 
@@ -246,10 +251,10 @@ def stat(args: argparse.Namespace, output: tool.Output) -> int:
     if aeron_dir is None and args.dir is not None:
         aeron_dir = read_archive_location(args.dir).aeron_dir
         if aeron_dir is None:
-            raise tool.ToolError(f"the mark file in {args.dir} names no Aeron directory: give --aeron-dir")
+            raise ToolError(f"the mark file in {args.dir} names no Aeron directory: give --aeron-dir")
     aeron_dir = aeron_dir or default_aeron_dir()
     if not Path(aeron_dir).is_dir():
-        raise tool.ToolError(f"Aeron directory {aeron_dir} does not exist (is the media driver running?)")
+        raise ToolError(f"Aeron directory {aeron_dir} does not exist (is the media driver running?)")
     rows = []
     with AeronClient(aeron_dir, client_name="aeron-archive stat",
                      timeout=max(args.timeout, AERON_DRIVER_TIMEOUT_S)) as aeron:
@@ -273,7 +278,7 @@ def stat(args: argparse.Namespace, output: tool.Output) -> int:
                                     "label": label}))
         else:
             output.line(f"{counter_id:3d}: {value:>20,} - type {type_id:3d} - {label}")
-    return tool.EXIT_OK
+    return EXIT_OK
 
 
 def _counter_archive_id(type_id: int, key: bytes) -> int | None:
@@ -288,13 +293,3 @@ def _counter_archive_id(type_id: int, key: bytes) -> int | None:
         return int.from_bytes(key[:8], "little", signed=True)
     return None
 
-
-tool.register_command(
-    "recordings", help="list a running archive's recordings (JSON lines, Aeron's field names)",
-    configure=_recordings_configure, run=_reporting_failures(recordings), needs_archive_dir=False)
-tool.register_command(
-    "replay", help="replay a recording from a running archive (one JSON line per message)",
-    configure=_replay_configure, run=_reporting_failures(replay), needs_archive_dir=False)
-tool.register_command(
-    "stat", help="print the archive's counters from the media driver (AeronStat-style)",
-    configure=_stat_configure, run=_reporting_failures(stat), needs_archive_dir=False)

@@ -1,7 +1,8 @@
 """`aeron-archive serve`: run the archive sidecar until SIGTERM or SIGINT.
 
-Registered with the tool's command registry (`tool.register_command`, loaded because the module
-name ends in ``_command``). When the archive is up it prints one line to stdout and flushes it::
+``configure`` adds its options and ``run`` runs it (the command table in
+`aeron_spark.archive.cli.main` names them). When the archive is up it prints one line to stdout
+and flushes it::
 
     aeron-archive ready: pid=… archiveId=… dir=… aeronDir=… control=<channel> controlStreamId=10
         localControl=<channel> localControlStreamId=11 events=<channel|off> eventsStreamId=30
@@ -14,7 +15,7 @@ code is 0 then, 2 for bad options, 1 when the archive cannot start.
 
 Authentication (off by default): ``--auth-credentials-file FILE`` with ``principal:secret``
 lines enables the shared-secret authenticator (HMAC-SHA256 challenge, or plain
-``principal:secret`` credentials unless ``--auth-challenge-only``); see `authenticator.py`.
+``principal:secret`` credentials unless ``--auth-challenge-only``); see `aeron_spark.archive.service.authenticator`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import sys
 import threading
 from pathlib import Path
 
-from aeron_spark.archive.cli import tool
+from aeron_spark.archive.cli.output import EXIT_OK, Output, ToolError
 from aeron_spark.archive.service.archive_service import (
     DEFAULT_CONTROL_CHANNEL,
     DEFAULT_CONTROL_STREAM_ID,
@@ -112,16 +113,16 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
     from aeron_spark.archive.service.authenticator import CredentialsFileError, SecretAuthenticator
 
     if not 64 * 1024 <= args.segment_length <= 1024 ** 3:
-        raise tool.ToolError(f"--segment-length {args.segment_length} must be in [64k, 1g]")
+        raise ToolError(f"--segment-length {args.segment_length} must be in [64k, 1g]")
     if args.auth_challenge_only and args.auth_credentials_file is None:
-        raise tool.ToolError("--auth-challenge-only needs --auth-credentials-file")
+        raise ToolError("--auth-challenge-only needs --auth-credentials-file")
     authenticator = None
     if args.auth_credentials_file is not None:
         try:
             authenticator = SecretAuthenticator.from_file(args.auth_credentials_file,
                                                           allow_plain=not args.auth_challenge_only)
         except CredentialsFileError as error:
-            raise tool.ToolError(str(error)) from None
+            raise ToolError(str(error)) from None
     control = None if args.control_channel.lower() == "off" else args.control_channel
     return ArchiveServiceOptions(
         archive_dir=args.dir, aeron_dir=args.aeron_dir, control_channel=control,
@@ -148,7 +149,7 @@ def ready_line(service: ArchiveService) -> str:
             f"events={o.recording_events_channel or 'off'} eventsStreamId={o.recording_events_stream_id}")
 
 
-def run(args: argparse.Namespace, output: tool.Output) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     options = options_from_args(args)
@@ -173,12 +174,8 @@ def run(args: argparse.Namespace, output: tool.Output) -> int:
         finally:
             service.close()
         log.info("archive stopped cleanly")
-        return tool.EXIT_OK
+        return EXIT_OK
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
-
-tool.register_command(
-    "serve", help="run the archive sidecar (control protocol, recorder, replayer) until SIGTERM/SIGINT",
-    configure=configure, run=run, needs_archive_dir=False)

@@ -33,7 +33,7 @@ def parse_ready_line(line: str) -> dict[str, str]:
 
 
 def serve_command(archive_dir: str | os.PathLike, *serve_args: str) -> list[str]:
-    return [sys.executable, "-m", "aeron_spark.archive.cli.tool", "serve", "--dir", str(archive_dir), *serve_args]
+    return [sys.executable, "-m", "aeron_spark.archive.cli.main", "serve", "--dir", str(archive_dir), *serve_args]
 
 
 @dataclass

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from aeron_spark.archive import codecs
+from aeron_spark.archive.codecs.constants import DEFAULT_CONTROL_CHANNEL, DEFAULT_CONTROL_STREAM_ID
 from aeron_spark.archive.client.response_routing import (
     ArchiveError,
     ArchiveTimeoutError,
@@ -98,8 +99,6 @@ __all__ = [
 Protocol = Literal["modern", "legacy", "auto"]
 PROTOCOLS: tuple[str, ...] = ("modern", "legacy", "auto")
 
-DEFAULT_CONTROL_CHANNEL = "aeron:udp?endpoint=localhost:8010"
-DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_RESPONSE_CHANNEL = "aeron:udp?endpoint=localhost:0"
 DEFAULT_RESPONSE_STREAM_ID = 20
 DEFAULT_TIMEOUT_S = 10.0
@@ -677,11 +676,6 @@ class ArchiveClient:
     def attach_segments(self, recording_id: int) -> int:
         self._require_modern("AttachSegmentsRequest")
         return self._call(lambda s, c: codecs.AttachSegmentsRequest(s, c, recording_id))
-
-    def migrate_segments(self, src_recording_id: int, dst_recording_id: int) -> int:
-        self._require_modern("MigrateSegmentsRequest")
-        return self._call(lambda s, c: codecs.MigrateSegmentsRequest(
-            s, c, src_recording_id, dst_recording_id))
 
     # ------------------------------------------------------------------------------ signals, errors
     def _deliver_signals(self) -> None:

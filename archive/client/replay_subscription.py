@@ -1,9 +1,10 @@
 """`ReplaySubscription`: the subscription and Image of one replay started by `ArchiveClient.replay`.
 
 The archive publishes a replay on an exclusive publication whose session id is the low 32 bits
-of the replaySessionId (reference §3.6), starting at the requested position, so the Image's
-positions are the recording's positions. `messages()` yields whole (reassembled) messages with
-the position each starts at and the position after it, until the replay's end.
+of the replaySessionId (as Aeron's ArchiveConductor and AeronArchive.startReplay), starting at
+the requested position, so the Image's positions are the recording's positions. `messages()`
+yields whole (reassembled) messages with the position each starts at and the position after it,
+until the replay's end.
 """
 
 from __future__ import annotations

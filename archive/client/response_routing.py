@@ -15,9 +15,10 @@ response stream and decides what it is for:
 
 Nothing here raises from `on_message`: an expectation that ends in an archive error keeps the
 `ArchiveError` and the I/O layer raises it from `Expectation.result()`. Completion rules follow
-reference §3.5 (a listing ends after ``count`` descriptors or on RECORDING_UNKNOWN /
-SUBSCRIPTION_UNKNOWN with its correlation id) and §3.2 (connect answered by OK, ERROR or
-Challenge with the connect's correlation id).
+Aeron's RecordingDescriptorPoller and RecordingSubscriptionDescriptorPoller (a listing ends after
+``count`` descriptors or on RECORDING_UNKNOWN / SUBSCRIPTION_UNKNOWN with its correlation id) and
+AeronArchive.AsyncConnect (connect answered by OK, ERROR or Challenge with the connect's
+correlation id).
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ from aeron_spark.archive.codecs.codec import (
     MAX_VAR_FIELD_LENGTH,
     block_length_for,
     decode,
+    decode_body,
     decode_header,
     encode,
+    encode_body,
     encode_into,
     encoded_length,
 )
@@ -62,6 +64,7 @@ MESSAGE_TYPES: dict[int, type] = {
 __all__ = [
     *_constants_all,
     "decode", "decode_header", "encode", "encode_into", "encoded_length", "block_length_for",
+    "encode_body", "decode_body",
     "MAX_VAR_FIELD_LENGTH", "HEADER_LENGTH", "MessageHeader",
     "CodecError", "UnknownTemplateError", "SchemaIdMismatchError", "EncodeError",
     "MESSAGE_SPECS", "SPEC_BY_TYPE", "MESSAGE_TYPES", "ControlMessage",

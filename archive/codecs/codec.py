@@ -41,6 +41,7 @@ _COMMON_PREFIX = struct.Struct("<qq")  # controlSessionId, correlationId of most
 _DECODE_LAYOUTS: dict[tuple[int, int, int], BlockLayout] = {}
 _DECODE_LAYOUT_CACHE_LIMIT = 1024
 _ENCODE_LAYOUTS: dict[tuple[int, int], BlockLayout] = {}
+_BODY_BLOCK_LENGTHS: dict[tuple[int, int], int] = {}  # (template, version) -> block length
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,17 +73,52 @@ def decode(buffer, offset: int = 0, length: int | None = None) -> ControlMessage
             f"{spec.name} needs {HEADER_LENGTH + block_length} bytes for its header and "
             f"block, the message has {length}")
 
+    message, _ = _decode_fields(spec, buffer, offset, length, block_length, version, HEADER_LENGTH)
+    return message
+
+
+def decode_body(message_type: type, buffer, offset: int = 0, length: int | None = None, *,
+                version: int = SCHEMA_VERSION) -> tuple[ControlMessage, int]:
+    """Decode a message body written by :func:`encode_body` (root block and var fields, no
+    header) from ``buffer[offset:offset + length]``; return the message and the bytes it used.
+
+    The block length is the one a schema-``version`` sender writes; bytes after the body are
+    ignored. Raises :class:`CodecError` and nothing else.
+    """
+    spec = SPEC_BY_TYPE.get(message_type)
+    if spec is None:
+        raise CodecError(f"{message_type.__name__} is not a schema-{SCHEMA_ID} message")
+    length = _bounded_length(buffer, offset, length)
+    block_length = _BODY_BLOCK_LENGTHS.get((spec.template_id, version))
+    if block_length is None:
+        block_length = _BODY_BLOCK_LENGTHS[spec.template_id, version] = encoding_block_length(spec, version)
+    if block_length > length:
+        raise _malformed(
+            spec, buffer, offset, length, block_length, version,
+            f"{spec.name} needs {block_length} bytes for its block, the body has {length}",
+            header_length=0)
+    message, end = _decode_fields(spec, buffer, offset, length, block_length, version, 0)
+    return message, end - offset
+
+
+def _decode_fields(spec: MessageSpec, buffer, offset: int, length: int, block_length: int,
+                   version: int, header_length: int) -> tuple[ControlMessage, int]:
+    """The message whose root block starts at ``offset + header_length``; with the offset just
+    after its last var field."""
     layout = _decode_layout(spec, block_length, version)
-    values = layout.block.unpack_from(buffer, offset + HEADER_LENGTH)
-    args = list(layout.defaults)
-    for position, value in zip(layout.present_positions, values):
-        args[position] = value
+    values = layout.block.unpack_from(buffer, offset + header_length)
+    if layout.all_present:  # every fixed field, in declaration order (most messages)
+        args = [*values, *layout.defaults[len(values):]]
+    else:
+        args = list(layout.defaults)
+        for position, value in zip(layout.present_positions, values):
+            args[position] = value
     for index, enum in layout.enum_slots:
         position = layout.present_positions[index]
         args[position] = enum._value2member_map_.get(args[position], args[position])
 
+    cursor = offset + header_length + block_length
     if layout.var_fields:
-        cursor = offset + HEADER_LENGTH + block_length
         end = offset + length
         position = len(spec.fields)
         for var_field in spec.var_fields:
@@ -93,14 +129,15 @@ def decode(buffer, offset: int = 0, length: int | None = None) -> ControlMessage
                 raise _malformed(
                     spec, buffer, offset, length, block_length, version,
                     f"{spec.name}.{var_field.wire_name} length prefix at byte {cursor - offset} "
-                    f"runs past the end of the {length}-byte message")
+                    f"runs past the end of the {length}-byte message", header_length=header_length)
             (field_length,) = _VAR_LENGTH.unpack_from(buffer, cursor)
             cursor += _VAR_LENGTH_SIZE
             if field_length > MAX_VAR_FIELD_LENGTH or cursor + field_length > end:
                 raise _malformed(
                     spec, buffer, offset, length, block_length, version,
                     f"{spec.name}.{var_field.wire_name} of {field_length} bytes at byte "
-                    f"{cursor - offset} runs past the end of the {length}-byte message")
+                    f"{cursor - offset} runs past the end of the {length}-byte message",
+                    header_length=header_length)
             raw = bytes(buffer[cursor:cursor + field_length])
             cursor += field_length
             if var_field.is_text:
@@ -110,11 +147,12 @@ def decode(buffer, offset: int = 0, length: int | None = None) -> ControlMessage
                     raise _malformed(
                         spec, buffer, offset, length, block_length, version,
                         f"{spec.name}.{var_field.wire_name} is not US-ASCII (byte "
-                        f"0x{raw[error.start]:02x} at index {error.start})") from None
+                        f"0x{raw[error.start]:02x} at index {error.start})",
+                        header_length=header_length) from None
             else:
                 args[position] = raw
             position += 1
-    return spec.message_type(*args)
+    return spec.message_type(*args), cursor
 
 
 def decode_header(buffer, offset: int = 0, length: int | None = None) -> MessageHeader:
@@ -124,6 +162,14 @@ def decode_header(buffer, offset: int = 0, length: int | None = None) -> Message
 
 
 def _checked_length(buffer, offset: int, length: int | None) -> int:
+    length = _bounded_length(buffer, offset, length)
+    if length < HEADER_LENGTH:
+        raise CodecError(
+            f"message of {length} bytes is shorter than the {HEADER_LENGTH}-byte SBE header")
+    return length
+
+
+def _bounded_length(buffer, offset: int, length: int | None) -> int:
     available = len(buffer) - offset
     if length is None:
         length = available
@@ -131,9 +177,6 @@ def _checked_length(buffer, offset: int, length: int | None) -> int:
         raise CodecError(
             f"offset {offset} and length {length} do not lie inside the {len(buffer)}-byte "
             f"buffer")
-    if length < HEADER_LENGTH:
-        raise CodecError(
-            f"message of {length} bytes is shorter than the {HEADER_LENGTH}-byte SBE header")
     return length
 
 
@@ -148,26 +191,27 @@ def _decode_layout(spec: MessageSpec, block_length: int, version: int) -> BlockL
 
 
 def _readable_ids(
-    spec: MessageSpec, buffer, offset: int, length: int, block_length: int
+    spec: MessageSpec, buffer, offset: int, length: int, block_length: int,
+    header_length: int = HEADER_LENGTH,
 ) -> dict[str, int]:
     """controlSessionId / correlationId if they lie inside the bytes that did arrive."""
-    readable_end = min(block_length, length - HEADER_LENGTH)
+    readable_end = min(block_length, length - header_length)
     ids: dict[str, int] = {}
     for wire_name, attr in (("controlSessionId", "control_session_id"),
                             ("correlationId", "correlation_id")):
         fixed = spec.field_named(wire_name)
         if fixed is not None and fixed.offset + fixed.type.size <= readable_end:
-            (ids[attr],) = struct.unpack_from("<q", buffer, offset + HEADER_LENGTH + fixed.offset)
+            (ids[attr],) = struct.unpack_from("<q", buffer, offset + header_length + fixed.offset)
     return ids
 
 
 def _malformed(
     spec: MessageSpec, buffer, offset: int, length: int, block_length: int, version: int,
-    reason: str,
+    reason: str, *, header_length: int = HEADER_LENGTH,
 ) -> CodecError:
     return CodecError(
         reason, template_id=spec.template_id, schema_id=SCHEMA_ID, block_length=block_length,
-        version=version, **_readable_ids(spec, buffer, offset, length, block_length))
+        version=version, **_readable_ids(spec, buffer, offset, length, block_length, header_length))
 
 
 def _unknown_template(
@@ -213,15 +257,29 @@ def encode_into(
     """
     spec, layout = _encode_layout(message, version)
     _check_absent_fields_unset(spec, layout, message)
-
-    values = [getattr(message, fixed.attr) for fixed in layout.present]
     HEADER.pack_into(buffer, offset, layout.block_length, spec.template_id, SCHEMA_ID, version)
+    return HEADER_LENGTH + _encode_fields(buffer, offset + HEADER_LENGTH, spec, layout, message)
+
+
+def encode_body(message: ControlMessage, *, version: int = SCHEMA_VERSION) -> bytes:
+    """The message's root block and var fields without the 8-byte header: the bytes Aeron's
+    catalog stores for a RecordingDescriptor. :func:`decode_body` reads them back."""
+    spec, layout = _encode_layout(message, version)
+    _check_absent_fields_unset(spec, layout, message)
+    buffer = bytearray(encoded_length(message, version=version) - HEADER_LENGTH)
+    _encode_fields(buffer, 0, spec, layout, message)
+    return bytes(buffer)
+
+
+def _encode_fields(buffer, offset: int, spec: MessageSpec, layout: BlockLayout, message) -> int:
+    """Root block and var fields at ``offset``; returns the bytes written."""
+    values = [getattr(message, fixed.attr) for fixed in layout.present]
     try:
-        layout.block.pack_into(buffer, offset + HEADER_LENGTH, *values)
+        layout.block.pack_into(buffer, offset, *values)
     except struct.error:
         raise _field_range_error(spec, layout, message) from None
 
-    cursor = offset + HEADER_LENGTH + layout.block_length
+    cursor = offset + layout.block_length
     for var_field in layout.var_fields:
         value = getattr(message, var_field.attr)
         if var_field.is_text:

@@ -2,7 +2,7 @@
 
 The archive allocates one per recording session (start or extend) through its Aeron client and
 closes it when the recording stops; its value is the recorded position. Key layout (modern
-Aeron, reference §5.5), little-endian::
+Aeron's RecordingPos), little-endian::
 
     0        recordingId:i64
     8        sessionId:i32               the recorded Image's session id

@@ -124,6 +124,7 @@ class BlockLayout:
     block: struct.Struct  # the present fixed fields, with pad bytes for the gaps
     present: tuple[FixedField, ...]
     present_positions: tuple[int, ...]  # index of each present field in the dataclass
+    all_present: bool  # present_positions is 0, 1, ... over every fixed field
     enum_slots: tuple[tuple[int, type[IntEnum]], ...]  # (index in unpacked tuple, enum)
     absent: tuple[FixedField, ...]
     var_fields: tuple[VarField, ...]  # on the wire at this version
@@ -158,13 +159,15 @@ def compile_layout(
     present.sort(key=lambda fixed: fixed.offset)
 
     positions = {fixed.attr: index for index, fixed in enumerate(spec.fields)}
+    present_positions = tuple(positions[fixed.attr] for fixed in present)
     var_present = tuple(v for v in spec.var_fields if v.since_version <= version)
     return BlockLayout(
         block_length=block_length,
         version=version,
         block=struct.Struct("".join(codes)),
         present=tuple(present),
-        present_positions=tuple(positions[fixed.attr] for fixed in present),
+        present_positions=present_positions,
+        all_present=present_positions == tuple(range(len(spec.fields))),
         enum_slots=tuple(
             (index, fixed.enum) for index, fixed in enumerate(present) if fixed.enum is not None),
         absent=tuple(fixed for fixed in spec.fields if fixed not in present),

@@ -43,7 +43,7 @@ from aeron_spark.archive.service.replayer import Replayer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONTROL_CHANNEL = "aeron:udp?endpoint=localhost:8010"
+from aeron_spark.archive.codecs.constants import DEFAULT_CONTROL_CHANNEL  # noqa: E402 - Aeron's default, defined once
 DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_LOCAL_CONTROL_CHANNEL = "aeron:ipc"
 DEFAULT_LOCAL_CONTROL_STREAM_ID = 11

@@ -6,8 +6,9 @@ Layout (little-endian):
   (1024); the rest of the slot is zero.
 * recording N lives in slot N+1, at file offset ``(N+1)*1024``: a 32-byte RecordingDescriptorHeader
   ``{length:i32 @0 = exact descriptor length (0 = empty slot), valid:i8 @4, reserved}``, then the
-  RecordingDescriptor SBE body at +32 (80-byte root block as template 22, then the three
-  u32-length-prefixed ASCII strings, together at most 900 bytes).
+  RecordingDescriptor SBE body at +32 (`aeron_spark.archive.codecs.descriptor_body`: the 80-byte
+  root block of template 22, then the three u32-length-prefixed ASCII strings, together at most
+  900 bytes here).
 
 Lookup by id is dead reckoning; the next recording id is the slot after the last used one. The
 file is read and written with ``pread``/``pwrite`` on one descriptor (no mapping to remap when the
@@ -27,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aeron_spark.archive.codecs import descriptor_body
+from aeron_spark.archive.codecs.errors import CodecError, EncodeError
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, NULL_TIMESTAMP, RecordingDescriptor
 
 log = logging.getLogger(__name__)
@@ -34,10 +37,8 @@ log = logging.getLogger(__name__)
 CATALOG_FILE_NAME = "archive.catalog"
 ENTRY_LENGTH = 1024
 DESCRIPTOR_HEADER_LENGTH = 32
-ROOT_BLOCK_LENGTH = 80
-VAR_LENGTH_PREFIX = 4
 MAX_DESCRIPTOR_LENGTH = ENTRY_LENGTH - DESCRIPTOR_HEADER_LENGTH  # 992
-MIN_DESCRIPTOR_LENGTH = ROOT_BLOCK_LENGTH + 3 * VAR_LENGTH_PREFIX  # 92
+MIN_DESCRIPTOR_LENGTH = descriptor_body.MIN_BODY_LENGTH  # 92
 MAX_STRINGS_LENGTH = MAX_DESCRIPTOR_LENGTH - MIN_DESCRIPTOR_LENGTH  # 900
 
 
@@ -49,17 +50,15 @@ ARCHIVE_FILE_VERSION = semantic_version(2, 1, 0)  # 131328: Aeron 1.24-1.31, `<i
 DEFAULT_MAX_ENTRIES = 8192  # Aeron's aeron.archive.max.catalog.entries default
 GROWTH_FACTOR = 2
 
-# Offsets inside the descriptor body (template 22 root block).
-_ROOT = struct.Struct("<qqqqqqqiiiiii")
-_CONTROL_SESSION_ID = 0
-_CORRELATION_ID = 8
-_STOP_TIMESTAMP = 32
-_START_POSITION = 40
-_STOP_POSITION = 48
-_SESSION_ID = 72
+# Offsets inside the descriptor body, for in-place updates.
+_CONTROL_SESSION_ID = descriptor_body.CONTROL_SESSION_ID_OFFSET
+_CORRELATION_ID = descriptor_body.CORRELATION_ID_OFFSET
+_STOP_TIMESTAMP = descriptor_body.STOP_TIMESTAMP_OFFSET
+_START_POSITION = descriptor_body.START_POSITION_OFFSET
+_STOP_POSITION = descriptor_body.STOP_POSITION_OFFSET
+_SESSION_ID = descriptor_body.SESSION_ID_OFFSET  # the only i32 of them
 _I64 = struct.Struct("<q")
 _I32 = struct.Struct("<i")
-_U32 = struct.Struct("<I")
 _CATALOG_HEADER = struct.Struct("<ii")
 _DESCRIPTOR_HEADER = struct.Struct("<ib")
 
@@ -84,32 +83,14 @@ class DescriptorDecodingError(CatalogError, ValueError):
     """Bytes that are not a well-formed RecordingDescriptor body."""
 
 
-# --------------------------------------------------------------------------- body codec (sans-IO)
-
-def encoded_descriptor_length(descriptor: RecordingDescriptor) -> int:
-    return MIN_DESCRIPTOR_LENGTH + sum(len(s) for s in _strings(descriptor))
-
+# --------------------------------------------------------------------------- the descriptor body (codecs)
 
 def encode_recording_descriptor(descriptor: RecordingDescriptor) -> bytes:
-    """The RecordingDescriptor SBE body (root block + 3 var ASCII fields), no message header.
-
-    The same bytes are the body of the wire RecordingDescriptor message (template 22).
-    """
-    d = descriptor
-    parts = [_ROOT.pack(
-        d.control_session_id, d.correlation_id, d.recording_id, d.start_timestamp, d.stop_timestamp,
-        d.start_position, d.stop_position, d.initial_term_id, d.segment_file_length,
-        d.term_buffer_length, d.mtu_length, d.session_id, d.stream_id)]
-    for name, text in zip(("stripped_channel", "original_channel", "source_identity"), _strings(d)):
-        try:
-            raw = text.encode("ascii")
-        except UnicodeEncodeError as error:
-            raise DescriptorEncodingError(
-                f"recording {d.recording_id}: {name} must be ASCII, got {text!r} "
-                f"(non-ASCII at index {error.start})") from None
-        parts.append(_U32.pack(len(raw)))
-        parts.append(raw)
-    return b"".join(parts)
+    """The RecordingDescriptor SBE body the catalog stores (`codecs.descriptor_body`)."""
+    try:
+        return descriptor_body.encode_descriptor_body(descriptor)
+    except EncodeError as error:
+        raise DescriptorEncodingError(f"recording {descriptor.recording_id}: {error}") from None
 
 
 def decode_recording_descriptor(buffer: bytes | bytearray | memoryview, offset: int = 0,
@@ -119,44 +100,15 @@ def decode_recording_descriptor(buffer: bytes | bytearray | memoryview, offset: 
     ``length`` bounds the body (e.g. the catalog slot's descriptor length); by default the rest
     of the buffer.
     """
-    view = memoryview(buffer)
-    end = len(view) if length is None else offset + length
-    if end > len(view) or end - offset < MIN_DESCRIPTOR_LENGTH:
+    end = len(buffer) if length is None else offset + length
+    if end > len(buffer) or end - offset < MIN_DESCRIPTOR_LENGTH:
         raise DescriptorDecodingError(
-            f"descriptor body at offset {offset} is {max(0, min(end, len(view)) - offset)} bytes, "
+            f"descriptor body at offset {offset} is {max(0, min(end, len(buffer)) - offset)} bytes, "
             f"needs at least {MIN_DESCRIPTOR_LENGTH}")
-    (control_session_id, correlation_id, recording_id, start_timestamp, stop_timestamp,
-     start_position, stop_position, initial_term_id, segment_file_length, term_buffer_length,
-     mtu_length, session_id, stream_id) = _ROOT.unpack_from(view, offset)
-    cursor = offset + ROOT_BLOCK_LENGTH
-    texts = []
-    for name in ("strippedChannel", "originalChannel", "sourceIdentity"):
-        if cursor + VAR_LENGTH_PREFIX > end:
-            raise DescriptorDecodingError(
-                f"recording {recording_id}: {name} length prefix runs past the end of the body")
-        (size,) = _U32.unpack_from(view, cursor)
-        cursor += VAR_LENGTH_PREFIX
-        if cursor + size > end:
-            raise DescriptorDecodingError(
-                f"recording {recording_id}: {name} of {size} bytes runs past the end of the body "
-                f"({end - cursor} bytes left)")
-        try:
-            texts.append(bytes(view[cursor:cursor + size]).decode("ascii"))
-        except UnicodeDecodeError:
-            raise DescriptorDecodingError(f"recording {recording_id}: {name} is not ASCII") from None
-        cursor += size
-    descriptor = RecordingDescriptor(
-        recording_id=recording_id, start_timestamp=start_timestamp, stop_timestamp=stop_timestamp,
-        start_position=start_position, stop_position=stop_position, initial_term_id=initial_term_id,
-        segment_file_length=segment_file_length, term_buffer_length=term_buffer_length,
-        mtu_length=mtu_length, session_id=session_id, stream_id=stream_id,
-        stripped_channel=texts[0], original_channel=texts[1], source_identity=texts[2],
-        control_session_id=control_session_id, correlation_id=correlation_id)
-    return descriptor, cursor - offset
-
-
-def _strings(d: RecordingDescriptor) -> tuple[str, str, str]:
-    return d.stripped_channel, d.original_channel, d.source_identity
+    try:
+        return descriptor_body.decode_descriptor_body(buffer, offset, end - offset)
+    except CodecError as error:
+        raise DescriptorDecodingError(str(error)) from None
 
 
 def fit_source_identity(stripped_channel: str, original_channel: str, source_identity: str,
@@ -393,8 +345,9 @@ class Catalog:
                       stop_position: int = NULL_POSITION) -> int:
         """Stores a new valid recording in the next free slot and returns its id.
 
-        Defaults are those of a new recording (§4.2): start timestamp now, stop timestamp and
-        stop position -1. Replicated recordings pass their own timestamps and stop position.
+        Defaults are those of a new recording (Aeron's Catalog.addNewRecording): start timestamp now,
+        stop timestamp and stop position -1. Replicated recordings pass their own timestamps and
+        stop position.
         """
         self._require_writable("add a recording")
         _check_lengths(term_buffer_length, segment_file_length, mtu_length)
@@ -445,7 +398,8 @@ class Catalog:
 
     def extend(self, recording_id: int, *, control_session_id: int, correlation_id: int,
                session_id: int) -> None:
-        """Marks a stopped recording active again for an extension by a new image (§4.2)."""
+        """Marks a stopped recording active again for an extension by a new image (Aeron's
+        Catalog.extendRecording)."""
         self._update_fields(recording_id, (
             (_CONTROL_SESSION_ID, control_session_id), (_CORRELATION_ID, correlation_id),
             (_STOP_TIMESTAMP, NULL_TIMESTAMP), (_SESSION_ID, session_id),

@@ -1,6 +1,6 @@
 """Archive frame checksums: CRC-32C (or CRC-32) stored in the session-id field of DATA frames.
 
-As Aeron's RecordingWriter/ReplaySession (reference §4.5, §4.6): for each DATA frame the checksum
+As Aeron's RecordingWriter/ReplaySession: for each DATA frame the checksum
 covers ``alignedLength - 32`` bytes after the header (the payload plus the term's alignment
 padding, which the file stores verbatim) and replaces the frame's session id *in the file*. PAD
 frames are never stamped. On replay each DATA frame's stored value is verified, then the replay

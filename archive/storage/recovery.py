@@ -8,7 +8,8 @@ corrupt frames, stale bytes after the stop). Nothing found is silently ignored. 
 updates the catalog; :func:`apply_recovery` zeroes stale bytes after the stop so a later
 extension cannot chain into them.
 
-Rules (reference §4.7), and where this is stricter than Aeron:
+Rules (those of Aeron's Catalog when it recovers a recording left active), and where this is
+stricter than Aeron:
 
 * The walk stops at the first frame_length <= 0 (Aeron's rule), and also - stricter - at a frame
   whose length is below the header length, whose aligned length runs past the bytes the file

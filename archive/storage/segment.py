@@ -1,13 +1,13 @@
 """Recording segment files ``<recordingId>-<segmentBasePosition>.rec``: writer, reader, file helpers.
 
-Layout (Aeron 1.23+, reference §4.5): a recording's stream is cut into segments of
-``segment_length`` bytes (a power-of-two multiple of the term length) counted from the term
-boundary at or before its start position; the byte at stream position ``p`` lives in file
-``base(p)`` at offset ``p - base(p)``. Every file has its full length from creation (allocated
-up front; bytes never written read as zeros). Frames are stored verbatim as the driver's log
-holds them, except that of a PAD frame only its 32-byte header is written (the file offset
-still advances by the whole pad) and, with a record checksum, DATA frames carry their checksum in
-the session-id field.
+Layout (Aeron 1.23+, as Aeron's RecordingWriter; see docs/positions.md): a recording's stream is
+cut into segments of ``segment_length`` bytes (a power-of-two multiple of the term length)
+counted from the term boundary at or before its start position; the byte at stream position
+``p`` lives in file ``base(p)`` at offset ``p - base(p)``. Every file has its full length from
+creation (allocated up front; bytes never written read as zeros). Frames are stored verbatim as
+the driver's log holds them, except that of a PAD frame only its 32-byte header is written (the
+file offset still advances by the whole pad) and, with a record checksum, DATA frames carry
+their checksum in the session-id field.
 
 Files are allocated with ``posix_fallocate`` (full length, blocks reserved: a full disk fails
 at file creation, not mid-block). By default the writer uses O_DIRECT where the file system
@@ -243,10 +243,6 @@ class SegmentWriter:
     def position(self) -> int:
         """Stream position after the last appended byte."""
         return self._position
-
-    @property
-    def segment_file(self) -> Path:
-        return self._path
 
     def _open_segment(self, base_position: int, *, exclusive: bool) -> None:
         path = segment_file_path(self.archive_dir, self.recording_id, base_position)

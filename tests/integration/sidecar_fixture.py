@@ -75,7 +75,7 @@ class Sidecar:
         return self.process.pid
 
     def command(self) -> list[str]:
-        argv = [sys.executable, "-c", "import sys; from aeron_spark.archive.cli.tool import main; "
+        argv = [sys.executable, "-c", "import sys; from aeron_spark.archive.cli.main import main; "
                                       "sys.exit(main())",
                 "serve", "--dir", str(self.archive_dir), "--control-channel", self.control_channel,
                 "--segment-length", "64k", "--log-level", "DEBUG"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from aeron_spark.archive.storage import catalog as catalog_module
 from aeron_spark.archive.storage import segment as segment_module
-from aeron_spark.archive.cli import tool as tool_module
+from aeron_spark.archive.cli import main as tool_module
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.client.archive_client import ArchiveClient
 from aeron_spark.archive.codecs import RecordingSignal, SourceLocation

@@ -202,9 +202,8 @@ def record_ipc(archive: ArchiveClient, messages: list[bytes], stream_id: int = R
 def test_serve_options_and_their_defaults(tmp_path: Path):
     """`aeron-archive serve`'s options as issue 4 names them, with Aeron's defaults."""
     from aeron_spark.archive.cli import serve_command
-    from aeron_spark.archive.cli import tool
+    from aeron_spark.archive.cli import main as tool
 
-    tool._load_command_modules()
     args = tool.build_parser().parse_args(["serve", "--dir", str(tmp_path)])
     options = serve_command.options_from_args(args)
     assert (options.control_channel, options.control_stream_id) == ("aeron:udp?endpoint=localhost:8010", 10)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from aeron_spark.archive.service import authenticator
-from aeron_spark.archive.cli import tool
+from aeron_spark.archive.cli import main as tool
 from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, ArchiveTimeoutError
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, SourceLocation
 from aeron_spark.driver_integration import AeronClient

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from aeron_spark.archive.cli import tool
+from aeron_spark.archive.cli import main as tool
 from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError
 from aeron_spark.archive.codecs import ArchiveErrorCode, SourceLocation
 from aeron_spark.driver_integration import AeronClient

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from aeron_spark.archive.cli import client_commands
-from aeron_spark.archive.cli import tool
+from aeron_spark.archive.cli import main as cli
+from aeron_spark.archive.cli.output import EXIT_USAGE
 from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, ArchiveTimeoutError
 from aeron_spark.archive.client.transport import default_aeron_dir, with_concrete_port
 from aeron_spark.archive.client.replay_subscription import replay_image_session_id
@@ -16,7 +17,7 @@ from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 def run_tool(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    return tool.main(list(argv), stdout=out, stderr=err), out.getvalue(), err.getvalue()
+    return cli.main(list(argv), stdout=out, stderr=err), out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -73,19 +74,19 @@ def test_dir_uses_the_mark_file_and_archive_errors_exit_1(connections, tmp_path:
 ])
 def test_bad_usage_exits_2_with_the_reason(connections, argv: list[str], message: str) -> None:
     code, _, err = run_tool(*argv)
-    assert code == tool.EXIT_USAGE and message in err and connections == []
+    assert code == EXIT_USAGE and message in err and connections == []
 
 
 def test_argument_types_are_checked(connections) -> None:
     code, _, err = run_tool("replay", "seven")
-    assert code == tool.EXIT_USAGE and "expected an integer, got 'seven'" in err
+    assert code == EXIT_USAGE and "expected an integer, got 'seven'" in err
     code, _, err = run_tool("recordings", "--timeout", "0")
-    assert code == tool.EXIT_USAGE and "expected a positive number of seconds" in err
+    assert code == EXIT_USAGE and "expected a positive number of seconds" in err
 
 
 def test_stat_needs_an_existing_aeron_dir(tmp_path: Path) -> None:
     code, _, err = run_tool("stat", "--aeron-dir", str(tmp_path / "missing"))
-    assert code == tool.EXIT_USAGE and "does not exist (is the media driver running?)" in err
+    assert code == EXIT_USAGE and "does not exist (is the media driver running?)" in err
 
 
 def test_wildcard_udp_ports_become_concrete() -> None:

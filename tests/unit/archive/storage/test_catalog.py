@@ -56,7 +56,7 @@ def test_decode_reports_bytes_used_and_ignores_trailing_bytes():
 
 
 def test_non_ascii_string_is_rejected_naming_the_field():
-    with pytest.raises(DescriptorEncodingError, match="source_identity must be ASCII"):
+    with pytest.raises(DescriptorEncodingError, match="source_identity must be US-ASCII"):
         encode_recording_descriptor(sample_descriptor(source_identity="caf\u00e9"))
 
 

@@ -1,9 +1,9 @@
-"""The `aeron-archive` command: inspect and maintain an archive directory.
+"""`aeron-archive describe | count-entries | max-entries | pid | dump | verify | checksum`.
 
-Every subcommand is a `ToolCommand` in one registry. Other modules add theirs (``serve``,
-``recordings``, ``replay``, ...) with `register_command`; `main` imports every module of the
-`aeron_spark.archive` package named ``*_command`` or ``*_commands``, so adding a command means
-adding such a module and never editing this one.
+The offline commands: they read (and `verify`/`checksum` repair or stamp) an archive directory's
+files, ``archive.catalog``, ``archive-mark.dat`` and the ``<id>-<base>.rec`` segments, without
+talking to an archive. Each is a ``run(args, output)`` with its ``configure(parser)``; the
+command table in `aeron_spark.archive.cli.main` names them and adds ``--dir DIR``.
 
 Exit codes: 0 ok, 1 verification failed, 2 usage or bad input.
 
@@ -14,122 +14,21 @@ catalog is opened read-only and commands that change files refuse to run.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import json
 import mmap
-import pkgutil
-import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
+from aeron_spark.archive.cli.output import EXIT_OK, EXIT_VERIFICATION_FAILED, Output, ToolError
+from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 from aeron_spark.archive.storage import checksum
 from aeron_spark.archive.storage import maintenance
 from aeron_spark.archive.storage import mark_file
 from aeron_spark.archive.storage import recovery
-from aeron_spark.archive.storage.catalog import CATALOG_FILE_NAME, Catalog, CatalogEntry, CatalogError
-from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
+from aeron_spark.archive.storage.catalog import CATALOG_FILE_NAME, Catalog, CatalogEntry
 from aeron_spark.driver_integration import frame, position as positions
 
-EXIT_OK = 0
-EXIT_VERIFICATION_FAILED = 1
-EXIT_USAGE = 2
 
-PROGRAM = "aeron-archive"
-
-
-class ToolError(Exception):
-    """Bad input or an unusable directory: printed to stderr, exit code 2."""
-
-
-@dataclass(frozen=True)
-class ToolCommand:
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, "Output"], int]
-    needs_archive_dir: bool = True
-
-
-@dataclass
-class Output:
-    out: TextIO
-    err: TextIO
-
-    def line(self, text: str = "") -> None:
-        print(text, file=self.out)
-
-    def error(self, text: str) -> None:
-        print(f"{PROGRAM}: error: {text}", file=self.err)
-
-
-_COMMANDS: dict[str, ToolCommand] = {}
-
-# Further commands live in modules of this package named `*_command` or `*_commands` (e.g.
-# `serve_command.py`); `main` imports them all, and each calls `register_command` at import.
-COMMAND_MODULE_SUFFIXES = ("_command", "_commands")
-
-
-def register_command(name: str, *, help: str, run: Callable[[argparse.Namespace, "Output"], int],
-                     configure: Callable[[argparse.ArgumentParser], None] = lambda parser: None,
-                     needs_archive_dir: bool = True) -> None:
-    """Adds a subcommand. ``configure(parser)`` adds its arguments; ``run(args, output)`` returns
-    the exit code and raises `ToolError` for bad input. ``needs_archive_dir`` adds ``--dir DIR``."""
-    if name in _COMMANDS:
-        raise ValueError(f"aeron-archive command {name!r} is already registered")
-    _COMMANDS[name] = ToolCommand(name, help, configure, run, needs_archive_dir)
-
-
-def registered_commands() -> dict[str, ToolCommand]:
-    return dict(_COMMANDS)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROGRAM, description="Inspect and maintain an Aeron archive directory "
-                                  "(archive.catalog, archive-mark.dat, <id>-<base>.rec segments).",
-        epilog="exit codes: 0 ok, 1 verification failed, 2 usage or bad input")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for cmd in _COMMANDS.values():
-        sub = subparsers.add_parser(cmd.name, help=cmd.help, description=cmd.help)
-        if cmd.needs_archive_dir:
-            sub.add_argument("--dir", type=Path, default=Path("."), metavar="DIR",
-                             help="archive directory (default: the current directory)")
-        cmd.configure(sub)
-        sub.set_defaults(_command=cmd)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
-         stderr: TextIO | None = None) -> int:
-    output = Output(stdout or sys.stdout, stderr or sys.stderr)
-    _load_command_modules()
-    parser = build_parser()
-    try:
-        with contextlib.redirect_stdout(output.out), contextlib.redirect_stderr(output.err):
-            args = parser.parse_args(argv)
-    except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
-        return int(exit_.code) if isinstance(exit_.code, int) else EXIT_USAGE
-    cmd: ToolCommand = args._command
-    try:
-        if cmd.needs_archive_dir and not args.dir.is_dir():
-            raise ToolError(f"archive directory {args.dir} does not exist or is not a directory")
-        return cmd.run(args, output)
-    except (ToolError, CatalogError, mark_file.MarkFileError, ValueError, OSError) as error:
-        output.error(str(error))
-        return EXIT_USAGE
-
-
-def _load_command_modules() -> None:
-    package = importlib.import_module("aeron_spark.archive.cli")
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.name.endswith(COMMAND_MODULE_SUFFIXES):
-            importlib.import_module(f"{package.__name__}.{module.name}")
-
-
-# --------------------------------------------------------------------------- shared helpers
+# --------------------------------------------------------------------------- helpers
 
 def archive_is_running(directory: Path) -> mark_file.ArchiveMarkInfo | None:
     return mark_file.running_archive(directory)
@@ -173,7 +72,7 @@ def require_entry(catalog: Catalog, recording_id: int) -> CatalogEntry:
 
 # --------------------------------------------------------------------------- commands
 
-def _describe_configure(parser: argparse.ArgumentParser) -> None:
+def configure_describe(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
                         help="describe only this recording")
     parser.add_argument("--all", action="store_true", help="include invalid (purged) recordings")
@@ -234,16 +133,10 @@ def pid(args: argparse.Namespace, output: Output) -> int:
     return EXIT_OK
 
 
-register_command("describe", help="print the mark file header and the recording descriptors "
-                                  "(or one descriptor)", configure=_describe_configure, run=describe)
-register_command("count-entries", help="print the number of valid recordings", run=count_entries)
-register_command("max-entries", help="print how many recordings the catalog file holds",
-                 run=max_entries)
-register_command("pid", help="print the archive's pid from the mark file", run=pid)
 
 
 
-def _dump_configure(parser: argparse.ArgumentParser) -> None:
+def configure_dump(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recording_id", type=recording_id_argument, metavar="ID")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
                         help="print at most N frames (default: all)")
@@ -298,7 +191,7 @@ def dump(args: argparse.Namespace, output: Output) -> int:
 _FRAME_TYPES = {frame.HDR_TYPE_PAD: "PAD", frame.HDR_TYPE_DATA: "DATA"}
 
 
-def _verify_configure(parser: argparse.ArgumentParser) -> None:
+def configure_verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
                         help="verify only this recording")
     parser.add_argument("--checksum", nargs="?", const="CRC-32C", default=None, metavar="NAME",
@@ -373,7 +266,7 @@ def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output, 
     return EXIT_VERIFICATION_FAILED if failed else EXIT_OK
 
 
-def _checksum_configure(parser: argparse.ArgumentParser) -> None:
+def configure_checksum(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
                         help="only this recording")
     parser.add_argument("--checksum", default="CRC-32C", metavar="NAME",
@@ -418,17 +311,4 @@ def _stamp_recording(directory: Path, d: RecordingDescriptor, algorithm) -> int:
     return stamped
 
 
-register_command("dump", help="print a recording's descriptor and its frames",
-                 configure=_dump_configure, run=dump)
-register_command("verify", help="check recordings' positions, frames and (optionally) checksums; "
-                                "exit 1 on errors", configure=_verify_configure, run=verify)
-register_command("checksum", help="recompute and store frame checksums (only while no archive runs)",
-                 configure=_checksum_configure, run=checksum_command)
 
-
-if __name__ == "__main__":
-    # Run through the imported module: the *_command modules register into
-    # aeron_spark.archive.cli.tool, not into this __main__ copy.
-    from aeron_spark.archive.cli.tool import main as package_main
-
-    sys.exit(package_main())
