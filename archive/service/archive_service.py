@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aeron_spark.archive.storage import recovery
+from aeron_spark.archive.codecs.constants import (  # Aeron's defaults, defined once
+    DEFAULT_CONTROL_CHANNEL,
+    DEFAULT_CONTROL_STREAM_ID,
+    DEFAULT_LOCAL_CONTROL_CHANNEL,
+    DEFAULT_LOCAL_CONTROL_STREAM_ID,
+    DEFAULT_RECORDING_EVENTS_STREAM_ID,
+)
 from aeron_spark.archive.service.agent_runner import AgentRunner
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.storage.catalog import Catalog
@@ -40,14 +46,10 @@ from aeron_spark.archive.service.error_log import MarkFileErrorLog
 from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
 from aeron_spark.archive.service.recorder import Recorder
 from aeron_spark.archive.service.replayer import Replayer
+from aeron_spark.archive.storage import recovery
 
 log = logging.getLogger(__name__)
 
-from aeron_spark.archive.codecs.constants import DEFAULT_CONTROL_CHANNEL  # noqa: E402 - Aeron's default, defined once
-DEFAULT_CONTROL_STREAM_ID = 10
-DEFAULT_LOCAL_CONTROL_CHANNEL = "aeron:ipc"
-DEFAULT_LOCAL_CONTROL_STREAM_ID = 11
-DEFAULT_RECORDING_EVENTS_STREAM_ID = 30
 SHUTDOWN_RECORDINGS_TIMEOUT_S = 10.0
 
 
