@@ -87,7 +87,7 @@ def test_readme_test_command_is_idempotent_and_refuses_a_run_without_tests():
     """On the set-up checkout a run reinstalls nothing, and a selection that collects no tests
     fails (exit 5, pytest's status passed through) with a message instead of passing."""
     started = time.monotonic()
-    result = subprocess.run([str(REPO / "run-tests"), "tests/unit/test_position.py", "-q",
+    result = subprocess.run([str(REPO / "run-tests"), "tests/unit/driver_integration/test_position.py", "-q",
                              "-p", "no:cacheprovider", "-k", "no_test_is_called_this"],
                             cwd=REPO, env=clean_env(), capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 5, result.stdout + result.stderr

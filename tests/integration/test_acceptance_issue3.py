@@ -32,7 +32,8 @@ from aeron_spark.archive.storage.segment import SegmentWriter
 from aeron_spark.driver_integration import AeronClient
 from aeron_spark.driver_integration.frame import DataFrameHeader
 
-from tests.integration.sidecar_fixture import Sidecar, running_sidecar
+from tests.support.sidecar import Sidecar, running_sidecar
+
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

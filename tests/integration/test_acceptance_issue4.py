@@ -56,13 +56,11 @@ from aeron_spark.driver_integration import AeronClient
 from aeron_spark.driver_integration.frame import compute_fragmented_frame_length
 from aeron_spark.driver_integration.media_driver import MediaDriver
 
-from tests.integration.sidecar_fixture import (
-    RawArchiveClient,
-    Sidecar,
-    free_udp_port,
-    running_sidecar,
-    wait_for,
-)
+from tests.support.ports import free_udp_port
+from tests.support.raw_archive_client import RawArchiveClient
+from tests.support.sidecar import Sidecar, running_sidecar
+from tests.support.waiting import wait_until
+
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -405,7 +403,7 @@ def test_bounded_replay_advances_with_its_limit_counter(sidecar: Sidecar, local_
                 replay_session_id = archive.start_bounded_replay(
                     recording_id, 0, published.end, limit.counter_id, "aeron:ipc", 2001)
                 image_session = replay_image_session_id(replay_session_id)
-                wait_for(lambda: subscription.image_by_session_id(image_session) is not None, "replay image")
+                wait_until(lambda: subscription.image_by_session_id(image_session) is not None, "replay image")
 
                 class Replay:  # what poll_into needs
                     image = subscription.image_by_session_id(image_session)
@@ -417,7 +415,7 @@ def test_bounded_replay_advances_with_its_limit_counter(sidecar: Sidecar, local_
                     nothing_more_within(Replay, received, 0.3)
                     assert received == expected(published, 0, limit_at(step))
                 assert received == expected(published)
-                wait_for(lambda: Replay.image.is_end_of_stream or Replay.image.is_closed, "the end of the replay")
+                wait_until(lambda: Replay.image.is_end_of_stream or Replay.image.is_closed, "the end of the replay")
             finally:
                 subscription.close()
         finally:
@@ -505,7 +503,7 @@ def test_stop_recording_by_subscription_and_by_identity_and_stopping_replays(sid
                 replay_session_id = archive.start_bounded_replay(recording_id, 0, end, limit.counter_id,
                                                                  "aeron:ipc", 2001)
                 session = replay_image_session_id(replay_session_id)
-                wait_for(lambda s=session: subscription.image_by_session_id(s) is not None, "a replay image")
+                wait_until(lambda s=session: subscription.image_by_session_id(s) is not None, "a replay image")
                 images.append((replay_session_id, subscription.image_by_session_id(session)))
             time.sleep(0.3)
             assert not any(image.is_closed or image.is_end_of_stream for _, image in images)
@@ -656,8 +654,8 @@ def test_rec_pos_counter_and_recorder_replayer_io_counters(sidecar: Sidecar, loc
         finally:
             publication.close()
         archive.await_recording_signal(RecordingSignal.STOP, recording_id=recording_id)
-        wait_for(lambda: recording_position.find_counter_id_by_recording(counters, recording_id) == -1,
-                 "the rec-pos counter to close with the recording")
+        wait_until(lambda: recording_position.find_counter_id_by_recording(counters, recording_id) == -1,
+                   "the rec-pos counter to close with the recording")
 
         def value(type_id: int) -> int:
             counter = find_archive_counter(counters, type_id, archive_id)
@@ -674,8 +672,8 @@ def test_rec_pos_counter_and_recorder_replayer_io_counters(sidecar: Sidecar, loc
         for stream_id in (2001, 2002):
             with archive.replay(recording_id, 0, published.end, "aeron:ipc", stream_id) as replay:
                 assert len(list(replay.messages(idle_timeout=TIMEOUT))) == 150
-        wait_for(lambda: value(REPLAYER_TOTAL_READ_BYTES_TYPE_ID) == 2 * published.end,
-                 "the replayer's read bytes to count both replays")
+        wait_until(lambda: value(REPLAYER_TOTAL_READ_BYTES_TYPE_ID) == 2 * published.end,
+                   "the replayer's read bytes to count both replays")
         assert value(REPLAYER_TOTAL_READ_TIME_TYPE_ID) >= value(REPLAYER_MAX_READ_TIME_TYPE_ID) > 0
 
 
@@ -726,15 +724,15 @@ def test_idle_and_vanished_control_sessions_time_out(sidecar: Sidecar, local_aer
     def closed(client: RawArchiveClient, reason: str) -> bool:
         return any(f"control session {client.control_session_id} closed: {reason}" in line
                    for line in sidecar.stderr_lines)
-    wait_for(lambda: closed(idle, "no request for more than idleTimeoutMs=1000"), "the idle session to close")
-    wait_for(lambda: closed(vanished, "control response publication is not connected"),
-             "the vanished client's session to close")
+    wait_until(lambda: closed(idle, "no request for more than idleTimeoutMs=1000"), "the idle session to close")
+    wait_until(lambda: closed(vanished, "control response publication is not connected"),
+               "the vanished client's session to close")
     assert not any(f"control session {kept_alive.control_session_id} closed" in line for line in sidecar.stderr_lines)
     assert kept_alive.call(lambda s, c: codecs.ArchiveIdRequest(s, c)).code == ControlResponseCode.OK
     # the idle session is gone: a request naming it is refused (no session on that image to answer)
     idle.send(codecs.ArchiveIdRequest(idle.control_session_id, idle.next_correlation_id()))
-    wait_for(lambda: any(f"unknown controlSessionId={idle.control_session_id}" in line
-                         for line in sidecar.stderr_lines), "the idle session's request to be refused")
+    wait_until(lambda: any(f"unknown controlSessionId={idle.control_session_id}" in line
+                           for line in sidecar.stderr_lines), "the idle session's request to be refused")
     for client in (idle, kept_alive, vanished):
         client.close()
 
@@ -845,7 +843,7 @@ def test_kill_9_while_messages_flow_then_restart_replays_every_complete_message(
             thread = threading.Thread(target=publisher, daemon=True)
             thread.start()
             counter_id = recording_position.find_counter_id_by_recording(aeron.counters_reader, recording_id)
-            wait_for(lambda: aeron.counters_reader.value(counter_id) > 4 * TERM, "some data to be recorded")
+            wait_until(lambda: aeron.counters_reader.value(counter_id) > 4 * TERM, "some data to be recorded")
             recorded_before_kill = aeron.counters_reader.value(counter_id)
             os.kill(first.pid, signal.SIGKILL)
             first.process.wait(TIMEOUT)

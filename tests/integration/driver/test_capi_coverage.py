@@ -26,7 +26,7 @@ def test_every_declared_c_function_is_called_by_the_driver_tests(tmp_path):
     env = dict(os.environ, AERON_SPARK_TRACE_CAPI=str(trace))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         str(TESTS / "integration" / "driver"), str(TESTS / "unit" / "driver"),
+         str(TESTS / "integration" / "driver"), str(TESTS / "unit" / "driver_integration"),
          "--deselect", f"{Path(__file__).relative_to(TESTS.parent)}::"
                        "test_every_declared_c_function_is_called_by_the_driver_tests"],
         cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=220)
