@@ -11,7 +11,7 @@ def discover_packages():
     packages = []
     for package, folder in ROOTS.items():
         for dirpath, dirnames, filenames in os.walk(folder):
-            dirnames[:] = [d for d in dirnames if not d.startswith((".", "__")) and d != "java"]
+            dirnames[:] = [d for d in dirnames if not d.startswith((".", "__"))]
             if "__init__.py" in filenames:
                 relative = os.path.relpath(dirpath, folder)
                 packages.append(package if relative == "." else package + "." + relative.replace(os.sep, "."))

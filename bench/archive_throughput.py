@@ -60,13 +60,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the interop peer is test code
 
-from aeron_spark.driver_integration.interop_peer import (
-    ensure_peer_built,
-    framed_length,
-    free_udp_port,
-    udp_channel,
-)
 from bench_processes import (
     BenchClients,
     RunningArchive,
@@ -78,6 +73,9 @@ from bench_processes import (
     running_our_sidecar,
     summarize_profile,
 )
+
+from tests.interop.peer.interop_peer import ensure_peer_built, framed_length
+from tests.support.ports import free_udp_port, udp_channel
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "performance.md"

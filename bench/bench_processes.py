@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from aeron_spark.archive.cli.sidecar_process import SidecarProcess
-from aeron_spark.driver_integration.interop_peer import (
+
+# The interop peer is test code: bench/archive_throughput.py puts the repository root on sys.path.
+from tests.interop.peer.interop_peer import (
     JVM_OPTIONS,
     PeerError,
     PeerInstallation,
     _start_server,
-    free_udp_port,
     parse_events,
     shm_tempdir,
     stop_process,
-    udp_channel,
 )
+from tests.support.ports import free_udp_port, udp_channel
 
 BENCH_CLIENT_CLASS = "io.aeronspark.bench.ArchiveBenchClient"
 BENCH_JAVA_SOURCES = Path(__file__).resolve().parent / "java"

@@ -28,7 +28,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -36,7 +35,7 @@ import time
 import warnings
 from pathlib import Path
 
-from aeron_spark.archive.cli.sidecar_process import SidecarProcess
+from aeron_spark.archive.cli.sidecar_process import SidecarProcess, free_udp_port
 
 TRADES_STREAM_ID = 2001
 RESULT_CHANNEL = "aeron:ipc"
@@ -47,12 +46,6 @@ WINDOW = "5 seconds"
 WATERMARK_DELAY = "2 seconds"
 TRIGGER_INTERVAL = "2 seconds"
 SIDECAR_START_TIMEOUT_S = 30.0
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def say(text: str) -> None:

@@ -8,10 +8,10 @@ everything agrees).
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 
+from aeron_spark.archive.cli.sidecar_process import free_udp_port
 from aeron_spark.driver_integration import AeronClient, Header, aeron_version
 from aeron_spark.driver_integration.frame import compute_fragmented_frame_length
 from aeron_spark.driver_integration.position import (
@@ -23,12 +23,6 @@ from aeron_spark.driver_integration.position import (
 
 TERM_LENGTH = 64 * 1024
 MESSAGES = [b"hello", b"aeron " * 20, b"x" * 3000, b"bye"]
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def run(client: AeronClient, channel: str, stream_id: int) -> bool:

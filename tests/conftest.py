@@ -8,11 +8,12 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.support import ports
 
 if TYPE_CHECKING:
     from aeron_spark.driver_integration import AeronClient, MediaDriver
@@ -61,12 +62,6 @@ def new_aeron_client(media_driver: MediaDriver) -> Iterator[Callable[..., AeronC
             client.close()
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def free_udp_port() -> int:
-    return _free_udp_port()
+    return ports.free_udp_port()

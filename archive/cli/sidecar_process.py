@@ -5,6 +5,10 @@ sidecar. The child's stdout is read on a thread until it ends (so the pipe never
 ready line (serve_command.READY_PREFIX, ``key=value`` tokens) says where it listens and which
 media driver directory it uses. ``stop()`` sends SIGTERM (the sidecar stores stop positions and
 exits) and SIGKILL when it does not exit within the grace period.
+
+``start()`` launches and waits for the ready line; ``launch()`` + ``wait_ready()`` are the same in
+two steps, for a caller that must hold the process (to inspect or kill it) even when it never
+becomes ready. ``free_udp_port()`` picks a port for a UDP control channel (or any other channel).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +29,16 @@ from aeron_spark.archive.cli.serve_command import READY_PREFIX
 
 DEFAULT_START_TIMEOUT_S = 60.0
 DEFAULT_STOP_GRACE_S = 15.0
+READER_JOIN_TIMEOUT_S = 5.0
 CAPTURE = "capture"  # stderr=CAPTURE keeps the child's stderr lines in ``stderr_lines``
+
+
+def free_udp_port(host: str = "127.0.0.1") -> int:
+    """A localhost UDP port nothing is bound to right now (the OS picks; another process may take
+    it before it is used - fine for examples and tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def parse_ready_line(line: str) -> dict[str, str]:
@@ -44,6 +58,8 @@ class SidecarProcess:
     ready_line: str = ""
     stdout_lines: list[str] = field(default_factory=list)
     stderr_lines: list[str] = field(default_factory=list)
+    _ready_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    _readers: list[threading.Thread] = field(default_factory=list, repr=False)
 
     @classmethod
     def start(cls, archive_dir: str | os.PathLike, *serve_args: str, stderr: IO | str | None = None,
@@ -54,13 +70,20 @@ class SidecarProcess:
         ``terminate_with_parent``: the child gets SIGTERM when this process dies, even by SIGKILL
         (Linux); only safe to ask for before this process starts threads of its own.
         """
+        sidecar = cls.launch(archive_dir, *serve_args, stderr=stderr, terminate_with_parent=terminate_with_parent)
+        return sidecar.wait_ready(timeout_s)
+
+    @classmethod
+    def launch(cls, archive_dir: str | os.PathLike, *serve_args: str, stderr: IO | str | None = None,
+               terminate_with_parent: bool = False) -> SidecarProcess:
+        """Starts the process as ``start()`` does but returns at once; call ``wait_ready()`` next."""
         capture = stderr == CAPTURE
         process = subprocess.Popen(
             serve_command(archive_dir, *serve_args), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if capture else stderr, text=True, bufsize=1,
             preexec_fn=_sigterm_when_parent_dies if terminate_with_parent else None)  # noqa: PLW1509
         sidecar = cls(process, Path(archive_dir))
-        ready = threading.Event()
+        ready = sidecar._ready_event
 
         def read_stdout() -> None:
             for line in process.stdout:
@@ -74,18 +97,32 @@ class SidecarProcess:
             for line in process.stderr:
                 sidecar.stderr_lines.append(line.rstrip("\n"))
 
-        threading.Thread(target=read_stdout, name=f"sidecar-{process.pid}-stdout", daemon=True).start()
+        sidecar._readers.append(threading.Thread(target=read_stdout, name=f"sidecar-{process.pid}-stdout", daemon=True))
         if capture:
-            threading.Thread(target=read_stderr, name=f"sidecar-{process.pid}-stderr", daemon=True).start()
-        deadline = time.monotonic() + timeout_s
-        while not ready.wait(0.05):
-            if process.poll() is not None or time.monotonic() > deadline:
-                sidecar.kill()
-                tail = "\n".join(sidecar.stderr_lines[-40:])
-                raise RuntimeError(f"aeron-archive serve (pid {process.pid}) did not become ready within "
-                                   f"{timeout_s:.0f} s (exit code {process.returncode})"
-                                   + (f"; stderr:\n{tail}" if tail else ""))
+            sidecar._readers.append(threading.Thread(target=read_stderr, name=f"sidecar-{process.pid}-stderr",
+                                                     daemon=True))
+        for reader in sidecar._readers:
+            reader.start()
         return sidecar
+
+    def wait_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> SidecarProcess:
+        """Waits for the ready line. When the process exits first or ``timeout_s`` passes, it is
+        killed (by PID) and RuntimeError says why, with the stderr tail when it was captured."""
+        deadline = time.monotonic() + timeout_s
+        while not self._ready_event.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                for reader in self._readers:  # the pipes end with the process: keep its last words
+                    reader.join(READER_JOIN_TIMEOUT_S)
+                tail = self.log_tail(40)
+                raise RuntimeError(f"aeron-archive serve (pid {self.process.pid}) did not become ready within "
+                                   f"{timeout_s:.0f} s (exit code {self.process.returncode})"
+                                   + (f"; stderr:\n{tail}" if tail else ""))
+        return self
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last ``lines`` captured stderr lines (empty unless started with stderr=CAPTURE)."""
+        return "\n".join(self.stderr_lines[-lines:])
 
     @property
     def pid(self) -> int:

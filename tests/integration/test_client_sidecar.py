@@ -24,13 +24,11 @@ from aeron_spark.archive.cli import main as tool
 from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, ArchiveTimeoutError
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, SourceLocation
 from aeron_spark.driver_integration import AeronClient
-from aeron_spark.driver_integration.interop_peer import (
-    expected_digest,
-    framed_length,
-    payloads,
-)
 
-from tests.integration.sidecar_fixture import Sidecar, free_udp_port, running_sidecar
+from tests.interop.peer.interop_peer import expected_digest, framed_length, payloads
+from tests.support.ports import free_udp_port
+from tests.support.sidecar import Sidecar, running_sidecar
+
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ mode); the test plays the conductor's part.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 
@@ -32,6 +33,8 @@ from aeron_spark.archive.service.replayer import Replayer
 from aeron_spark.archive.storage.segment import SegmentWriter
 from aeron_spark.driver_integration import channel_uri
 
+from tests.support import waiting
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 TERM = 64 * 1024
@@ -40,14 +43,7 @@ ARCHIVE_ID = 77
 WAIT = 15.0
 
 
-def wait_until(condition, what: str, timeout: float = WAIT):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.001)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+wait_until = functools.partial(waiting.wait_until, timeout=WAIT)
 
 
 class StoppedListener:

@@ -36,7 +36,7 @@ from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 
-from tests.integration.sidecar_fixture import running_sidecar
+from tests.support.sidecar import running_sidecar
 from tests.spark.source_fixtures import RecordingArchive
 
 PAYLOAD = 1024

@@ -20,7 +20,10 @@ from aeron_spark.driver_integration.client import AeronClient
 from aeron_spark.driver_integration.media_driver import MediaDriver
 from aeron_spark.driver_integration.publication import OfferResult
 
-from tests.integration.sidecar_fixture import RawArchiveClient, Sidecar, wait_for
+from tests.support.raw_archive_client import RawArchiveClient
+from tests.support.sidecar import Sidecar
+from tests.support.waiting import wait_until
+
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -58,7 +61,7 @@ def test_real_blocks_with_stops_and_extensions_are_identical_direct_and_buffered
     try:
         publication = aeron.add_exclusive_publication(CHANNEL, STREAM_ID)
         subscription = aeron.add_subscription(CHANNEL, STREAM_ID)
-        wait_for(lambda: bool(subscription.images), "the image")
+        wait_until(lambda: bool(subscription.images), "the image")
         image = subscription.images[0]
         start = image.join_position
 
@@ -141,7 +144,7 @@ def test_sidecars_direct_and_buffered_record_identical_segments(tmp_path, checks
         end = offer_all(publication, 700, lambda: time.sleep(0.0005))
 
         for client, recording_id in zip(clients, recording_ids):
-            wait_for(lambda: client.call(lambda s, c: codecs.RecordingPositionRequest(
+            wait_until(lambda: client.call(lambda s, c: codecs.RecordingPositionRequest(
                 s, c, recording_id)).relevant_id == end, "the recording to catch up")
         direct_flags, buffered_flags = (_open_segment_flags(s.pid) for s in sidecars)
         assert direct_flags and all(f & O_DIRECT for f in direct_flags), direct_flags

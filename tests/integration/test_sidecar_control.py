@@ -15,7 +15,10 @@ from aeron_spark.archive.service.authenticator import (
 from aeron_spark.archive.codecs import ArchiveErrorCode, ControlResponseCode
 from aeron_spark.driver_integration.client import AeronClient
 
-from tests.integration.sidecar_fixture import RawArchiveClient, running_sidecar, wait_for
+from tests.support.raw_archive_client import RawArchiveClient
+from tests.support.sidecar import running_sidecar
+from tests.support.waiting import wait_until
+
 
 pytestmark = pytest.mark.integration
 
@@ -54,8 +57,8 @@ def test_connect_archive_id_and_close(sidecar, aeron, transport):
     assert archive_id.code == ControlResponseCode.OK
     assert archive_id.relevant_id == int(sidecar.ready["archiveId"])
     client.close_session()
-    wait_for(lambda: any(f"control session {client.control_session_id} closed: session closed" in line
-                         for line in sidecar.stderr_lines), "the session to close")
+    wait_until(lambda: any(f"control session {client.control_session_id} closed: session closed" in line
+                           for line in sidecar.stderr_lines), "the session to close")
 
 
 def test_legacy_1_15_connect_request_is_served(sidecar, aeron):

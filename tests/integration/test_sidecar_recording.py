@@ -22,7 +22,10 @@ from aeron_spark.archive.storage.mark_file import read_mark_file
 from aeron_spark.driver_integration.client import AeronClient
 from aeron_spark.driver_integration.media_driver import MediaDriver
 
-from tests.integration.sidecar_fixture import RawArchiveClient, Sidecar, running_sidecar, wait_for
+from tests.support.raw_archive_client import RawArchiveClient
+from tests.support.sidecar import Sidecar, running_sidecar
+from tests.support.waiting import wait_until
+
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +103,7 @@ def test_record_list_stop_and_replay(tmp_path, checksum):
             recording_id = started.recording_id
             messages = payloads(500)
             end = publish(publication, messages)
-            wait_for(lambda: recorded_position(client, recording_id) == end, "the recording to catch up")
+            wait_until(lambda: recorded_position(client, recording_id) == end, "the recording to catch up")
 
             subs_id = client.request(lambda s, c: codecs.ListRecordingSubscriptionsRequest(
                 s, c, 0, 10, BooleanType.TRUE, RECORDED_STREAM, "ipc"))
@@ -175,7 +178,7 @@ def record_some(aeron, sidecar: Sidecar, count: int) -> tuple[RawArchiveClient, 
     recording_id = client.await_signal(RecordingSignal.START).recording_id
     messages = payloads(count)
     end = publish(publication, messages)
-    wait_for(lambda: recorded_position(client, recording_id) == end, "the recording to catch up")
+    wait_until(lambda: recorded_position(client, recording_id) == end, "the recording to catch up")
     return client, publication, recording_id, end, messages
 
 
@@ -244,7 +247,7 @@ def test_extend_truncate_purge_and_recording_events(tmp_path):
             publication = aeron.add_exclusive_publication(RECORDED_CHANNEL, RECORDED_STREAM)
             recording_id = client.await_signal(RecordingSignal.START).recording_id
             first_end = publish(publication, payloads(50))
-            wait_for(lambda: recorded_position(client, recording_id) == first_end, "recording")
+            wait_until(lambda: recorded_position(client, recording_id) == first_end, "recording")
             publication.close()
             assert client.await_signal(RecordingSignal.STOP, recording_id).position == first_end
 
@@ -252,7 +255,7 @@ def test_extend_truncate_purge_and_recording_events(tmp_path):
                 events.poll(lambda payload, header: received_events.append(codecs.decode(bytes(payload))), 100)
                 return any(isinstance(e, codecs.RecordingStopped) for e in received_events)
 
-            wait_for(poll_events, "the RecordingStopped event")
+            wait_until(poll_events, "the RecordingStopped event")
             assert isinstance(received_events[0], codecs.RecordingStarted)
             assert received_events[0].recording_id == recording_id
             assert received_events[0].channel == RECORDED_CHANNEL
@@ -272,7 +275,7 @@ def test_extend_truncate_purge_and_recording_events(tmp_path):
                 RECORDED_STREAM)
             assert client.await_signal(RecordingSignal.EXTEND, recording_id).position == first_end
             second_end = publish(continued, payloads(30, 50))
-            wait_for(lambda: recorded_position(client, recording_id) == second_end, "extension")
+            wait_until(lambda: recorded_position(client, recording_id) == second_end, "extension")
             continued.close()
             assert client.await_signal(RecordingSignal.STOP, recording_id).position == second_end
             assert replay_messages(aeron, client, recording_id, second_end, 80) == payloads(80)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from aeron_spark.driver_integration.interop_peer import (
+from tests.interop.peer.interop_peer import (
     PeerInstallation,
     RunningJavaArchive,
     ensure_peer_built,

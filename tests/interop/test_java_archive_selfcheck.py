@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aeron_spark.driver_integration.interop_peer import (
+from tests.interop.peer.interop_peer import (
     ArchiveEndpoint,
     EXIT_USAGE,
     PeerClient,
@@ -24,11 +24,11 @@ from aeron_spark.driver_integration.interop_peer import (
     RunningJavaArchive,
     expected_digest,
     framed_length,
-    free_udp_port,
     payloads,
     running_java_archive,
-    udp_channel,
 )
+from tests.support.ports import free_udp_port, udp_channel
+
 
 pytestmark = pytest.mark.interop
 

@@ -23,18 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aeron_spark.driver_integration.interop_peer import (
+
+from tests.interop.peer.interop_peer import (
     ArchiveEndpoint,
     PeerClient,
     PeerInstallation,
     RecordResult,
     expected_digest,
     framed_length,
-    free_udp_port,
-    udp_channel,
 )
+from tests.support.ports import free_udp_port, udp_channel
+from tests.support.sidecar import Sidecar, running_sidecar
 
-from tests.integration.sidecar_fixture import Sidecar, running_sidecar
 
 pytestmark = pytest.mark.interop
 

@@ -20,15 +20,15 @@ from aeron_spark.archive.cli import main as tool
 from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError
 from aeron_spark.archive.codecs import ArchiveErrorCode, SourceLocation
 from aeron_spark.driver_integration import AeronClient
-from aeron_spark.driver_integration.interop_peer import (
+
+from tests.interop.peer.interop_peer import (
     RecordResult,
     RunningJavaArchive,
     expected_digest,
     framed_length,
-    free_udp_port,
     payloads,
-    udp_channel,
 )
+from tests.support.ports import free_udp_port, udp_channel
 
 pytestmark = pytest.mark.interop
 

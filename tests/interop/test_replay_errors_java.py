@@ -28,14 +28,9 @@ from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 from aeron_spark.driver_integration import AeronClient
-from aeron_spark.driver_integration.interop_peer import (
-    RecordResult,
-    RunningJavaArchive,
-    expected_digest,
-    framed_length,
-    free_udp_port,
-    udp_channel,
-)
+
+from tests.interop.peer.interop_peer import RecordResult, RunningJavaArchive, expected_digest, framed_length
+from tests.support.ports import free_udp_port, udp_channel
 
 pytestmark = pytest.mark.interop
 

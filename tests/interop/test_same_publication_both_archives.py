@@ -46,17 +46,18 @@ from aeron_spark.driver_integration.frame import (
     HEADER_LENGTH,
     UNFRAGMENTED,
 )
-from aeron_spark.driver_integration.interop_peer import (
+
+from tests.interop.peer.interop_peer import (
     ArchiveEndpoint,
     PeerClient,
     PeerInstallation,
     framed_length,
-    free_udp_port,
     payloads,
     running_java_archive,
 )
+from tests.support.ports import free_udp_port
+from tests.support.sidecar import running_sidecar
 
-from tests.integration.sidecar_fixture import running_sidecar
 
 pytestmark = pytest.mark.interop
 

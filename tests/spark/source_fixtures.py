@@ -26,7 +26,8 @@ from pathlib import Path
 from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
 from aeron_spark.driver_integration import AeronClient
 
-from tests.integration.sidecar_fixture import Sidecar
+from tests.support.sidecar import Sidecar
+
 
 # Small terms: term boundaries (partition splits, byte caps) every 64 KiB; segments are 64 KiB
 # too (the sidecar fixture's --segment-length), so segment-level maintenance is cheap to reach.

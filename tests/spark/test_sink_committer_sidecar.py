@@ -11,7 +11,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.integration.sidecar_fixture import running_sidecar
 
 from aeron_spark.connector.sink import archive_access as sink_archive
 from aeron_spark.connector.archive_connection import ArchiveUnavailable
@@ -24,6 +23,9 @@ from aeron_spark.connector.sink.commit import CommitOutcome, commit_staged
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import streaming_batch_key
 from aeron_spark.connector.sink.writer import TaskInfo, stage_task_output
+
+from tests.support.ports import free_udp_port
+from tests.support.sidecar import Sidecar, running_sidecar
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -103,8 +105,6 @@ def test_a_commit_dying_before_its_marker_is_invisible_and_cut_back(archive_dir,
 
 @pytest.mark.parametrize("kill_point", ["before the marker", "after the marker"])
 def test_the_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path, monkeypatch, kill_point):
-    from sidecar_fixture import Sidecar
-
     directory = tmp_path / "archive"
     sidecar = Sidecar(directory).start()
     try:
@@ -151,8 +151,6 @@ def test_the_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path, monkey
 
 
 def test_a_udp_sink_channel_recorded_remotely_round_trips(archive_dir):
-    from sidecar_fixture import free_udp_port
-
     opts = SinkOptions.parse({"channel": f"aeron:udp?endpoint=localhost:{free_udp_port()}", "streamId": "4101",
                               "archive.dir": str(archive_dir), "sink.termLength": "64k",
                               "sink.commitTimeoutMs": "8000"}, streaming=True)

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.sidecar_fixture import running_sidecar
 
 from aeron_spark.connector import register
+
+from tests.support.sidecar import running_sidecar
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -61,7 +61,7 @@ from aeron_spark.connector.commit_markers import (
     sink_id_of_channel,
 )
 
-from tests.integration.sidecar_fixture import Sidecar
+from tests.support.sidecar import Sidecar
 from tests.spark.source_fixtures import Recorded, RecordingArchive, numbered_payloads
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(420)]

@@ -15,7 +15,7 @@ import os
 import pytest
 
 from aeron_spark.connector import register
-from tests.integration.sidecar_fixture import running_sidecar
+from tests.support.sidecar import running_sidecar
 from tests.spark.source_fixtures import (
     TERM_LENGTH,
     BackgroundPublisher,

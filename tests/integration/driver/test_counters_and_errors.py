@@ -5,9 +5,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from driver_test_support import wait_until
 
 from aeron_spark.driver_integration import AeronClient, AeronError, CounterState, ResourceClosedError
+
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

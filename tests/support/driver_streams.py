@@ -1,23 +1,11 @@
-"""Helpers for the driver integration tests: bounded waits and polling loops."""
+"""Helpers for tests on the real media driver: wait for an image, offer a list of messages,
+poll whole messages or blocks until enough arrived (bounded waits from ``waiting``)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from aeron_spark.driver_integration import Image, OfferResult, Subscription
 
-WAIT_SECONDS = 10.0
-
-
-def wait_until(condition: Callable[[], object], what: str, timeout: float = WAIT_SECONDS) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.001)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+from tests.support.waiting import wait_until
 
 
 def await_image(subscription: Subscription, session_id: int) -> Image:

@@ -11,7 +11,7 @@ import org.agrona.MutableDirectBuffer;
  * Message {@code i} of length {@code n}: byte {@code j < 8} is byte {@code j} of {@code i} as a
  * little-endian int64; byte {@code j >= 8} is {@code (i * 131 + j * 7) & 0xFF}. The digest of a
  * run of messages is SHA-256 over their payloads in order. Mirrored by
- * {@code aeron_spark.driver_integration.interop_peer.expected_digest}.
+ * {@code tests.interop.peer.interop_peer.expected_digest}.
  */
 final class Payloads
 {
