@@ -1,6 +1,6 @@
 """Fixtures for interop tests against the real Java Aeron Archive 1.15.1.
 
-The peer is fetched and built on first use (driver_integration/fetch-java-peer; ~10 s on a fresh
+The peer is fetched and built on first use (tests/interop/peer/fetch-java-peer; ~10 s on a fresh
 cache, instant afterwards). Every process started here is stopped by PID in the fixture's
 teardown, also when the test fails.
 """

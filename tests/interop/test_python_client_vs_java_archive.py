@@ -1,6 +1,6 @@
 """Our ArchiveClient against the REAL Java Aeron Archive 1.15.1.
 
-The Java archive runs with its own Java media driver (driver_integration/interop_peer.py); our
+The Java archive runs with its own Java media driver (tests/interop/peer/interop_peer.py); our
 client runs on the test session's C driver and talks to it over UDP (control, response, recorded
 stream, replay channels), in the 1.15.x protocol. Recordings are made by the real 1.15.1 client
 (the peer) and by our own client and publication; both are listed and replayed by the other side

