@@ -1,28 +1,7 @@
 """`archive-mark.dat` on disk: one archive per directory, its liveness, and where to find it.
 
-Layout written (Aeron 1.24-1.46: MarkFileHeader block at offset 0, no SBE message header), decoded
-by ``aeron_spark.archive.codecs.mark_file_layout``:
-
-=================  ======  =================================================
-field              offset  notes
-=================  ======  =================================================
-version:i32        0       archive file version 2.1.0, written last ("ready")
-activityTs:i64     8       epoch ms, refreshed every second; -1 after a clean stop
-startTs:i64        16
-pid:i64            24
-controlStreamId    32      i32
-localControlStrId  36      i32
-eventsStreamId     40      i32
-headerLength       44      i32, 8192
-errorBufferLength  48      i32
-archiveId:i64      56
-strings            128     controlChannel, localControlChannel, eventsChannel,
-                           aeronDirectory: each u32 length + ASCII
-error log          8192    Agrona DistinctErrorLog records
-=================  ======  =================================================
-
-Readers also accept the 1.47+ layout (the same block after an 8-byte SBE header) so that the
-tool can describe a real Aeron archive's directory.
+The header layout (Aeron 1.24-1.46, and the 1.47+ variant readers accept) is described and
+decoded in ``aeron_spark.archive.codecs.mark_file_layout``.
 
 Besides the liveness timestamp, the owning archive holds an exclusive ``flock`` on the file for
 its lifetime, so two archives starting at the same moment cannot both win.
