@@ -225,6 +225,8 @@ int aeron_image_release(aeron_image_t *image);
 bool aeron_subscription_is_closed(aeron_subscription_t *subscription);
 int aeron_subscription_close(aeron_subscription_t *subscription, aeron_notification_t on_close_complete,
                              void *on_close_complete_clientd);
+int aeron_subscription_try_resolve_channel_endpoint_port(aeron_subscription_t *subscription, char *uri,
+                                                         size_t uri_len);
 
 /* image */
 int aeron_image_constants(aeron_image_t *image, aeron_image_constants_t *constants);

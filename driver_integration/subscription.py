@@ -15,14 +15,17 @@ keep them trivial, e.g. ``queue.put(image)``, and do the work on your own thread
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ._capi import ffi, function_pointer, lib
-from .errors import check, closed_error
+from .channel_uri import MAX_URI_LENGTH, SPY_PREFIX
+from .errors import AeronError, check, closed_error
 from .image import Image, MessageHandler, _ImageHandle, _on_message, _PollState
 
 if TYPE_CHECKING:
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 
 ImageCallback = Callable[[Image], object]
 _FRAGMENT_ASSEMBLER_HANDLER = function_pointer("aeron_fragment_assembler_handler")
+# Room for the channel plus a resolved endpoint longer than the ``host:0`` it replaces.
+_RESOLVED_CHANNEL_SLACK = 128
 
 
 class _SubscriptionState:
@@ -149,6 +154,41 @@ class Subscription:
                                             fragment_limit)
         state.raise_pending()
         return check(count, f"aeron_subscription_poll ({self.channel})")
+
+    def resolved_channel(self) -> str | None:
+        """The channel with a wildcard endpoint port (``endpoint=host:0``) replaced by the address
+        and port the driver bound, which is what a publisher must use; None while the driver has
+        not bound it yet. Other channels (IPC, spy, concrete port, no endpoint) come back as is."""
+        pointer = self._live()
+        if self.channel.startswith(SPY_PREFIX):
+            return self.channel  # a spy binds nothing, and Aeron's URI parser rejects the prefix (-1)
+        # Without a wildcard port Aeron strcpy()s the channel into the buffer unbounded: the first
+        # buffer must hold the whole channel. A resolved channel longer than the buffer comes back
+        # truncated with a length >= the buffer's, so retry with a larger one.
+        size = max(MAX_URI_LENGTH + 1, len(self.channel.encode()) + 1 + _RESOLVED_CHANNEL_SLACK)
+        while True:
+            buffer = ffi.new("char[]", size)
+            length = check(lib.aeron_subscription_try_resolve_channel_endpoint_port(pointer, buffer, size),
+                           f"aeron_subscription_try_resolve_channel_endpoint_port ({self.channel})")
+            if length == 0:
+                return None
+            if length < size:
+                return ffi.string(buffer, length).decode()
+            size = length + 1
+
+    def await_resolved_channel(self, timeout_s: float) -> str:
+        """:meth:`resolved_channel`, waiting up to ``timeout_s`` seconds for the driver to bind."""
+        if not isinstance(timeout_s, (int, float)) or math.isnan(timeout_s) or timeout_s < 0:
+            raise ValueError(f"timeout_s {timeout_s!r} is invalid: must be a number of seconds >= 0")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            resolved = self.resolved_channel()
+            if resolved is not None:
+                return resolved
+            if time.monotonic() >= deadline:
+                raise AeronError(f"the media driver did not resolve the endpoint port of subscription "
+                                 f"{self.channel} (stream {self.stream_id}) within {timeout_s}s")
+            time.sleep(0.001)
 
     def close(self) -> None:
         """Release every Image obtained from this subscription, then close it; idempotent."""
