@@ -6,9 +6,9 @@ object and declare, by hand, only the functions and structs this package calls. 
 that disagrees with the real C signature or struct layout corrupts memory, so:
 
 * every struct below repeats the header's ``#pragma pack(4)`` where the header has it
-  (``pack=4`` in ``cdef``), and ``tests/unit/driver/test_capi.py`` pins each size/offset;
+  (``pack=4`` in ``cdef``), and ``tests/unit/driver_integration/test_capi.py`` pins each size/offset;
 * every declared function is called by at least one test
-  (``tests/unit/driver/test_capi_coverage.py`` proves it).
+  (``tests/integration/driver/test_capi_coverage.py`` proves it).
 
 cffi releases the GIL around each C call; callbacks re-acquire it.
 """
