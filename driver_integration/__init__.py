@@ -8,6 +8,7 @@ from .counters import Counter, CountersReader, CounterState
 from .errors import AeronError, ResourceClosedError
 from .image import BlockHandler, FrameHeader, Header, Image, MessageHandler
 from .media_driver import MediaDriver, MediaDriverOptions
+from .process_driver import DriverUnavailable
 from .publication import BufferClaim, ExclusivePublication, InitialPosition, OfferResult, Publication
 from .subscription import ImageCallback, Subscription
 
@@ -20,6 +21,7 @@ __all__ = [
     "Counter",
     "CounterState",
     "CountersReader",
+    "DriverUnavailable",
     "ExclusivePublication",
     "FrameHeader",
     "Header",

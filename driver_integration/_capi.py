@@ -6,9 +6,9 @@ object and declare, by hand, only the functions and structs this package calls. 
 that disagrees with the real C signature or struct layout corrupts memory, so:
 
 * every struct below repeats the header's ``#pragma pack(4)`` where the header has it
-  (``pack=4`` in ``cdef``), and ``tests/unit/driver/test_capi.py`` pins each size/offset;
+  (``pack=4`` in ``cdef``), and ``tests/unit/driver_integration/test_capi.py`` pins each size/offset;
 * every declared function is called by at least one test
-  (``tests/unit/driver/test_capi_coverage.py`` proves it).
+  (``tests/integration/driver/test_capi_coverage.py`` proves it).
 
 cffi releases the GIL around each C call; callbacks re-acquire it.
 """
@@ -72,6 +72,7 @@ typedef void (*aeron_fragment_handler_t)(void *clientd, const uint8_t *buffer, s
                                          aeron_header_t *header);
 typedef void (*aeron_block_handler_t)(void *clientd, const uint8_t *buffer, size_t length,
                                       int32_t session_id, int32_t term_id);
+typedef void (*aeron_log_func_t)(const char *);
 
 typedef struct aeron_buffer_claim_stct {
     uint8_t *frame_header;
@@ -290,6 +291,9 @@ int aeron_driver_context_set_driver_timeout_ms(aeron_driver_context_t *context, 
 int aeron_driver_init(aeron_driver_t **driver, aeron_driver_context_t *context);
 int aeron_driver_start(aeron_driver_t *driver, bool manual_main_loop);
 int aeron_driver_close(aeron_driver_t *driver);
+
+/* is a live driver using this directory (aeronc.h; log_func is called, never NULL) */
+bool aeron_is_driver_active(const char *dirname, int64_t timeout_ms, aeron_log_func_t log_func);
 """
 
 # Layout facts the declarations above must reproduce (checked by the unit tests).
