@@ -5,9 +5,20 @@ reach it.
 channel, control stream id, aeron dir; options given explicitly win), and a mark file that says
 the archive stopped (or stopped updating) is a clear error at once, not a connect timeout. Every
 failure to locate or connect is an ``ArchiveUnavailable`` naming where it looked.
+
+On a cluster every Spark process has its own media driver (``aeron.driver``: the one running at
+``aeron.dir``, else one embedded in the Python process) and the archive reaches it only over UDP:
+the response channel the archive is told names this host's reachable address (``aeron.host``,
+by default the address that routes to the archive's control endpoint) and the port the driver
+bound, never ``localhost`` or port 0.
 """
 
 from __future__ import annotations
+
+import dataclasses
+
+from aeron_spark.driver_integration.host_address import address_toward, endpoint_host_of
+from aeron_spark.driver_integration.process_driver import DriverUnavailable, driver_dir_for_process
 
 from aeron_spark.connector.options import DEFAULT_CONTROL_STREAM_ID, ArchiveConnection
 
@@ -30,15 +41,12 @@ def resolve_connection(connection: ArchiveConnection) -> ArchiveConnection:
     if not mark.control_channel and not connection.control_channel:
         raise ArchiveUnavailable(f"the archive mark file in {connection.archive_dir} names no control channel; "
                                  "set archive.controlChannel")
-    return ArchiveConnection(
-        archive_dir=connection.archive_dir,
+    return dataclasses.replace(
+        connection,
         control_channel=connection.control_channel or mark.control_channel,
         control_stream_id=connection.control_stream_id if connection.control_stream_id is not None
         else mark.control_stream_id,
-        response_channel=connection.response_channel,
-        response_stream_id=connection.response_stream_id,
         aeron_dir=connection.aeron_dir or mark.aeron_dir,
-        timeout_ms=connection.timeout_ms,
     )
 
 
@@ -53,8 +61,40 @@ def read_mark_file_location(path):
         raise ArchiveUnavailable(f"option archive.dir: cannot read the archive mark file {path}: {error}") from None
 
 
-def default_response_channel(control_channel: str) -> str:
-    return "aeron:ipc" if control_channel.startswith("aeron:ipc") else "aeron:udp?endpoint=localhost:0"
+def local_hosts(connection: ArchiveConnection, control_channel: str) -> tuple[str, str]:
+    """(address the archive reaches this process at, address to bind) for response and replay
+    endpoints: ``aeron.host`` / ``aeron.bindAddress``, else the address routing to the archive."""
+    advertised = connection.host
+    if advertised is None:
+        target = endpoint_host_of(control_channel)
+        try:
+            advertised = address_toward(*target) if target is not None else "127.0.0.1"
+        except OSError as error:
+            raise ArchiveUnavailable(
+                f"option archive.controlChannel={control_channel}: cannot find a route to the archive's control "
+                f"endpoint ({error}); set archive.controlChannel to an address this host can reach, or aeron.host "
+                "to the address of this host the archive reaches") from None
+    return advertised, connection.bind_address or advertised
+
+
+def replay_hosts(connection: ArchiveConnection, client) -> tuple[str, str]:
+    """(advertised, bind) hosts of this worker's replay endpoint for a client ``connect_client``
+    connected: ``aeron.host`` / ``aeron.bindAddress``, else as for the response channel."""
+    return local_hosts(resolve_connection(connection), client.control_channel)
+
+
+def default_response_channel(control_channel: str, bind_host: str) -> str:
+    if control_channel.startswith("aeron:ipc"):
+        return "aeron:ipc"
+    return "aeron:udp?endpoint=" + (f"[{bind_host}]:0" if ":" in bind_host else f"{bind_host}:0")
+
+
+def process_aeron_dir(connection: ArchiveConnection, aeron_dir: str | None) -> str:
+    """The media driver directory this process uses (``aeron.driver``, ``aeron.dir``)."""
+    try:
+        return driver_dir_for_process(connection.driver_mode, aeron_dir)
+    except DriverUnavailable as error:
+        raise ArchiveUnavailable(f"option aeron.driver={connection.driver_mode}: {error}") from None
 
 
 def connect_client(connection: ArchiveConnection):
@@ -64,18 +104,28 @@ def connect_client(connection: ArchiveConnection):
     resolved = resolve_connection(connection)
     if not resolved.control_channel:
         raise ArchiveUnavailable("no archive control channel: set archive.controlChannel or archive.dir")
+    aeron_dir = process_aeron_dir(connection, resolved.aeron_dir)
+    advertised, bind = local_hosts(resolved, resolved.control_channel)
+    # An explicit response channel is told as given (a port 0 resolved).
+    response_channel = resolved.response_channel or default_response_channel(resolved.control_channel, bind)
+    response_host = None if resolved.response_channel or response_channel.startswith("aeron:ipc") else advertised
     # Imported late: executors may not need it.
     from aeron_spark.archive.client.archive_client import ArchiveClient
     try:
         return ArchiveClient.connect(
             control_channel=resolved.control_channel,
             control_stream_id=resolved.control_stream_id or DEFAULT_CONTROL_STREAM_ID,
-            response_channel=resolved.response_channel or default_response_channel(resolved.control_channel),
+            response_channel=response_channel,
             response_stream_id=resolved.response_stream_id,
-            aeron_dir=resolved.aeron_dir,
+            aeron_dir=aeron_dir,
             timeout=resolved.timeout_ms / 1000.0,
+            response_host=response_host,
         )
     except Exception as error:
+        told = (f"aeron.host={advertised} (bound at aeron.bindAddress={bind})" if response_host
+                else f"archive.responseChannel={response_channel}")
         raise ArchiveUnavailable(
-            f"cannot connect to the archive at {resolved.control_channel} stream {resolved.control_stream_id} "
-            f"(aeron.dir={resolved.aeron_dir}): {error}") from error
+            f"cannot connect to the archive at option archive.controlChannel={resolved.control_channel} "
+            f"stream {resolved.control_stream_id or DEFAULT_CONTROL_STREAM_ID} from the media driver {aeron_dir} "
+            f"of this process: {error}. The archive must reach this host's response endpoint over UDP at "
+            f"{told}; check the control channel, the route between the hosts, and those options") from error

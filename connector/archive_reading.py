@@ -11,8 +11,13 @@ Real-client facts used here:
 * each replay gets its own ``session-id`` on the replay channel and a subscription to that
   session only: replays of other partitions on the same channel/stream then never become images
   of this subscription (an unpolled IPC image would hold their publications back);
-* a replay is bounded by a limit counter holding the range end, so the archive never sends a
-  byte past it;
+* replays go over IPC only to a client on the archive's media driver; elsewhere (another host)
+  to this worker's UDP endpoint (``replay_endpoint``), and a replay that does not arrive there
+  fails fast naming the endpoint and the options that set it (``ReplayEndpointUnreachable``);
+* a replay is bounded so the archive never sends a byte past the range end: by a limit counter
+  holding the end when this client shares the archive's driver (the archive reads the counter
+  there), else by its length (a counter id from another driver names nothing, or an unrelated
+  counter, on the archive's);
 * a replay is watched while it is waited for: an ERROR the archive sends for it after its OK
   (``check_replay_error``) fails it at once with the archive's text; a replay idle at a position
   short of the range end replays the frame there once (``frame_end_at``) and fails at once if that
@@ -46,6 +51,7 @@ from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import aligned_frame_length
 
 from aeron_spark.connector.options import ReplaySettings
+from aeron_spark.connector.replay_endpoint import ReplayEndpoints
 
 LOG = logging.getLogger(__name__)
 
@@ -85,6 +91,10 @@ class ReplayEndInsideFrame(ReplayFailed):
         self.frame_end = frame_end
 
 
+class ReplayEndpointUnreachable(ReplayFailed):
+    """The archive's replay did not reach this worker's endpoint."""
+
+
 class ReplayStreamRecorded(ReplayFailed):
     """The archive records the channel/stream replays would be sent on."""
 
@@ -106,10 +116,24 @@ class ReplayWatch(Protocol):
 class ClientArchiveAccess:
     """``ArchiveAccess`` over a connected ``ArchiveClient`` (see the module docstring)."""
 
-    def __init__(self, client) -> None:
+    def __init__(self, client, hosts: tuple[str, str] | None = None) -> None:
+        """``hosts``: (address the archive reaches this worker at, address to bind) for UDP
+        replays; None: those of the client's response channel."""
         self._client = client
+        self._hosts = hosts
         self._counter_ids: dict[int, int] = {}
         self._recorded_stream_checks: dict[tuple[str, int], float] = {}
+        self._endpoints: ReplayEndpoints | None = None
+
+    @property
+    def replay_endpoints(self) -> ReplayEndpoints:
+        """Chosen on first use: whether this client shares the archive's driver does not change."""
+        if self._endpoints is None:
+            shares = getattr(self._client, "shares_archive_driver", None)
+            self._endpoints = ReplayEndpoints(
+                self._client.aeron, shares() if shares is not None else True,
+                self._hosts or getattr(self._client, "response_hosts", None), getattr(self._client, "timeout", 10.0))
+        return self._endpoints
 
     @property
     def archive_id(self) -> int:
@@ -161,46 +185,59 @@ class ClientArchiveAccess:
 
     @contextlib.contextmanager
     def _replay_image(self, recording_id: int, start: int, end: int, settings: ReplaySettings):
-        """(image, watch) of a bounded replay of [start, end) on a private session."""
-        self._refuse_recorded_replay_stream(settings)
+        """(image, watch) of a replay of exactly [start, end) on a private session."""
+        endpoints = self.replay_endpoints
+        self._refuse_recorded_replay_stream(settings, endpoints.base_channel(settings.channel))
         aeron = self._client.aeron
         session_id = random.randint(1, (1 << 31) - 1)
-        channel = _with_param(settings.channel, "session-id", str(session_id))
-        subscription = aeron.add_subscription(channel, settings.stream_id)
-        limit = aeron.add_counter(REPLAY_LIMIT_COUNTER_TYPE_ID, struct.pack("<q", recording_id),
-                                  f"aeron-archive source replay limit: {recording_id} [{start}, {end})")
-        limit.value = end
+        receiver = endpoints.subscribe(settings.channel, settings.stream_id, session_id)
+        subscription = receiver.subscription
+        limit = None
         replay_session_id = None
         try:
             try:
-                if getattr(self._client, "is_legacy", False):
-                    # Aeron 1.15.x has no BoundedReplay; a replay of exactly the range is the
-                    # same for recorded data (ranges never end past the recorded position).
+                if getattr(self._client, "is_legacy", False) or not endpoints.shares_archive_driver:
+                    # Bounded by length: a 1.15.x archive has no BoundedReplay, and an archive on
+                    # another driver cannot read our counters. The same for recorded data (ranges
+                    # never end past the recorded position).
                     replay_session_id = self._client.start_replay(
-                        recording_id, start, end - start, channel, settings.stream_id)
+                        recording_id, start, end - start, receiver.told, settings.stream_id)
                 else:
+                    limit = aeron.add_counter(REPLAY_LIMIT_COUNTER_TYPE_ID, struct.pack("<q", recording_id),
+                                              f"aeron-archive source replay limit: {recording_id} [{start}, {end})")
+                    limit.value = end
                     replay_session_id = self._client.start_bounded_replay(
-                        recording_id, start, end - start, limit.counter_id, channel, settings.stream_id)
+                        recording_id, start, end - start, limit.counter_id, receiver.told, settings.stream_id)
             except Exception as error:
                 if _is_archive_error(error):
                     raise ReplayFailed(f"recording {recording_id}: the archive refused the replay of "
                                        f"[{start}, {end}): {_archive_text(error)}") from error
                 raise
             watch = _ArchiveReplayWatch(self, recording_id, end, replay_session_id, settings)
-            image = _await_image(subscription, session_id, settings.idle_timeout_ms, recording_id, watch)
+            if receiver.over_udp:
+                image = _await_udp_image(subscription, session_id, self._image_timeout_ms(settings), recording_id,
+                                         watch, receiver.told)
+            else:
+                image = _await_image(subscription, session_id, settings.idle_timeout_ms, recording_id, watch)
             yield image, watch
         finally:
             if replay_session_id is not None:
                 with contextlib.suppress(Exception):
                     self._client.stop_replay(replay_session_id)
             for resource in (subscription, limit):
-                with contextlib.suppress(Exception):
-                    resource.close()
+                if resource is not None:
+                    with contextlib.suppress(Exception):
+                        resource.close()
 
-    def _refuse_recorded_replay_stream(self, settings: ReplaySettings) -> None:
-        """Fails when the archive records the replay channel/stream: each replay would become a
+    def _image_timeout_ms(self, settings: ReplaySettings) -> int:
+        """How long a UDP replay may take to arrive: the archive's own connect timeout is seconds,
+        so waiting the whole idle timeout would only delay the error."""
+        return min(settings.idle_timeout_ms, int(getattr(self._client, "timeout", 10.0) * 1000))
+
+    def _refuse_recorded_replay_stream(self, settings: ReplaySettings, channel: str) -> None:
+        """Fails when the archive records the replay ``channel``/stream: each replay would become a
         new recording (and a source discovering that stream would read its own replays)."""
-        key = (settings.channel, settings.stream_id)
+        key = (channel, settings.stream_id)
         now = time.monotonic()
         checked = self._recorded_stream_checks.get(key)
         if checked is not None and now - checked < RECORDED_STREAM_CHECK_INTERVAL_S:
@@ -222,13 +259,13 @@ class ClientArchiveAccess:
                 raise
             # An archive without ListRecordingSubscriptions (older than Aeron 1.17): replay unchecked.
             LOG.warning("cannot check whether the archive records replay.channel=%s replay.streamId=%d: %s",
-                        settings.channel, settings.stream_id, error)
+                        channel, settings.stream_id, error)
             found = []
         for subscription in found:
             if records_replays(subscription.stripped_channel, subscription.stream_id,
-                               settings.channel, settings.stream_id):
+                               channel, settings.stream_id):
                 raise ReplayStreamRecorded(
-                    f"options replay.channel={settings.channel} and replay.streamId={settings.stream_id}: "
+                    f"options replay.channel={channel} and replay.streamId={settings.stream_id}: "
                     f"the archive records that stream (recording subscription {subscription.subscription_id} "
                     f"on {subscription.stripped_channel} stream {subscription.stream_id}), so every replay of "
                     f"this source would become a new recording; set replay.streamId to a stream id the archive "
@@ -356,11 +393,6 @@ def _archive_text(error: Exception) -> str:
     return getattr(error, "archive_message", "") or str(error)
 
 
-def _with_param(channel: str, name: str, value: str) -> str:
-    separator = "|" if "?" in channel else "?"
-    return f"{channel}{separator}{name}={value}"
-
-
 def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: int,
                  watch: ReplayWatch | None = None):
     deadline = time.monotonic() + timeout_ms / 1000.0
@@ -372,6 +404,22 @@ def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: i
             watch.check()  # an archive that fails the replay after its OK never sends the image
         time.sleep(0.001)
     raise ReplayFailed(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
+
+
+def _await_udp_image(subscription, session_id: int, timeout_ms: int, recording_id: int, watch: ReplayWatch,
+                     told_channel: str):
+    """``_await_image`` for a replay sent to this worker over UDP: when it does not arrive, the
+    error names the endpoint the archive was told and the options that choose it."""
+    try:
+        return _await_image(subscription, session_id, timeout_ms, recording_id, watch)
+    except ReplayStreamRecorded:
+        raise
+    except ReplayFailed as error:
+        raise ReplayEndpointUnreachable(
+            f"recording {recording_id}: the replay sent to this worker's endpoint {told_channel} did not arrive "
+            f"({error}); the archive must reach that address over UDP: set aeron.host to an address of this host "
+            f"the archive can reach (and aeron.bindAddress when the local address differs, e.g. behind NAT), "
+            f"open its port to the archive host, or set replay.channel") from error
 
 
 class ReplayPump:

@@ -21,7 +21,10 @@ class OptionError(ValueError):
 
 DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_RESPONSE_STREAM_ID = 20
+#: Replays to a client on the archive's own media driver; other clients get a UDP endpoint of
+#: their own (``archive_reading.ReplayChannels``).
 DEFAULT_REPLAY_CHANNEL = "aeron:ipc"
+DRIVER_MODES = ("auto", "embedded", "external")
 # Not 1001 or another id users pick for their own streams: a replay on a channel/stream the
 # archive records would be recorded again (replays fail fast on that, see archive_reading).
 DEFAULT_REPLAY_STREAM_ID = 1_977_101
@@ -29,6 +32,7 @@ DEFAULT_REPLAY_STREAM_ID = 1_977_101
 #: Options the source and the sink both accept: where the archive is and how it replays.
 CONNECTION_OPTIONS = ("archive.dir", "path", "archive.controlChannel", "archive.controlStreamId",
                       "archive.responseChannel", "archive.responseStreamId", "archive.timeoutMs", "aeron.dir",
+                      "aeron.driver", "aeron.host", "aeron.bindAddress",
                       "replay.channel", "replay.streamId", "replay.idleTimeoutMs")
 #: Options only the source accepts (source/options.py defines them): the sink names them in its
 #: error. tests/unit/connector/source/test_options.py checks this against the source's options.
@@ -50,11 +54,14 @@ class ArchiveConnection:
     response_stream_id: int
     aeron_dir: str | None
     timeout_ms: int
+    driver_mode: str = "auto"        # aeron.driver: which media driver this process uses
+    host: str | None = None          # aeron.host: None: the address that routes to the archive
+    bind_address: str | None = None  # aeron.bindAddress: None: aeron.host
 
 
 @dataclass(frozen=True)
 class ReplaySettings:
-    channel: str
+    channel: str | None  # None: aeron:ipc on the archive's driver, else a UDP endpoint of this host
     stream_id: int
     idle_timeout_ms: int
 
@@ -83,26 +90,54 @@ def parse_connection(raw: dict[str, str]) -> ArchiveConnection:
         response_stream_id=parse_int(raw, "archive.responseStreamId", DEFAULT_RESPONSE_STREAM_ID),
         aeron_dir=raw.get("aeron.dir"),
         timeout_ms=parse_int(raw, "archive.timeoutMs", 10_000, minimum=1),
+        driver_mode=parse_choice(raw, "aeron.driver", DRIVER_MODES, "auto"),
+        host=parse_host(raw, "aeron.host", wildcard_allowed=False),
+        bind_address=parse_host(raw, "aeron.bindAddress", wildcard_allowed=True),
     )
 
 
 def parse_replay(raw: dict[str, str]) -> ReplaySettings:
+    channel = raw.get("replay.channel")
+    if channel is not None:
+        check_channel("replay.channel", channel)
     return ReplaySettings(
-        channel=parse_channel(raw, "replay.channel", DEFAULT_REPLAY_CHANNEL),
+        channel=channel,
         stream_id=parse_int(raw, "replay.streamId", DEFAULT_REPLAY_STREAM_ID),
         idle_timeout_ms=parse_int(raw, "replay.idleTimeoutMs", 30_000, minimum=1),
     )
 
 
-def parse_channel(raw: dict[str, str], name: str, default: str) -> str:
-    value = raw.get(name, default)
-    check_channel(name, value)
-    return value
-
-
 def check_channel(name: str, value: str) -> None:
     if not value.startswith(("aeron:udp", "aeron:ipc", "aeron-spy:")):
         raise OptionError(f"option {name}={value!r} is not an Aeron channel; accepted: aeron:udp?... | aeron:ipc?...")
+
+
+def parse_choice(raw: dict[str, str], name: str, accepted: tuple[str, ...], default: str) -> str:
+    text = raw.get(name)
+    if text is None:
+        return default
+    if text.lower() not in accepted:
+        raise OptionError(f"option {name}={text!r} is not valid; accepted: {' | '.join(accepted)}")
+    return text.lower()
+
+
+_WILDCARD_ADDRESSES = ("0.0.0.0", "::", "[::]")
+
+
+def parse_host(raw: dict[str, str], name: str, *, wildcard_allowed: bool) -> str | None:
+    """A host name or IP address (IPv6 with or without brackets), without a port."""
+    text = raw.get(name)
+    if text is None:
+        return None
+    host = text.strip("[]")
+    if not re.fullmatch(r"[A-Za-z0-9._:%-]+", host) or text.count(":") == 1:  # one colon: host:port
+        raise OptionError(f"option {name}={text!r} is not valid; accepted: a host name or IP address of this "
+                          "host, without a port, e.g. 10.0.0.5 or executor-3.internal")
+    if not wildcard_allowed and host in _WILDCARD_ADDRESSES:
+        raise OptionError(f"option {name}={text!r} is not valid: the archive cannot send to a wildcard address; "
+                          "accepted: an address of this host the archive can reach (to listen on every "
+                          "interface, set aeron.bindAddress=0.0.0.0 instead)")
+    return host
 
 
 def parse_int(raw: dict[str, str], name: str, default: int, *, minimum: int | None = None) -> int:

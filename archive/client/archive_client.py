@@ -54,12 +54,14 @@ from aeron_spark.archive.client.response_routing import (
     Expectation,
     ResponseRouter,
 )
+from aeron_spark.archive.client.archive_driver import shares_archive_driver
 from aeron_spark.archive.client.transport import (
     RETRYABLE_OFFER_RESULTS,
     AeronControlTransport,
     ControlTransport,
     default_aeron_dir,
-    with_concrete_port,
+    endpoint_host,
+    subscribe_resolved,
 )
 from aeron_spark.archive.codecs import (
     BooleanType,
@@ -160,13 +162,16 @@ class ArchiveClient:
                 aeron_dir: str | None = None, aeron: AeronClient | None = None,
                 timeout: float = DEFAULT_TIMEOUT_S, protocol: Protocol = "modern",
                 credentials: bytes | None = None, on_challenge: ChallengeCallback | None = None,
-                on_recording_signal: SignalCallback | None = None) -> ArchiveClient:
+                on_recording_signal: SignalCallback | None = None,
+                response_host: str | None = None) -> ArchiveClient:
         """Connects to the archive listening on ``control_channel``/``control_stream_id``.
 
         ``aeron``: an AeronClient to use (not closed by this client). Otherwise one is created on
         ``aeron_dir`` (default: Aeron's default directory, ``$AERON_DIR`` or
         ``/dev/shm/aeron-<user>``) and closed with this client. A UDP ``response_channel`` with
-        port 0 gets a free port. Raises ArchiveTimeoutError when the archive cannot be reached.
+        port 0 is told to the archive with the port the driver bound, and with its host replaced by
+        ``response_host`` when given (the address the archive reaches this host at). Raises
+        ArchiveTimeoutError when the archive cannot be reached.
         """
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol {protocol!r} is invalid: expected one of {PROTOCOLS}")
@@ -182,7 +187,7 @@ class ArchiveClient:
             transport = AeronControlTransport(
                 aeron, control_channel=control_channel, control_stream_id=control_stream_id,
                 response_channel=response_channel, response_stream_id=response_stream_id,
-                timeout=timeout)
+                timeout=timeout, response_host=response_host)
         except BaseException:
             if owns_aeron:
                 aeron.close()
@@ -243,6 +248,29 @@ class ArchiveClient:
     @property
     def description(self) -> str:
         return self._transport.description
+
+    @property
+    def control_channel(self) -> str:
+        """The channel requests go to (the description without its stream id)."""
+        return getattr(self._transport, "control_channel", self._transport.description.split(" stream ")[0])
+
+    @property
+    def response_channel(self) -> str:
+        """The response channel as told to the archive (a UDP port resolved, the host it reaches)."""
+        return self._transport.response_channel
+
+    @property
+    def response_hosts(self) -> tuple[str, str] | None:
+        """(host the archive sends responses to, host bound for them) of a UDP response channel,
+        None for IPC: replays to this client can use the same pair."""
+        told = endpoint_host(self._transport.response_channel)
+        bound = endpoint_host(getattr(self._transport, "response_bind_channel", self._transport.response_channel))
+        return None if told is None or bound is None else (told, bound)
+
+    def shares_archive_driver(self) -> bool:
+        """Whether this client runs on the archive's media driver, so that the archive can read
+        counters this client allocates (see ``archive_driver``)."""
+        return shares_archive_driver(self.control_channel, self.archive_id, self.aeron.counters_reader)
 
     # ------------------------------------------------------------------------------ handshake
     def _handshake(self, credentials: bytes | None, on_challenge: ChallengeCallback | None) -> None:
@@ -596,8 +624,8 @@ class ArchiveClient:
         holding the subscription and the replay Image (found by the low 32 bits of the replay
         session id). Leaving the block stops the replay and closes the subscription."""
         self._require_open()
-        channel = with_concrete_port(replay_channel)
-        subscription = self.aeron.add_subscription(channel, replay_stream_id)
+        subscription, channel = subscribe_resolved(self.aeron, replay_channel, replay_stream_id,
+                                                   self.timeout)
         replay_session_id: int | None = None
         replay: ReplaySubscription | None = None
         try:

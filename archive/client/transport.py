@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import tempfile
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 from aeron_spark.driver_integration import AeronClient, OfferResult
+from aeron_spark.driver_integration.subscription import Subscription
 from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 MessageHandler = Callable[[memoryview, object], object]
@@ -61,27 +61,50 @@ def default_aeron_dir() -> str:
     return os.path.join(base, f"aeron-{user}")
 
 
-def with_concrete_port(channel: str) -> str:
-    """A UDP ``endpoint=host:0`` channel with the 0 replaced by a port that is free right now.
+def subscribe_resolved(aeron: AeronClient, channel: str, stream_id: int, timeout: float,
+                       advertised_host: str | None = None) -> tuple[Subscription, str]:
+    """A subscription on ``channel`` and the channel to tell the archive to send to.
 
-    Aeron's clients resolve the driver's bound wildcard port after subscribing; this binding does
-    not expose that, so the port is picked up front (a small race, as with any free-port probe).
-    Other channels are returned unchanged.
+    A UDP wildcard port (``endpoint=host:0``) is resolved to the port the driver bound: a port 0
+    on the wire means nothing to the archive. ``advertised_host`` replaces the endpoint's host in
+    the told channel (bind one address, be reached at another, as behind NAT). Other channels are
+    told unchanged.
     """
+    subscription = aeron.add_subscription(channel, stream_id)
+    try:
+        uri = ChannelUri.parse(channel)
+        endpoint = uri.get("endpoint")
+        if not uri.is_udp or endpoint is None:
+            return subscription, channel
+        told = channel
+        if endpoint.rpartition(":")[2] == "0":
+            told = subscription.await_resolved_channel(timeout)
+        return subscription, with_endpoint_host(told, advertised_host)
+    except BaseException:
+        subscription.close()
+        raise
+
+
+def with_endpoint_host(channel: str, host: str | None) -> str:
+    """``channel`` with its UDP endpoint's host replaced by ``host`` (None: unchanged)."""
+    if host is None:
+        return channel
     uri = ChannelUri.parse(channel)
     endpoint = uri.get("endpoint")
     if not uri.is_udp or endpoint is None:
         return channel
-    host, separator, port = endpoint.rpartition(":")
-    if not separator or port != "0":
-        return channel
-    bind_host = host.strip("[]") or "localhost"
-    family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as probe:
-        probe.bind((bind_host, 0))
-        free_port = probe.getsockname()[1]
-    uri.set("endpoint", f"{host}:{free_port}")
+    port = endpoint.rpartition(":")[2]
+    uri.set("endpoint", f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
     return uri.build()
+
+
+def endpoint_host(channel: str) -> str | None:
+    """The host of a UDP channel's endpoint (brackets of IPv6 removed), None for other channels."""
+    uri = ChannelUri.parse(channel)
+    endpoint = uri.get("endpoint")
+    if not uri.is_udp or endpoint is None:
+        return None
+    return endpoint.rpartition(":")[0].strip("[]")
 
 
 class AeronControlTransport:
@@ -89,12 +112,16 @@ class AeronControlTransport:
     `close`). The constructor waits until the request publication is connected."""
 
     def __init__(self, aeron: AeronClient, *, control_channel: str, control_stream_id: int,
-                 response_channel: str, response_stream_id: int, timeout: float) -> None:
+                 response_channel: str, response_stream_id: int, timeout: float,
+                 response_host: str | None = None) -> None:
         self.aeron = aeron
+        self.control_channel = control_channel
         self.description = f"{control_channel} stream {control_stream_id}"
-        self.response_channel = with_concrete_port(response_channel)
+        #: Where responses are received: the channel subscribed to (its host is the bind address).
+        self.response_bind_channel = response_channel
         self.response_stream_id = response_stream_id
-        self._subscription = aeron.add_subscription(self.response_channel, response_stream_id)
+        self._subscription, self.response_channel = subscribe_resolved(
+            aeron, response_channel, response_stream_id, timeout, response_host)
         try:
             self._publication = aeron.add_exclusive_publication(control_channel, control_stream_id)
         except BaseException:

@@ -1,6 +1,6 @@
 """The recorder's and replayer's I/O counters (Aeron counter types 105-110) and their accounting.
 
-Each counter's key is ``archiveId:i64`` (8 bytes, little-endian) and its label ends with
+Type ids and key layout: ``aeron_spark.archive.codecs.archive_io_counters``. Each label ends with
 ``" - archiveId=<id>"``, as Aeron's ``ArchiveCounters.allocate``:
 
 ====  ==========================================
@@ -21,25 +21,22 @@ work, the way Aeron's Recorder/Replayer ``doWork`` does.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from aeron_spark.archive.codecs.archive_io_counters import (
+    RECORDER_MAX_WRITE_TIME_TYPE_ID,
+    RECORDER_TOTAL_WRITE_BYTES_TYPE_ID,
+    RECORDER_TOTAL_WRITE_TIME_TYPE_ID,
+    REPLAYER_MAX_READ_TIME_TYPE_ID,
+    REPLAYER_TOTAL_READ_BYTES_TYPE_ID,
+    REPLAYER_TOTAL_READ_TIME_TYPE_ID,
+    archive_id_key,
+)
 from aeron_spark.archive.codecs.counter_layout import (
     CounterAllocator,
-    CounterLookup,
     WritableCounter,
     archive_id_label_suffix,
-    first_counter_id,
 )
-
-RECORDER_MAX_WRITE_TIME_TYPE_ID = 105
-RECORDER_TOTAL_WRITE_BYTES_TYPE_ID = 106
-RECORDER_TOTAL_WRITE_TIME_TYPE_ID = 107
-REPLAYER_MAX_READ_TIME_TYPE_ID = 108
-REPLAYER_TOTAL_READ_BYTES_TYPE_ID = 109
-REPLAYER_TOTAL_READ_TIME_TYPE_ID = 110
-
-_ARCHIVE_ID_KEY = struct.Struct("<q")
 
 COUNTER_NAMES: dict[int, str] = {
     RECORDER_MAX_WRITE_TIME_TYPE_ID: "archive-recorder max write time in ns",
@@ -49,11 +46,6 @@ COUNTER_NAMES: dict[int, str] = {
     REPLAYER_TOTAL_READ_BYTES_TYPE_ID: "archive-replayer total read bytes",
     REPLAYER_TOTAL_READ_TIME_TYPE_ID: "archive-replayer total read time in ns",
 }
-
-
-def archive_id_key(archive_id: int) -> bytes:
-    """The 8-byte key of every archive-wide counter."""
-    return _ARCHIVE_ID_KEY.pack(archive_id)
 
 
 def archive_counter_label(type_id: int, archive_id: int) -> str:
@@ -67,13 +59,6 @@ def archive_counter_label(type_id: int, archive_id: int) -> str:
 
 def allocate_archive_counter(client: CounterAllocator, type_id: int, archive_id: int) -> WritableCounter:
     return client.add_counter(type_id, archive_id_key(archive_id), archive_counter_label(type_id, archive_id))
-
-
-def find_archive_counter(reader: CounterLookup, type_id: int, archive_id: int) -> int:
-    """Id of the live counter of ``type_id`` whose key is ``archive_id``, else NULL_COUNTER_ID."""
-    wanted = archive_id_key(archive_id)
-    found = reader.find(type_id, lambda key: bytes(key[:8]) == wanted)
-    return first_counter_id(found)
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from typing import ContextManager, Protocol
 
 from aeron_spark.archive.client import RecordingDescriptor
 
-from aeron_spark.connector.archive_connection import connect_client
+from aeron_spark.connector.archive_connection import connect_client, replay_hosts
 from aeron_spark.connector.archive_reading import ClientArchiveAccess
 from aeron_spark.connector.connection_cache import ConnectionCache
 from aeron_spark.connector.options import ArchiveConnection, ReplaySettings
@@ -42,7 +42,8 @@ class ArchiveAccess(Protocol):
 
 
 def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
-    return ClientArchiveAccess(connect_client(connection))
+    client = connect_client(connection)
+    return ClientArchiveAccess(client, hosts=replay_hosts(connection, client))
 
 
 _connections: ConnectionCache[ArchiveConnection, ArchiveAccess] = ConnectionCache(lambda c: open_archive(c))

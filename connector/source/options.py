@@ -20,7 +20,7 @@ from enum import Enum
 
 from aeron_spark.connector.options import (
     DEFAULT_CONTROL_STREAM_ID,
-    DEFAULT_REPLAY_CHANNEL,
+    DRIVER_MODES,
     DEFAULT_REPLAY_STREAM_ID,
     DEFAULT_RESPONSE_STREAM_ID,
     SPARK_SUPPLIED_OPTIONS,
@@ -28,7 +28,6 @@ from aeron_spark.connector.options import (
     OptionError,
     ReplaySettings,
     parse_bool,
-    parse_channel,
     parse_connection,
     parse_duration_ms,
     parse_int,
@@ -75,16 +74,28 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("archive.controlStreamId", "an int", str(DEFAULT_CONTROL_STREAM_ID), _BOTH,
                "Archive control request stream id (overrides the mark file)."),
     OptionSpec("archive.responseChannel", "an Aeron channel URI",
-               "aeron:ipc when the control channel is IPC, else aeron:udp?endpoint=localhost:0", _BOTH,
+               "aeron:ipc when the control channel is IPC, else aeron:udp?endpoint=<aeron.bindAddress>:0 told to "
+               "the archive as <aeron.host>:<bound port>", _BOTH,
                "Channel the archive answers on."),
     OptionSpec("archive.responseStreamId", "an int", str(DEFAULT_RESPONSE_STREAM_ID), _BOTH,
                "Stream id the archive answers on."),
     OptionSpec("archive.timeoutMs", "an int > 0 (milliseconds)", "10000", _BOTH,
                "Timeout of each archive request."),
-    OptionSpec("aeron.dir", "a media driver directory", "the mark file's, else Aeron's default", _BOTH,
+    OptionSpec("aeron.dir", "a media driver directory", "the mark file's, else Aeron's default ($AERON_DIR)", _BOTH,
                "Media driver used by the driver-side and executor-side archive clients."),
-    OptionSpec("replay.channel", "an Aeron channel URI", DEFAULT_REPLAY_CHANNEL, _BOTH,
-               "Channel replays are sent on; each partition adds its own session-id to it."),
+    OptionSpec("aeron.driver", " | ".join(DRIVER_MODES), "auto", _BOTH,
+               "auto: use the media driver running at aeron.dir, else start one embedded in this Python process "
+               "(one per process, reused by its tasks, removed at exit); embedded: always the process's own; "
+               "external: only the one at aeron.dir (fail fast when none runs)."),
+    OptionSpec("aeron.host", "a host name or IP address of this host", "the address that routes to the archive",
+               _BOTH, "Where the archive sends control responses and replays to this process (multi-homed hosts, "
+               "NAT): every Spark host resolves its own."),
+    OptionSpec("aeron.bindAddress", "a local IP address, or 0.0.0.0", "aeron.host", _BOTH,
+               "Address the response and replay endpoints bind when it differs from aeron.host (NAT, containers)."),
+    OptionSpec("replay.channel", "an Aeron channel URI",
+               "aeron:ipc on the archive's media driver, else aeron:udp?endpoint=<aeron.bindAddress>:0", _BOTH,
+               "Channel replays are sent on; each partition adds its own session-id to it, and a UDP port 0 "
+               "is resolved to the port bound before the archive is told."),
     OptionSpec("replay.streamId", "an int", str(DEFAULT_REPLAY_STREAM_ID), _BOTH,
                "Stream id replays are sent on. A replay fails at once if the archive records "
                "replay.channel on this stream id (each replay would become a new recording)."),
@@ -241,7 +252,7 @@ def validate_common(options: Mapping[str, str]) -> None:
     parse_int(raw, "replay.idleTimeoutMs", 1, minimum=1)
     parse_int(raw, "discoveryIntervalMs", 0, minimum=0)
     parse_duration_ms(raw, "maxTriggerDelay", 0)
-    parse_channel(raw, "replay.channel", DEFAULT_REPLAY_CHANNEL)
+    parse_replay(raw)
 
 
 # --- helpers -----------------------------------------------------------------------------------

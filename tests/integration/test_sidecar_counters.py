@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from aeron_spark.archive.codecs import recording_position
-from aeron_spark.archive.service.counters import (
+from aeron_spark.archive.codecs.archive_io_counters import (
     RECORDER_MAX_WRITE_TIME_TYPE_ID,
     RECORDER_TOTAL_WRITE_BYTES_TYPE_ID,
     RECORDER_TOTAL_WRITE_TIME_TYPE_ID,

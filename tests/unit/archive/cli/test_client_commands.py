@@ -10,7 +10,7 @@ from aeron_spark.archive.cli import client_commands
 from aeron_spark.archive.cli import main as cli
 from aeron_spark.archive.cli.output import EXIT_USAGE
 from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, ArchiveTimeoutError
-from aeron_spark.archive.client.transport import default_aeron_dir, with_concrete_port
+from aeron_spark.archive.client.transport import default_aeron_dir, endpoint_host, with_endpoint_host
 from aeron_spark.archive.client.replay_subscription import replay_image_session_id
 from aeron_spark.driver_integration.channel_uri import ChannelUri
 
@@ -89,13 +89,14 @@ def test_stat_needs_an_existing_aeron_dir(tmp_path: Path) -> None:
     assert code == EXIT_USAGE and "does not exist (is the media driver running?)" in err
 
 
-def test_wildcard_udp_ports_become_concrete() -> None:
-    resolved = ChannelUri.parse(with_concrete_port("aeron:udp?endpoint=localhost:0|term-length=64k"))
-    host, port = resolved.get("endpoint").rsplit(":", 1)
-    assert host == "localhost" and int(port) > 0 and resolved.get("term-length") == "64k"
-    for unchanged in ("aeron:ipc", "aeron:udp?endpoint=localhost:8020",
-                      "aeron:udp?control=localhost:9|control-mode=dynamic"):
-        assert with_concrete_port(unchanged) == unchanged
+def test_the_told_response_channel_names_the_reachable_host() -> None:
+    told = ChannelUri.parse(with_endpoint_host("aeron:udp?endpoint=0.0.0.0:40123|term-length=64k", "10.1.2.3"))
+    assert told.get("endpoint") == "10.1.2.3:40123" and told.get("term-length") == "64k"
+    assert with_endpoint_host("aeron:udp?endpoint=localhost:7", "::1") == "aeron:udp?endpoint=[::1]:7"
+    assert endpoint_host("aeron:udp?endpoint=[::1]:7") == "::1"
+    for unchanged in ("aeron:ipc", "aeron:udp?control=localhost:9|control-mode=dynamic"):
+        assert with_endpoint_host(unchanged, "10.1.2.3") == unchanged and endpoint_host(unchanged) is None
+    assert with_endpoint_host("aeron:udp?endpoint=localhost:8020", None) == "aeron:udp?endpoint=localhost:8020"
 
 
 def test_default_aeron_dir_follows_aeron_dir_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,9 +16,9 @@ import pytest
 
 from aeron_spark.archive.codecs import recording_position
 from aeron_spark.archive.service.agent_runner import AgentRunner, BackoffIdleStrategy
-from aeron_spark.archive.service.counters import (
-    RECORDER_MAX_WRITE_TIME_TYPE_ID, REPLAYER_TOTAL_READ_BYTES_TYPE_ID, IoCounters, archive_counter_label,
-    archive_id_key, find_archive_counter)
+from aeron_spark.archive.codecs.archive_io_counters import (
+    RECORDER_MAX_WRITE_TIME_TYPE_ID, REPLAYER_TOTAL_READ_BYTES_TYPE_ID, archive_id_key, find_archive_counter)
+from aeron_spark.archive.service.counters import IoCounters, archive_counter_label
 from aeron_spark.archive.codecs.constants import ArchiveErrorCode
 from aeron_spark.archive.service.recorder import Recorder
 from aeron_spark.archive.service.recording_session import RecordingSession, RecordingState

@@ -1,0 +1,102 @@
+"""The source and the sink with the archive, the Spark driver and the executors on different hosts.
+
+Hosts are simulated as ../shared/reference/cluster-deployment-notes.md describes: the archive
+sidecar on its own embedded media driver; the Spark driver program (tests/cluster/cluster_app.py)
+on a standalone driver process named by ``AERON_DIR`` in its environment; Spark
+``local-cluster[2,1,1024]`` executors (separate JVMs and Python workers) whose ``AERON_DIR``
+holds no driver, so each Python worker starts an embedded one (``aeron.driver=auto``). Queries are
+given ``archive.controlChannel`` only: no directory, counter or IPC stream of the archive is
+visible to any Spark process. Sink staging is on an S3 server on localhost.
+
+The ``single-host`` layout runs the same scenarios on ``local[2]`` with ``archive.dir`` only.
+Every process started here is stopped here, by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.driver_process import running_driver_process
+from tests.support.ports import free_udp_port
+from tests.support.sidecar import running_sidecar
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMON_SCENARIOS = ["batch_read", "available_now", "tail_live", "discovery", "restart_from_checkpoint",
+                    "sink_batch_write"]
+LAYOUTS = {
+    "cluster": COMMON_SCENARIOS + ["executor_killed_mid_read"],
+    "single-host": COMMON_SCENARIOS,
+}
+APP_TIMEOUT_S = 600
+
+
+def _run_app(args: dict, env: dict[str, str]) -> dict[str, dict]:
+    process = subprocess.Popen([sys.executable, "-m", "tests.cluster.cluster_app", json.dumps(args)],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=APP_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    results = {}
+    for line in stdout.splitlines():
+        if line.startswith("{") and '"scenario"' in line:
+            result = json.loads(line)
+            results[result["scenario"]] = result
+    results["_log"] = {"detail": stderr[-6000:], "returncode": process.returncode}
+    return results
+
+
+def _run_layout(layout: str, work: Path) -> dict[str, dict]:
+    with running_sidecar(work / "archive") as sidecar:
+        args = {
+            "work_dir": str(work), "control_channel": sidecar.control_channel, "record_port": free_udp_port(),
+            "sink_port": free_udp_port(), "first_stream_id": 7100, "scenarios": LAYOUTS[layout],
+            "staging_uri": None,
+        }
+        env = {key: value for key, value in os.environ.items() if key != "AERON_DIR"}
+        if layout == "single-host":
+            args.update(master="local[2]", options={"archive.dir": str(work / "archive")},
+                        publisher_aeron_dir=sidecar.driver_dir)
+            return _run_app(args, env)
+        driver_host_dir = work / "spark-driver-host-aeron"
+        with running_driver_process(driver_host_dir):
+            args.update(master="local-cluster[2,1,1024]",
+                        options={"archive.controlChannel": sidecar.control_channel})
+            args["spark_conf"] = {
+                # No driver runs there: each executor's Python worker starts an embedded one.
+                "spark.executorEnv.AERON_DIR": str(work / "executor-host-aeron"),
+                "spark.task.maxFailures": "4",
+            }
+            env["AERON_DIR"] = str(driver_host_dir)
+            return _run_app(args, env)
+
+
+@pytest.fixture(scope="module")
+def layout_results(tmp_path_factory):
+    """Runs each layout's app once (on first use) and keeps its per-scenario results."""
+    done: dict[str, dict[str, dict]] = {}
+
+    def results(layout: str) -> dict[str, dict]:
+        if layout not in done:
+            done[layout] = _run_layout(layout, tmp_path_factory.mktemp(f"layout-{layout}"))
+        return done[layout]
+
+    return results
+
+
+@pytest.mark.parametrize("layout, scenario", [(layout, scenario) for layout in LAYOUTS for scenario in LAYOUTS[layout]])
+def test_scenario(layout_results, layout: str, scenario: str) -> None:
+    results = layout_results(layout)
+    result = results.get(scenario)
+    assert result is not None, f"{layout}: the app did not report {scenario}: {results['_log']}"
+    assert result["ok"], f"{layout} / {scenario}:\n{result['detail']}"
