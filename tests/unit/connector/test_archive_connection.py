@@ -30,3 +30,48 @@ def test_archive_dir_is_resolved_through_the_archive_mark_file(tmp_path):
         assert (resolved.control_stream_id, resolved.aeron_dir) == (12, "/other")
     finally:
         mark.close()
+
+
+# --- on a cluster: which driver, which address the archive is told --------------------------------
+
+
+def test_cluster_options_are_checked_and_named():
+    from aeron_spark.connector.options import OptionError
+
+    base = {"archive.controlChannel": "aeron:udp?endpoint=archive-host:8010", "recordingIds": "1"}
+    connection = parse(**base).connection
+    assert (connection.driver_mode, connection.host, connection.bind_address) == ("auto", None, None)
+    chosen = parse(**base, **{"aeron.driver": "Embedded", "aeron.host": "10.0.0.5",
+                              "aeron.bindAddress": "0.0.0.0"}).connection
+    assert (chosen.driver_mode, chosen.host, chosen.bind_address) == ("embedded", "10.0.0.5", "0.0.0.0")
+    assert parse(**base, **{"aeron.host": "[fe80::1]"}).connection.host == "fe80::1"
+    with pytest.raises(OptionError, match=r"aeron.driver='shared'.*auto \| embedded \| external"):
+        parse(**base, **{"aeron.driver": "shared"})
+    with pytest.raises(OptionError, match=r"aeron.host='10.0.0.5:4000'.*without a port"):
+        parse(**base, **{"aeron.host": "10.0.0.5:4000"})
+    with pytest.raises(OptionError, match=r"aeron.host='0.0.0.0'.*wildcard.*aeron.bindAddress"):
+        parse(**base, **{"aeron.host": "0.0.0.0"})
+    with pytest.raises(OptionError, match="replay.channel"):
+        parse(**base, **{"replay.channel": "udp://host:1"})
+
+
+def test_the_response_endpoint_is_told_at_the_address_that_routes_to_the_archive():
+    from aeron_spark.connector.archive_connection import default_response_channel, local_hosts
+
+    connection = parse(**{"archive.controlChannel": "aeron:udp?endpoint=localhost:8010", "recordingIds": "1"}).connection
+    assert local_hosts(connection, connection.control_channel) == ("127.0.0.1", "127.0.0.1")
+    behind_nat = parse(**{"archive.controlChannel": "aeron:udp?endpoint=localhost:8010", "recordingIds": "1",
+                          "aeron.host": "203.0.113.7", "aeron.bindAddress": "0.0.0.0"}).connection
+    assert local_hosts(behind_nat, behind_nat.control_channel) == ("203.0.113.7", "0.0.0.0")
+    assert default_response_channel("aeron:udp?endpoint=localhost:8010", "0.0.0.0") == "aeron:udp?endpoint=0.0.0.0:0"
+    assert default_response_channel("aeron:udp?endpoint=localhost:8010", "::1") == "aeron:udp?endpoint=[::1]:0"
+    assert default_response_channel("aeron:ipc", "127.0.0.1") == "aeron:ipc"
+
+
+def test_an_unresolvable_archive_host_names_the_control_channel():
+    from aeron_spark.connector.archive_connection import ArchiveUnavailable, local_hosts
+
+    connection = parse(**{"archive.controlChannel": "aeron:udp?endpoint=no-such-host.invalid:8010",
+                          "recordingIds": "1"}).connection
+    with pytest.raises(ArchiveUnavailable, match=r"archive.controlChannel=aeron:udp\?endpoint=no-such-host.invalid:8010"):
+        local_hosts(connection, connection.control_channel)

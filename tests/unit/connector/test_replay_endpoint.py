@@ -1,0 +1,57 @@
+"""connector/replay_endpoint.py: which channel each replay uses, and what the archive is told."""
+
+from aeron_spark.connector.replay_endpoint import ReplayEndpoints, needs_port_resolution, with_param
+
+
+class FakeSubscription:
+    def __init__(self, channel: str, stream_id: int, bound_port: int) -> None:
+        self.channel, self.stream_id, self._port = channel, stream_id, bound_port
+        self.closed = False
+
+    def await_resolved_channel(self, _timeout_s: float) -> str:
+        return self.channel.replace(":0", f":{self._port}", 1)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeAeron:
+    def __init__(self) -> None:
+        self.subscriptions: list[FakeSubscription] = []
+
+    def add_subscription(self, channel: str, stream_id: int) -> FakeSubscription:
+        subscription = FakeSubscription(channel, stream_id, 40_000 + len(self.subscriptions))
+        self.subscriptions.append(subscription)
+        return subscription
+
+
+def test_on_the_archive_driver_replays_use_ipc():
+    endpoints = ReplayEndpoints(FakeAeron(), True, None, 5.0)
+    receiver = endpoints.subscribe(None, 77, 9)
+    assert receiver.told == receiver.subscription.channel == "aeron:ipc?session-id=9" and not receiver.over_udp
+
+
+def test_elsewhere_each_replay_binds_its_own_port_and_the_archive_is_told_the_reachable_host():
+    aeron = FakeAeron()
+    endpoints = ReplayEndpoints(aeron, False, ("10.0.0.5", "0.0.0.0"), 5.0)
+    first, second = endpoints.subscribe(None, 77, 1), endpoints.subscribe(None, 77, 2)
+    assert first.subscription.channel == "aeron:udp?endpoint=0.0.0.0:0|session-id=1"
+    assert first.told == "aeron:udp?endpoint=10.0.0.5:40000|session-id=1" and first.over_udp
+    assert second.told == "aeron:udp?endpoint=10.0.0.5:40001|session-id=2"
+    assert endpoints.base_channel(None) == "aeron:udp?endpoint=0.0.0.0:0"
+
+
+def test_a_configured_channel_is_used_as_given_except_a_port_0():
+    endpoints = ReplayEndpoints(FakeAeron(), False, ("10.0.0.5", "10.0.0.5"), 5.0)
+    fixed = endpoints.subscribe("aeron:udp?endpoint=10.0.0.5:40500", 77, 3)
+    assert fixed.told == fixed.subscription.channel == "aeron:udp?endpoint=10.0.0.5:40500|session-id=3"
+    wildcard = endpoints.subscribe("aeron:udp?endpoint=localhost:0|term-length=64k", 77, 4)
+    assert wildcard.told.startswith("aeron:udp?endpoint=10.0.0.5:40001") and "term-length=64k" in wildcard.told
+    ipc = endpoints.subscribe("aeron:ipc?term-length=64k", 77, 5)
+    assert ipc.told == "aeron:ipc?term-length=64k|session-id=5" and not ipc.over_udp
+
+
+def test_channel_helpers():
+    assert with_param("aeron:ipc", "session-id", "3") == "aeron:ipc?session-id=3"
+    assert needs_port_resolution("aeron:udp?endpoint=h:0") and not needs_port_resolution("aeron:udp?endpoint=h:7")
+    assert not needs_port_resolution("aeron:ipc")
