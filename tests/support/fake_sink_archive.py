@@ -6,6 +6,12 @@ recording and a frame boundary, an extension must continue at the stop position 
 initial term id / term length / mtu, and every appended block's first frame must be stamped for
 the publication's position (as offer_block checks). ``crash_after_appends`` makes an appender
 raise after that many appends, leaving the recording ACTIVE with what it got (a dead commit).
+
+Refusals that arbitrate between concurrent committers raise ``SinkConflict`` as the real adapter
+does: ExtendRecording of an active recording (ACTIVE_RECORDING) or from a position that is not the
+stop position (INVALID_EXTENSION). ``hooks`` run another committer at an exact point of this one:
+``hooks["before_start_appender"]`` / ``hooks["after_start_appender"]`` are called (once, then
+removed) around ``start_appender``; ``discard`` purges a stopped recording.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import random
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, RecordingDescriptor
+from aeron_spark.connector.sink.commit import SinkConflict
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.driver_integration.frame import scan_frames
@@ -73,6 +81,7 @@ class FakeSinkArchive:
     crash_after_appends: int | None = None
     crash_in_seal: bool = False
     calls: dict[str, int] = field(default_factory=dict)
+    hooks: dict[str, Callable[[], None]] = field(default_factory=dict)
     closed: bool = False
 
     def _count(self, name: str) -> None:
@@ -121,7 +130,25 @@ class FakeSinkArchive:
         self._count("stop_active")
         self.recordings[recording_id].active = False
 
+    def _hook(self, name: str) -> None:
+        hook = self.hooks.pop(name, None)
+        if hook is not None:
+            hook()
+
     def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> FakeAppender:
+        self._hook("before_start_appender")
+        appender = self._start_appender(recording, sink_id)
+        self._hook("after_start_appender")
+        return appender
+
+    def discard(self, recording_id: int) -> None:
+        self._count("discard")
+        recording = self.recordings[recording_id]
+        if recording.active:
+            raise RuntimeError(f"ACTIVE_RECORDING cannot purge active recording {recording_id}")
+        del self.recordings[recording_id]
+
+    def _start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> FakeAppender:
         self._count("start_appender")
         session_id = random.randint(1, 1 << 30)
         if recording is None:
@@ -134,9 +161,9 @@ class FakeSinkArchive:
         else:
             target = self.recordings[recording.recording_id]
             if target.active:
-                raise RuntimeError(f"ACTIVE_RECORDING cannot extend active recording {target.recording_id}")
+                raise SinkConflict(f"ACTIVE_RECORDING cannot extend active recording {target.recording_id}")
             if recording.stop_position != target.position:
-                raise RuntimeError(f"INVALID_EXTENSION join {recording.stop_position} != stop {target.position}")
+                raise SinkConflict(f"INVALID_EXTENSION join {recording.stop_position} != stop {target.position}")
             target.active = True
             target.session_id = session_id
         return FakeAppender(self, target, session_id)
