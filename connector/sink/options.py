@@ -14,7 +14,7 @@ import difflib
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aeron_spark.connector.options import (
     CONNECTION_OPTIONS,
@@ -100,7 +100,9 @@ class SinkOptions:
     stream_id: int
     connection: ArchiveConnection
     replay: ReplaySettings
-    staging_root: str  # normalized (staging.normalize_staging_root); tasks open it themselves
+    # Normalized (staging.normalize_staging_root); tasks open it themselves. Not in repr: an S3 URI may
+    # hold credentials.
+    staging_root: str = field(repr=False)
     term_length: int
     mtu: int
     source_location_local: bool
