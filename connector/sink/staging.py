@@ -127,8 +127,8 @@ def redact(uri: str) -> str:
     parsed = urllib.parse.urlsplit(uri)
     if parsed.password is None:
         return uri
-    netloc = f"{parsed.username}:***@{parsed.hostname}" + (f":{parsed.port}" if parsed.port else "")
-    return urllib.parse.urlunsplit(parsed._replace(netloc=netloc))
+    user_info, _, host = parsed.netloc.rpartition("@")
+    return urllib.parse.urlunsplit(parsed._replace(netloc=f"{user_info.partition(':')[0]}:***@{host}"))
 
 
 def _scheme_of(text: str) -> str | None:
@@ -149,8 +149,12 @@ def open_staging_root(root: str) -> tuple[pafs.FileSystem, str]:
             try:
                 opened = pafs.FileSystem.from_uri(root)
             except (pa.ArrowException, OSError, ValueError) as error:
-                first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                raise StagingRootError(f"cannot be opened: {first_line}") from error
+                text = str(error).strip()
+                first_line = text.splitlines()[0] if text else type(error).__name__  # libhdfs lists every path tried
+                password = urllib.parse.urlsplit(root).password
+                if password:
+                    first_line = first_line.replace(password, "***")
+                raise StagingRootError(f"cannot be opened: {first_line}") from None
             _roots[root] = opened
         return opened
 
