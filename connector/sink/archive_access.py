@@ -11,6 +11,11 @@ committing driver died stops when its publication goes away.
 Frames are offered with ``offer_block`` in pieces of at most ``MAX_PIECE`` bytes (and a quarter
 term, below the publication window), each starting at a DATA frame; a padding-only block (the next
 message does not fit in the rest of the term) becomes ``append_padding``.
+
+The archive is what keeps two committers of one sink apart: it refuses ExtendRecording of an active
+recording (ACTIVE_RECORDING) and an extension whose image does not join at the stop position
+(INVALID_EXTENSION); Aeron's archive does both, and so does ours (archive/service/recording_requests.py).
+Those refusals, and a truncate refused because the recording is active, become ``SinkConflict``.
 """
 
 from __future__ import annotations
@@ -21,19 +26,23 @@ import random
 import time
 
 import numpy as np
-from aeron_spark.archive.client import RecordingDescriptor
+from aeron_spark.archive.client import ArchiveError, RecordingDescriptor
 from aeron_spark.driver_integration.frame import HEADER_LENGTH
 from aeron_spark.driver_integration.publication import InitialPosition, OfferResult
 
 from aeron_spark.connector.archive_connection import connect_client
 from aeron_spark.connector.archive_reading import ClientArchiveAccess
 from aeron_spark.connector.connection_cache import ConnectionCache
+from aeron_spark.connector.sink.commit import SinkConflict
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.connector.sink.options import SinkOptions
 
 LOG = logging.getLogger("aeron_spark.connector.sink")
 MAX_PIECE = 1 << 20
+# ArchiveErrorCode values (Aeron's ArchiveException codes) that mean another writer holds the recording.
+ACTIVE_RECORDING = 2
+INVALID_EXTENSION = 9
 
 
 class SinkArchiveError(RuntimeError):
@@ -73,7 +82,13 @@ class ClientSinkArchive:
         return self._access.replay(recording_id, start, end, self.options.replay)
 
     def truncate(self, recording_id: int, position: int) -> None:
-        self._client.truncate_recording(recording_id, position)
+        try:
+            self._client.truncate_recording(recording_id, position)
+        except ArchiveError as error:
+            if error.error_code == ACTIVE_RECORDING:
+                raise SinkConflict(f"the archive refused to truncate recording {recording_id}: it is being recorded "
+                                   f"again ({error.archive_message}); another committer is writing this sink") from error
+            raise
 
     def stop_active(self, recording_id: int) -> None:
         self._client.stop_recording_by_identity(recording_id)
@@ -82,7 +97,34 @@ class ClientSinkArchive:
         return self._access.live_position(recording_id)
 
     def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> ClientAppender:
-        return ClientAppender(self, recording, sink_id)
+        try:
+            return ClientAppender(self, recording, sink_id)
+        except ArchiveError as error:
+            if recording is not None and error.error_code in (ACTIVE_RECORDING, INVALID_EXTENSION):
+                raise SinkConflict(f"sink {sink_id}: the archive refused to extend recording {recording.recording_id} "
+                                   f"at {recording.stop_position}: {error.archive_message or error}; another committer "
+                                   f"is appending or has appended to it (one writer per sink.id; this commit failed, "
+                                   "nothing of it was appended)") from error
+            raise
+
+    def discard(self, recording_id: int) -> None:
+        """Purges a recording this process started and abandoned, once it has stopped (best effort: an
+        archive without PurgeRecording, e.g. Aeron 1.15, keeps it, empty and ignored)."""
+        deadline = time.monotonic() + min(5.0, self.options.commit_timeout_ms / 1000.0)
+        while True:
+            descriptor = self._client.list_recording(recording_id)
+            if descriptor is None:
+                return
+            if not descriptor.is_active:
+                break
+            if time.monotonic() > deadline:
+                LOG.warning("recording %d did not stop; left in the catalog", recording_id)
+                return
+            time.sleep(0.01)
+        try:
+            self._client.purge_recording(recording_id)
+        except ArchiveError as error:
+            LOG.warning("could not purge the abandoned recording %d: %s", recording_id, error)
 
     def close(self) -> None:
         self._access.close()

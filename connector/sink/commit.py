@@ -16,6 +16,16 @@
 4. **Seal**: wait until the archive has recorded up to the publication's position, stop the
    recording, check its stop position. The marker being recorded is the commit point.
 
+**One writer per sink**, without a lock (staging may be an object store, and the driver of a
+restarted query may run on another host than a zombie one): the archive arbitrates. It refuses
+ExtendRecording of a recording that is active (ACTIVE_RECORDING), and an extension whose image does
+not join exactly at the stop position (INVALID_EXTENSION), so of two committers that recovered the
+same stop position only one can append: the other fails with ``SinkConflict``. The first recording
+of a sink has no stop position to race on: after StartRecording the committer lists the sink's
+recordings and the lowest recording id wins; a loser stops and purges its own (still empty)
+recording and fails with ``SinkConflict``. Truncating debris re-reads the descriptor first and fails
+the same way when the recording moved meanwhile.
+
 Readers cap a sink recording at its last marker (``source/sink_visibility.py``), so a batch is
 visible entirely or not at all. The archive access is behind ``SinkArchive`` so this logic is
 unit-tested with a fake; ``sink/archive_access.py`` implements it over
@@ -25,21 +35,19 @@ unit-tested with a fake; ``sink/archive_access.py`` implements it over
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 from typing import Protocol
 
 import crc32c
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import scan_frames
 
@@ -56,11 +64,19 @@ from aeron_spark.connector.commit_markers import (
     sink_id_hash,
     sink_id_of_channel,
 )
-from aeron_spark.connector.sink.staging import clean_stale, delete_quietly, read_staged, sink_staging_dir
+from aeron_spark.connector.sink.staging import (
+    SinkStaging,
+    clean_stale,
+    delete_quietly,
+    list_staged,
+    put_small_file,
+    read_small_file,
+    read_staged,
+    sink_staging,
+)
 
 LOG = logging.getLogger("aeron_spark.connector.sink")
 HINT_FILE = "_committed.json"
-LOCK_FILE = "_commit.lock"
 
 
 class SinkCommitError(RuntimeError):
@@ -68,7 +84,8 @@ class SinkCommitError(RuntimeError):
 
 
 class SinkConflict(SinkCommitError):
-    """The sink recording is used in a way this commit cannot continue (e.g. stream and batch writes)."""
+    """The sink recording is used in a way this commit cannot continue: stream and batch writes on one
+    sink.id, or another committer appending to it at the same time (the archive refused this one)."""
 
 
 # --- what the committer needs from the archive -------------------------------------------------
@@ -111,12 +128,16 @@ class SinkArchive(Protocol):
         """Stop a recording left active (by identity)."""
 
     def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> SinkAppender:
-        """Extend ``recording`` at its stop position, or start the sink recording when None."""
+        """Extend ``recording`` at its stop position, or start the sink recording when None. Raises
+        SinkConflict when the archive refuses the extension (active, or the stop position moved)."""
+
+    def discard(self, recording_id: int) -> None:
+        """Best effort: remove a recording this committer started and abandoned (empty)."""
 
     def close(self) -> None: ...
 
 
-# --- durable hint (local, advisory: the recording is the truth) -----------------------------------
+# --- durable hint (in the staging directory, advisory: the recording is the truth) ----------------
 
 
 @dataclass(frozen=True)
@@ -127,21 +148,28 @@ class CommitHint:
 
 
 class HintStore:
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / HINT_FILE
+    """``_committed.json`` in the sink's staging directory: where the last commit ended, so the scan
+    for the last marker after a dead commit starts there. Written with one put (no rename on object
+    stores); a torn, missing or stale hint only means a longer scan: ``load`` returns None for what
+    does not parse, and the committer uses a hint only when a marker of this sink ends exactly there."""
+
+    def __init__(self, staging: SinkStaging) -> None:
+        self.staging = staging
+        self.path = staging.path_of(HINT_FILE)
 
     def load(self) -> CommitHint | None:
         try:
-            data = json.loads(self.path.read_text())
-            return CommitHint(int(data["recording_id"]), int(data["committed_end"]), int(data["batch_id"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            data = read_small_file(self.staging, HINT_FILE)
+            if data is None:
+                return None
+            fields = json.loads(data)
+            return CommitHint(int(fields["recording_id"]), int(fields["committed_end"]), int(fields["batch_id"]))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            LOG.info("sink hint %s is not usable (%s); scanning instead", self.path, error)
             return None
 
     def save(self, hint: CommitHint) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(f".{HINT_FILE}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(vars(hint)))
-        os.replace(temporary, self.path)
+        put_small_file(self.staging, HINT_FILE, json.dumps(vars(hint)).encode())
 
 
 # --- the committer -----------------------------------------------------------------------------
@@ -178,14 +206,18 @@ class StagedInput:
     rows: int
 
 
+_LOCAL_FILES = SinkStaging(pafs.LocalFileSystem(), "")
+
+
 class SinkCommitter:
     def __init__(self, archive: SinkArchive, sink_id: str, stream_id: int, *, hints: HintStore | None = None,
-                 timeout_s: float = 60.0, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 staging: SinkStaging | None = None, timeout_s: float = 60.0,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.archive = archive
         self.sink_id = sink_id
         self.stream_id = stream_id
         self.hints = hints
+        self.staging = staging  # where the inputs' paths are; None: local paths, not checked before the append
         self.timeout_s = timeout_s
         self._sleep = sleep
         self._clock = clock
@@ -220,6 +252,7 @@ class SinkCommitter:
             LOG.warning("sink %s: recording %d holds %d bytes after its last commit marker (a commit that did not "
                         "finish); truncating to %d", self.sink_id, recording.recording_id, stop - committed_end,
                         committed_end)
+            self._check_unchanged(recording)
             self.archive.truncate(recording.recording_id, committed_end)
             recording = self.archive.describe(recording.recording_id) or recording.with_changes(
                 stop_position=committed_end)
@@ -227,6 +260,18 @@ class SinkCommitter:
                 raise SinkCommitError(f"sink {self.sink_id}: truncating recording {recording.recording_id} to "
                                       f"{committed_end} left it stopping at {recording.stop_position}")
         return SinkState(recording, last, committed_end, truncated_from=stop)
+
+    def _check_unchanged(self, recovered: RecordingDescriptor) -> None:
+        """Right before a truncate (which the archive does not make conditional): the recording must
+        still be stopped where this commit scanned it. Otherwise another committer has appended since,
+        and cutting back to the marker found here could remove its committed batch."""
+        current = self.archive.describe(recovered.recording_id)
+        if current is None or current.is_active or current.stop_position != recovered.stop_position:
+            now = "gone" if current is None else "active" if current.is_active else f"stopped at {current.stop_position}"
+            raise SinkConflict(f"sink {self.sink_id}: recording {recovered.recording_id} changed while this commit "
+                               f"recovered it (stopped at {recovered.stop_position}, now {now}): another committer "
+                               f"is writing sink.id {self.sink_id}; one writer per sink.id (this commit failed, "
+                               "nothing of it was appended)")
 
     def _await_stopped(self, recording_id: int) -> RecordingDescriptor:
         """A recording still active belongs to a commit that died; it stops when its publication goes
@@ -316,9 +361,12 @@ class SinkCommitter:
                      batch_id, last.marker.batch_id)
             return CommitResult(CommitOutcome.ALREADY_COMMITTED, batch_id, state.recording.recording_id,
                                 end=state.committed_end)
+        self._check_staged_present(inputs)
         fault_point("before-append", batch_id)  # test-only fault injection; off unless its env var is set
         appender = self.archive.start_appender(state.recording, self.sink_id)
         try:
+            if state.recording is None:
+                self._claim_first_recording(appender)
             data_start = appender.position
             if state.committed_end is not None and data_start != state.committed_end:
                 raise SinkCommitError(f"sink {self.sink_id}: the publication starts at {data_start}, the recording "
@@ -346,13 +394,47 @@ class SinkCommitter:
                  sealed.recording_id, data_start, end)
         return CommitResult(CommitOutcome.COMMITTED, batch_id, sealed.recording_id, data_start, end, written)
 
+    def _claim_first_recording(self, appender: SinkAppender) -> None:
+        """Two committers that both found no sink recording both start one; the lowest recording id
+        wins (ids grow, so a winner's check can never see a lower one appear later). The loser stops
+        and purges its own, still empty, recording and fails."""
+        own = appender.recording_id
+        first = self.find_recording()
+        if first is None or first.recording_id == own:
+            return
+        LOG.warning("sink %s: recording %d was started concurrently with this commit's %d; the lower id wins, "
+                    "removing %d", self.sink_id, first.recording_id, own, own)
+        appender.abandon()
+        with contextlib.suppress(Exception):
+            self.archive.discard(own)
+        raise SinkConflict(f"sink {self.sink_id}: another committer started the sink recording at the same time "
+                           f"(recording {first.recording_id}, before this commit's {own}, which was stopped and "
+                           f"removed); one writer per sink.id (this commit failed, nothing of it was appended)")
+
+    def _check_staged_present(self, inputs: Sequence[StagedInput]) -> None:
+        """Every staged file to append exists (one listing), before anything is appended: a missing one
+        means the staging root is not shared by the driver and the executors, or was cleaned."""
+        if self.staging is None:
+            return
+        wanted = [i.path for i in inputs if i.rows]
+        if not wanted:
+            return
+        present = {info.path for info in list_staged(self.staging)}
+        missing = [path for path in wanted if path not in present]
+        if missing:
+            raise SinkCommitError(f"sink {self.sink_id}: {len(missing)} staged file(s) the tasks reported are not in "
+                                  f"{self.staging.directory} (e.g. {missing[0]}): sink.stagingDir must be storage that "
+                                  "the driver and every executor share (on a cluster: an hdfs:, s3:, gs: or abfs: URI, "
+                                  "or a shared mount)")
+
     def _append_staged(self, appender: SinkAppender, inputs: Sequence[StagedInput]) -> tuple[int, int, int]:
         rows = payload_bytes = 0
         data_crc = 0
+        staging = self.staging or _LOCAL_FILES
         for staged in sorted(inputs, key=lambda i: i.partition_id):
             if staged.rows == 0:
                 continue
-            for batch in read_staged(staged.path):
+            for batch in read_staged(staging, staged.path):
                 values, offsets = binary_buffers(batch.column(0))
                 reserved = int64_values(batch.column(1))
                 first, last = int(offsets[0]), int(offsets[-1])
@@ -394,18 +476,6 @@ def int64_values(array: pa.Array) -> np.ndarray:
 # --- entry points used by sink/writer.py ---------------------------------------------------------
 
 
-@contextlib.contextmanager
-def commit_lock(directory: Path) -> Iterator[None]:
-    """One committing process per sink on this host (a zombie driver cannot interleave its appends)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOCK_FILE, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def commit_staged(options, messages: Sequence, batch_id: int | None,
                   open_archive: Callable | None = None) -> CommitResult | None:
     """Spark's commit(messages, batchId): append the staged files of ``messages`` exactly once."""
@@ -416,26 +486,29 @@ def commit_staged(options, messages: Sequence, batch_id: int | None,
     if len(sink_ids) != 1:
         raise SinkCommitError(f"commit messages of several sinks in one commit: {sorted(sink_ids)}")
     sink_id = sink_ids.pop()
-    directory = sink_staging_dir(options.staging_root, sink_id)
+    staging = sink_staging(options.staging_root, sink_id)
     inputs = [StagedInput(m.partition_id, m.path, m.rows) for m in staged]
 
     def run(archive: SinkArchive) -> CommitResult:
-        committer = SinkCommitter(archive, sink_id, options.stream_id, hints=HintStore(directory),
+        committer = SinkCommitter(archive, sink_id, options.stream_id, hints=HintStore(staging), staging=staging,
                                   timeout_s=options.commit_timeout_ms / 1000.0)
         return committer.commit(inputs, batch_id)
 
-    with commit_lock(directory):
-        if open_archive is not None:
-            archive = open_archive(options)
-            try:
-                result = run(archive)
-            finally:
-                archive.close()
-        else:
-            result = _run_on_shared_archive(options, run)
-        for message in staged:
-            delete_quietly(message.path)
-        clean_stale(directory, keep=set(), committed_batch_id=result.batch_id if batch_id is not None else None)
+    if open_archive is not None:
+        archive = open_archive(options)
+        try:
+            result = run(archive)
+        finally:
+            archive.close()
+    else:
+        result = _run_on_shared_archive(options, run)
+    # The batch is committed: cleaning up is best effort (leftovers go with a later commit).
+    for message in staged:
+        delete_quietly(staging, message.path)
+    try:
+        clean_stale(staging, keep=set(), committed_batch_id=result.batch_id if batch_id is not None else None)
+    except OSError as error:
+        LOG.warning("sink %s: could not clean the staging directory %s: %s", sink_id, staging.directory, error)
     return result
 
 
@@ -463,8 +536,8 @@ def _run_on_shared_archive(options, run: Callable[[SinkArchive], CommitResult]) 
         raise
 
 
-def abort_staged(messages: Sequence) -> None:
+def abort_staged(options, messages: Sequence) -> None:
     """Spark's abort: delete what the successful tasks staged (failed tasks appear as None)."""
     for message in messages:
         if message is not None:
-            delete_quietly(message.path)
+            delete_quietly(sink_staging(options.staging_root, message.sink_id), message.path)

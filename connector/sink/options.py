@@ -14,7 +14,7 @@ import difflib
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aeron_spark.connector.options import (
     CONNECTION_OPTIONS,
@@ -30,13 +30,22 @@ from aeron_spark.connector.options import (
     parse_size,
 )
 from aeron_spark.connector.commit_markers import sink_alias
+from aeron_spark.connector.sink.staging import (
+    ACCEPTED_STAGING_FORMS,
+    StagingRootError,
+    child_uri,
+    normalize_staging_root,
+    open_staging_root,
+    redact,
+)
 
 SINK_PREFIX = "sink."
 DEFAULT_TERM_LENGTH = 16 << 20
 DEFAULT_IPC_MTU = 8192
 DEFAULT_UDP_MTU = 1408
 DEFAULT_COMMIT_TIMEOUT_MS = 60_000
-STAGING_SUBDIR = "spark-sink-staging"
+STAGING_SUBDIR = "spark-sink-staging"  # under archive.dir
+CHECKPOINT_STAGING_SUBDIR = "aeron-sink-staging"  # under checkpointLocation
 SINK_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # Channel params the sink sets itself on the sink channel.
 RESERVED_CHANNEL_PARAMS = ("alias", "session-id", "init-term-id", "term-id", "term-offset", "term-length", "mtu")
@@ -48,8 +57,9 @@ SINK_OPTION_SPECS: tuple[tuple[str, str, str | None, str], ...] = (
     ("streamId", "an int", None, "Stream id of the sink recording."),
     ("sink.id", "1-128 of [A-Za-z0-9._-]", "the streaming query id; batch writes: derived from channel+streamId",
      "Names the sink recording; one sink id = one recording = one writer at a time."),
-    ("sink.stagingDir", "a directory shared by the driver and every executor", "<archive.dir>/spark-sink-staging",
-     "Where tasks stage their rows until the driver commits them."),
+    ("sink.stagingDir", "a path, or a file:, s3: (s3a:), gs:, abfs: or hdfs: URI that the driver and every executor reach",
+     "<checkpointLocation>/aeron-sink-staging (writeStream), else <archive.dir>/spark-sink-staging",
+     "Where tasks stage their rows until the driver commits them (opened with pyarrow.fs.FileSystem.from_uri)."),
     ("sink.termLength", "a power of two between 64k and 1g", "16m", "Term length of a new sink recording."),
     ("sink.mtu", "a multiple of 32 in [128, 65536], at most termLength/8", "8192 (ipc), 1408 (udp)",
      "MTU of a new sink recording (messages longer than mtu-32 are fragmented)."),
@@ -57,7 +67,8 @@ SINK_OPTION_SPECS: tuple[tuple[str, str, str | None, str], ...] = (
      "How the archive records the sink channel (local: IPC or spy on the shared media driver)."),
     ("sink.commitTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_COMMIT_TIMEOUT_MS),
      "Longest wait for each step of a commit (recording start, back pressure, recorded position)."),
-    ("checkpointLocation", "a path", None, "The query's checkpoint (passed by Spark; not used by the sink)."),
+    ("checkpointLocation", "a path or URI", None,
+     "The query's checkpoint (passed by Spark when set with .option); the default staging root is under it."),
 )
 _NAMES = tuple(spec[0] for spec in SINK_OPTION_SPECS) + CONNECTION_OPTIONS
 _BY_LOWER = {name.lower(): name for name in _NAMES}
@@ -89,7 +100,9 @@ class SinkOptions:
     stream_id: int
     connection: ArchiveConnection
     replay: ReplaySettings
-    staging_root: str
+    # Normalized (staging.normalize_staging_root); tasks open it themselves. Not in repr: an S3 URI may
+    # hold credentials.
+    staging_root: str = field(repr=False)
     term_length: int
     mtu: int
     source_location_local: bool
@@ -127,12 +140,7 @@ class SinkOptions:
             check_sink_id(sink_id)
         elif not streaming:
             sink_id = "batch-" + hashlib.sha256(f"{channel}|{stream_id}".encode()).hexdigest()[:16]
-        staging = raw.get("sink.stagingDir")
-        if staging is None:
-            if connection.archive_dir is None:
-                raise OptionError("option sink.stagingDir is required when archive.dir is not set: a directory "
-                                  "the driver and every executor share, where tasks stage rows until commit")
-            staging = f"{connection.archive_dir.rstrip('/')}/{STAGING_SUBDIR}"
+        staging = parse_staging_root(raw, connection.archive_dir, streaming=streaming)
         term_length = parse_optional(raw, "sink.termLength", parse_size) or DEFAULT_TERM_LENGTH
         if term_length & (term_length - 1) or not 64 << 10 <= term_length <= 1 << 30:
             raise OptionError(f"option sink.termLength={raw.get('sink.termLength')} must be a power of two "
@@ -158,6 +166,34 @@ class SinkOptions:
             source_location_local=location == "local",
             commit_timeout_ms=parse_int(raw, "sink.commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, minimum=1),
         )
+
+
+def parse_staging_root(raw: Mapping[str, str], archive_dir: str | None, *, streaming: bool) -> str:
+    """The staging root, normalized and opened once here on the driver (so a bad one fails before any
+    task runs): sink.stagingDir; else, for writeStream, <checkpointLocation>/aeron-sink-staging (Spark
+    passes checkpointLocation to the sink when the query sets it with .option); else
+    <archive.dir>/spark-sink-staging; else an error."""
+    given = raw.get("sink.stagingDir")
+    checkpoint = raw.get("checkpointLocation") if streaming else None
+    if given is not None:
+        text, origin = given, f"option sink.stagingDir={redact(given)!r}"
+    elif checkpoint:
+        text = child_uri(checkpoint, CHECKPOINT_STAGING_SUBDIR)
+        origin = (f"the default staging root {redact(text)!r} (under checkpointLocation; set option "
+                  "sink.stagingDir to stage elsewhere)")
+    elif archive_dir is not None:
+        text = f"{archive_dir.rstrip('/')}/{STAGING_SUBDIR}"
+        origin = f"the default staging root {text!r} (under archive.dir; set option sink.stagingDir to stage elsewhere)"
+    else:
+        raise OptionError("option sink.stagingDir is required when neither checkpointLocation (writeStream) nor "
+                          "archive.dir is set: where tasks stage rows until the driver commits them, shared by the "
+                          f"driver and every executor; accepted: {ACCEPTED_STAGING_FORMS}")
+    try:
+        root = normalize_staging_root(text)
+        open_staging_root(root)
+    except StagingRootError as error:
+        raise OptionError(f"{origin} {error}; option sink.stagingDir accepts {ACCEPTED_STAGING_FORMS}") from None
+    return root
 
 
 def check_sink_id(sink_id: str) -> str:

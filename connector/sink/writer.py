@@ -36,7 +36,7 @@ from aeron_spark.connector.sink.staging import (
     STAGED_SCHEMA,
     StagedName,
     new_job_key,
-    sink_staging_dir,
+    sink_staging,
     streaming_batch_key,
     write_staged,
 )
@@ -129,7 +129,8 @@ def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 class SinkCommitMessage(WriterCommitMessage):
-    """What one successful write task staged (picklable, sent to the driver's commit)."""
+    """What one successful write task staged (picklable, sent to the driver's commit). ``path`` is the
+    file's path in the staging root's filesystem."""
 
     def __init__(self, sink_id: str, batch_key: str, partition_id: int, attempt: int, path: str, rows: int,
                  payload_bytes: int) -> None:
@@ -174,7 +175,7 @@ def stage_task_output(options: SinkOptions, batches: Iterator[pa.RecordBatch], t
                       batch_key: str) -> SinkCommitMessage:
     sink_id = options.resolve_sink_id(task.query_id)
     name = StagedName(batch_key, task.partition_id, task.attempt, task.task_attempt_id)
-    staged = write_staged(sink_staging_dir(options.staging_root, sink_id), name,
+    staged = write_staged(sink_staging(options.staging_root, sink_id), name,
                           coalesce(to_staged_batch(batch) for batch in batches))
     return SinkCommitMessage(sink_id, batch_key, task.partition_id, task.attempt, staged.path, staged.rows,
                              staged.payload_bytes)
@@ -201,7 +202,7 @@ class AeronArchiveStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list, batchId: int) -> None:
         from aeron_spark.connector.sink.commit import abort_staged
-        abort_staged(messages)
+        abort_staged(self.options, messages)
 
 
 class AeronArchiveBatchWriter(DataSourceArrowWriter):
@@ -224,4 +225,4 @@ class AeronArchiveBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list) -> None:
         from aeron_spark.connector.sink.commit import abort_staged
-        abort_staged(messages)
+        abort_staged(self.options, messages)

@@ -1,13 +1,15 @@
 """One streaming query in its own process, for tests that kill it: aeron-archive source -> aeron-archive sink.
 
     python tests/spark/sink_query_process.py --archive-dir DIR --checkpoint DIR --recording-id N \
-        --sink-id ID --stream-id N [--max-bytes-per-trigger SIZE] [--fault POINT:BATCH:FILE] [--read-back]
+        --sink-id ID --stream-id N [--max-bytes-per-trigger SIZE] [--staging-dir PATH_OR_URI]
+        [--fault POINT:BATCH:FILE] [--read-back]
 
 Reads one recording from its start (``recordingIds``, AvailableNow, ``maxBytesPerTrigger`` small so
 the input becomes several micro-batches) and writes ``payload`` plus the input message's ``position``
-as ``reserved_value`` to the sink ``sink.id`` (IPC). The mapping is deterministic, so a replayed
+as ``reserved_value`` to the sink ``sink.id`` (IPC), staging in ``--staging-dir`` (``sink.stagingDir``,
+e.g. an s3:// URI) or by default under the checkpoint. The mapping is deterministic, so a replayed
 batch produces the same rows. ``--fault`` sets the sink's fault-injection hook
-(``AERON_SPARK_SINK_FAULT``, ``connector/sink_fault_injection.py``) before Spark starts, so the
+(``AERON_SPARK_SINK_FAULT``, ``connector/sink/fault_injection.py``) before Spark starts, so the
 driver-side commit worker inherits it. Lines printed (stdout, flushed), for the test to follow:
 
     PROGRESS batch=<batchId> rows=<numInputRows> ms: <durationMs>   once per finished micro-batch
@@ -39,6 +41,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--stream-id", required=True, type=int)
     parser.add_argument("--max-bytes-per-trigger", default="256k")
     parser.add_argument("--commit-timeout-ms", default="20000")
+    parser.add_argument("--staging-dir", default=None, help="sink.stagingDir (default: under the checkpoint)")
     parser.add_argument("--fault", default=None, help="POINT:BATCH:PAUSE_FILE for AERON_SPARK_SINK_FAULT")
     parser.add_argument("--read-back", action="store_true")
     return parser.parse_args(argv)
@@ -78,15 +81,18 @@ def main(argv: list[str]) -> int:
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    query = (spark.readStream.format("aeron-archive").option("archive.dir", args.archive_dir)
-             .option("recordingIds", str(args.recording_id)).option("startingPositions", "earliest")
-             .option("maxBytesPerTrigger", args.max_bytes_per_trigger)
-             .option("checkpointLocation", args.checkpoint).load()
-             .selectExpr("payload", "position AS reserved_value")
-             .writeStream.format("aeron-archive").option("archive.dir", args.archive_dir)
-             .option("channel", "aeron:ipc").option("streamId", str(args.stream_id))
-             .option("sink.id", args.sink_id).option("sink.commitTimeoutMs", args.commit_timeout_ms)
-             .option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start())
+    writer = (spark.readStream.format("aeron-archive").option("archive.dir", args.archive_dir)
+              .option("recordingIds", str(args.recording_id)).option("startingPositions", "earliest")
+              .option("maxBytesPerTrigger", args.max_bytes_per_trigger)
+              .option("checkpointLocation", args.checkpoint).load()
+              .selectExpr("payload", "position AS reserved_value")
+              .writeStream.format("aeron-archive").option("archive.dir", args.archive_dir)
+              .option("channel", "aeron:ipc").option("streamId", str(args.stream_id))
+              .option("sink.id", args.sink_id).option("sink.commitTimeoutMs", args.commit_timeout_ms)
+              .option("checkpointLocation", args.checkpoint).trigger(availableNow=True))
+    if args.staging_dir:
+        writer = writer.option("sink.stagingDir", args.staging_dir)
+    query = writer.start()
     reported: set[int] = set()
 
     def report_progress() -> None:

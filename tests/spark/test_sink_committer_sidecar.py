@@ -2,16 +2,21 @@
 dies between its data and its marker is invisible to readers and truncated back by the next commit,
 also when the dead commit's recording was left active; and the sidecar killed with SIGKILL before or
 after a commit's marker was recorded recovers (archive crash recovery + the sink's truncate-back or
-skip) to every row exactly once."""
+skip) to every row exactly once. And one writer per sink without a lock: two committers racing
+to start the sink recording, or to extend it, leave one recording and one batch (the archive refuses
+the second extension; the lower recording id wins the start), the loser failing with SinkConflict."""
 
 from __future__ import annotations
 
+import re
+import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 
+from aeron_spark.archive.client import ArchiveClient
 from aeron_spark.connector.sink import archive_access as sink_archive
 from aeron_spark.connector.archive_connection import ArchiveUnavailable
 from aeron_spark.connector.source.archive_access import open_archive
@@ -19,7 +24,7 @@ from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
-from aeron_spark.connector.sink.commit import CommitOutcome, commit_staged
+from aeron_spark.connector.sink.commit import CommitOutcome, SinkConflict, commit_staged
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import streaming_batch_key
 from aeron_spark.connector.sink.writer import TaskInfo, stage_task_output
@@ -159,3 +164,95 @@ def test_a_udp_sink_channel_recorded_remotely_round_trips(archive_dir):
     second = commit_staged(opts, [stage(opts, 1, rows(10, "v"))], 1)
     assert second.recording_id == first.recording_id
     assert visible_rows(archive_dir, first.recording_id) == rows(2000, "u") + rows(10, "v")
+
+
+# --- one writer per sink, enforced by the archive (no lock) -----------------------------------------
+
+
+def race_two_commits(opts, monkeypatch, batch_id: int, tags: tuple[str, str], *,
+                     staggered: bool = False) -> dict[str, object]:
+    """Two committers (own archive connections, as two drivers would have) commit ``batch_id`` of one
+    sink at once: both recover before either starts its appender, and both start before either goes
+    on (``staggered``: the second starts once the first has started). Returns each one's CommitResult
+    or exception."""
+    both_recovered, both_started = threading.Barrier(2, timeout=60), threading.Barrier(2, timeout=60)
+    first_started = threading.Event()
+    real_start = sink_archive.ClientSinkArchive.start_appender
+
+    def racing_start(self, recording, sink_id):
+        both_recovered.wait()
+        first = threading.current_thread().name == tags[0]
+        if staggered and not first:
+            first_started.wait(60)
+        try:
+            return real_start(self, recording, sink_id)
+        finally:
+            if first:
+                first_started.set()
+            both_started.wait()
+
+    monkeypatch.setattr(sink_archive.ClientSinkArchive, "start_appender", racing_start)
+    messages = {tag: stage(opts, batch_id, rows(400, tag), attempt=attempt) for attempt, tag in enumerate(tags)}
+    outcomes: dict[str, object] = {}
+
+    def run(tag: str) -> None:
+        try:
+            outcomes[tag] = commit_staged(opts, [messages[tag]], batch_id, open_archive=sink_archive.open_sink_archive)
+        except Exception as error:  # noqa: BLE001 - checked by the caller
+            outcomes[tag] = error
+
+    threads = [threading.Thread(target=run, args=(tag,), name=tag) for tag in tags]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    monkeypatch.undo()
+    return outcomes
+
+
+def winner_and_loser(outcomes: dict[str, object]) -> tuple[str, str]:
+    won = [tag for tag, o in outcomes.items() if getattr(o, "outcome", None) is CommitOutcome.COMMITTED]
+    lost = [tag for tag, o in outcomes.items() if isinstance(o, SinkConflict)]
+    assert len(won) == 1 and len(lost) == 1, outcomes
+    return won[0], lost[0]
+
+
+def sink_recordings(archive_dir: Path) -> list:
+    client = ArchiveClient.from_mark_file(archive_dir)
+    try:
+        return client.list_recordings_for_uri(0, None, "alias=aeron-spark-sink:q-crash", 4100)
+    finally:
+        client.close()
+
+
+def test_two_committers_starting_the_sink_recording_at_once_leave_one_recording(archive_dir, monkeypatch):
+    opts = options(archive_dir)
+    outcomes = race_two_commits(opts, monkeypatch, 0, ("A", "B"))
+    won, lost = winner_and_loser(outcomes)
+    assert "another committer started the sink recording at the same time" in str(outcomes[lost])
+    recordings = sink_recordings(archive_dir)  # the loser's recording (the higher id) was purged
+    assert [d.recording_id for d in recordings] == [outcomes[won].recording_id]
+    assert visible_rows(archive_dir, outcomes[won].recording_id) == rows(400, won)
+    retried = commit_staged(opts, [stage(opts, 0, rows(400, lost), attempt=5)], 0)  # Spark retries the batch
+    assert retried.outcome is CommitOutcome.ALREADY_COMMITTED
+    assert visible_rows(archive_dir, outcomes[won].recording_id) == rows(400, won)
+
+
+@pytest.mark.parametrize("staggered, refusal", [
+    # Both requests accepted, the second Image refused (INVALID_EXTENSION) - or, when one Image was
+    # quicker than the other request, that request refused (ACTIVE_RECORDING).
+    (False, "already being extended|cannot extend active recording"),
+    (True, "cannot extend active recording"),  # the second request comes while the first extension is recorded
+])
+def test_two_committers_extending_the_sink_recording_at_once_append_one_batch(archive_dir, monkeypatch, staggered,
+                                                                             refusal):
+    opts = options(archive_dir)
+    first = commit_staged(opts, [stage(opts, 0, rows(300, "zero"))], 0)
+    outcomes = race_two_commits(opts, monkeypatch, 1, ("C", "D"), staggered=staggered)
+    won, lost = winner_and_loser(outcomes)  # the archive refused the loser's ExtendRecording
+    assert "refused to extend recording" in str(outcomes[lost]) and re.search(refusal, str(outcomes[lost]))
+    assert [d.recording_id for d in sink_recordings(archive_dir)] == [first.recording_id]
+    assert visible_rows(archive_dir, first.recording_id) == rows(300, "zero") + rows(400, won)
+    retried = commit_staged(opts, [stage(opts, 1, rows(400, lost), attempt=5)], 1)
+    assert retried.outcome is CommitOutcome.ALREADY_COMMITTED
+    assert visible_rows(archive_dir, first.recording_id) == rows(300, "zero") + rows(400, won)

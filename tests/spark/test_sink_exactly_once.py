@@ -85,8 +85,10 @@ def test_micro_batches_and_a_replayed_batch_give_every_row_exactly_once(spark, a
     restarted = run_available_now(spark, source_dir, archive_dir, checkpoint)
     assert restarted.exception() is None and restarted.id == query.id
     assert sink_rows(spark, archive_dir, query.id) == expected + lines_of(3)
-    staging = archive_dir / "spark-sink-staging" / query.id
-    assert not [name for name in os.listdir(staging) if name.endswith(".arrow")]
+    # Staged under the checkpoint by default (Spark passes checkpointLocation to the sink), not archive.dir.
+    staging = checkpoint / "aeron-sink-staging" / query.id
+    assert sorted(os.listdir(staging)) == ["_committed.json"]
+    assert not (archive_dir / "spark-sink-staging" / query.id).exists()
 
 
 def test_an_aborted_batch_leaves_nothing_visible(spark, archive, tmp_path):
@@ -114,8 +116,8 @@ def test_an_aborted_batch_leaves_nothing_visible(spark, archive, tmp_path):
     finally:
         query.stop()
     assert sink_rows(spark, archive_dir, "aborting") == lines_of(0, 50)
-    staging = archive_dir / "spark-sink-staging" / "aborting"
-    assert not [name for name in os.listdir(staging) if name.endswith((".arrow", ".tmp"))]
+    staging = checkpoint / "aeron-sink-staging" / "aborting"
+    assert not [name for name in os.listdir(staging) if name.endswith(".arrow")]
 
 
 def test_batch_writes_append_one_committed_batch_each(spark, archive):

@@ -13,7 +13,7 @@ seeing exactly their rows and nothing of the batch that was in flight.
 
 1. the query's driver (its whole process group: Python, JVM, workers) is SIGKILLed mid-stream;
 2. restarted, it is SIGKILLed while its commit of a later batch is paused by the sink's
-   fault-injection hook (``connector/sink_fault_injection.py``) after the tasks staged the batch
+   fault-injection hook (``connector/sink/fault_injection.py``) after the tasks staged the batch
    and before the commit appends anything (``before-append``);
 3. restarted, the SIDECAR is SIGKILLed while the next commit is paused with its rows appended
    and recorded but no marker (``before-marker``). The query then fails, and a new sidecar on the
@@ -26,6 +26,9 @@ included. The data messages must equal the input, the markers must be numbered 0
 each must count the rows since the previous one, with nothing after the last marker;
 (2) ``spark.read.format("aeron-archive")`` in the query process, the source's view of rows and
 reserved values, compared as a digest.
+
+A second test runs the query with ``sink.stagingDir`` on S3 (moto's S3 server on localhost) and kills
+its driver while a commit is paused before its marker; the restart ends with every row exactly once.
 
 An aborted batch leaving nothing visible is covered by
 ``test_sink_exactly_once.py::test_an_aborted_batch_leaves_nothing_visible`` and not repeated here.
@@ -61,6 +64,7 @@ from aeron_spark.connector.commit_markers import (
     sink_id_of_channel,
 )
 
+from tests.support.s3_server import running_s3_server
 from tests.support.sidecar import Sidecar
 from tests.spark.source_fixtures import Recorded, RecordingArchive, numbered_payloads
 
@@ -146,6 +150,7 @@ class Scene:
     sidecar: Sidecar | None = None
     recorded: Recorded | None = None
     queries: list[QueryProcess] | None = None
+    staging_dir: str | None = None  # sink.stagingDir of the queries; None: the default, under the checkpoint
 
     @property
     def archive_dir(self) -> Path:
@@ -160,8 +165,9 @@ class Scene:
         return self.sidecar
 
     def start_query(self, *extra: str) -> QueryProcess:
+        staging = ("--staging-dir", self.staging_dir) if self.staging_dir else ()
         query = QueryProcess(self.archive_dir, self.checkpoint, self.recorded.recording_id, self.sink_id,
-                             self.stream_id, *extra)
+                             self.stream_id, *staging, *extra)
         self.queries.append(query)
         return query
 
@@ -363,7 +369,7 @@ def test_every_row_exactly_once_across_driver_kills_a_paused_commit_and_a_sideca
     torn_batch = staged_batch + 1
     run = scene.start_query("--fault", f"before-marker:{torn_batch}:{pause}")
     run.wait_until(pause.exists, f"the commit of batch {torn_batch} to pause before its marker", PAUSE_TIMEOUT_S)
-    committed_end = json.loads((scene.archive_dir / "spark-sink-staging" / scene.sink_id / "_committed.json")
+    committed_end = json.loads((scene.checkpoint / "aeron-sink-staging" / scene.sink_id / "_committed.json")
                                .read_text())["committed_end"]  # the committer's note of the last sealed batch
     client = connect(scene.sidecar)
     try:  # kill once the torn batch's rows are recorded, so the restarted archive has debris to recover
@@ -388,3 +394,44 @@ def test_every_row_exactly_once_across_driver_kills_a_paused_commit_and_a_sideca
     final = run_to_the_end(scene)
     assert torn_batch in final.finished_batches()
     assert_exactly_once(scene, final)
+
+
+@pytest.fixture()
+def s3():
+    with running_s3_server() as server:
+        yield server
+
+
+def test_staging_on_s3_every_row_exactly_once_across_a_driver_kill_mid_commit(scene, s3):
+    """The same query staging in S3 (a real S3 HTTP server on localhost, ``sink.stagingDir=s3://...``):
+    SIGKILLed while a commit is paused with its rows appended but no marker, then restarted to the end.
+    The executors wrote the batch's files to S3 and the driver read them from there; the restarted
+    query replays the batch (new attempt files), the commit truncates the dead one's debris, and the
+    staging prefix holds nothing but the hint at the end."""
+    prefix = "failures-staging"
+    scene.staging_dir = s3.staging_uri(prefix)
+    sink_prefix = f"{prefix}/{scene.sink_id}"
+    pause = pause_file_of(scene)
+    torn_batch = 2
+    run = scene.start_query("--fault", f"before-marker:{torn_batch}:{pause}")
+    run.wait_until(pause.exists, f"the commit of batch {torn_batch} to pause before its marker", PAUSE_TIMEOUT_S)
+    staged = [key.rsplit("/", 1)[1] for key in s3.keys(sink_prefix)]
+    assert any(name.startswith(f"b{torn_batch:019d}-") and name.endswith(".arrow") for name in staged), staged
+    assert not (scene.checkpoint / "aeron-sink-staging").exists()  # nothing staged locally
+    with s3.filesystem().open_input_stream(f"{s3.bucket}/{sink_prefix}/_committed.json") as hint:
+        committed_end = json.loads(hint.read())["committed_end"]
+    client = connect(scene.sidecar)
+    try:  # kill once the batch's rows are recorded: the dead commit leaves debris after the last marker
+        recording_id = sink_recording_id(client, scene.sink_id, scene.stream_id)
+        settled_recording_position(client, recording_id, beyond=committed_end)
+    finally:
+        client.close()
+    run.kill()
+    pause.unlink()
+    after_kill = assert_committed_prefix(scene)
+    assert last_committed_batch(after_kill) == torn_batch - 1 and after_kill.after_last_marker > 0
+
+    final = run_to_the_end(scene)
+    assert torn_batch in final.finished_batches()
+    assert_exactly_once(scene, final)
+    assert s3.keys(sink_prefix) == [f"{sink_prefix}/_committed.json"]

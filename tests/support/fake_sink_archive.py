@@ -6,6 +6,13 @@ recording and a frame boundary, an extension must continue at the stop position 
 initial term id / term length / mtu, and every appended block's first frame must be stamped for
 the publication's position (as offer_block checks). ``crash_after_appends`` makes an appender
 raise after that many appends, leaving the recording ACTIVE with what it got (a dead commit).
+
+Refusals that arbitrate between concurrent committers raise ``SinkConflict`` as the real adapter
+does: ExtendRecording of an active recording (ACTIVE_RECORDING) or from a position that is not the
+stop position (INVALID_EXTENSION). ``hooks`` run another committer at an exact point of this one:
+``hooks[name]()`` is called on every ``before_start_appender``, ``after_start_appender``,
+``before_describe`` and ``before_truncate`` while set (``once`` installs one that removes itself).
+``discard`` purges a stopped recording.
 """
 
 from __future__ import annotations
@@ -13,10 +20,13 @@ from __future__ import annotations
 import contextlib
 import random
 import struct
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, RecordingDescriptor
+from aeron_spark.connector.sink.commit import SinkConflict
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.driver_integration.frame import scan_frames
@@ -73,6 +83,8 @@ class FakeSinkArchive:
     crash_after_appends: int | None = None
     crash_in_seal: bool = False
     calls: dict[str, int] = field(default_factory=dict)
+    hooks: dict[str, Callable[[], None]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # catalog changes, for threaded tests
     closed: bool = False
 
     def _count(self, name: str) -> None:
@@ -82,10 +94,11 @@ class FakeSinkArchive:
     def find_sink_recordings(self, sink_id: str, stream_id: int) -> list[RecordingDescriptor]:
         self._count("find")
         fragment = f"alias={sink_alias(sink_id)}"
-        return [r.descriptor() for _, r in sorted(self.recordings.items())
+        return [r.descriptor() for _, r in sorted(list(self.recordings.items()))  # list(): atomic for threaded tests
                 if r.stream_id == stream_id and fragment in r.channel]
 
     def describe(self, recording_id: int) -> RecordingDescriptor | None:
+        self._hook("before_describe")
         self._count("describe")
         recording = self.recordings.get(recording_id)
         return None if recording is None else recording.descriptor()
@@ -109,6 +122,7 @@ class FakeSinkArchive:
         yield iter(out)
 
     def truncate(self, recording_id: int, position: int) -> None:
+        self._hook("before_truncate")
         self._count("truncate")
         recording = self.recordings[recording_id]
         if recording.active:
@@ -121,24 +135,52 @@ class FakeSinkArchive:
         self._count("stop_active")
         self.recordings[recording_id].active = False
 
+    def _hook(self, name: str) -> None:
+        hook = self.hooks.get(name)
+        if hook is not None:
+            hook()
+
+    def once(self, name: str, action: Callable[[], None]) -> None:
+        """Runs ``action`` at the next ``name`` point only."""
+        def run_once() -> None:
+            self.hooks.pop(name, None)
+            action()
+        self.hooks[name] = run_once
+
     def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> FakeAppender:
+        self._hook("before_start_appender")
+        appender = self._start_appender(recording, sink_id)
+        self._hook("after_start_appender")
+        return appender
+
+    def discard(self, recording_id: int) -> None:
+        self._count("discard")
+        with self.lock:
+            recording = self.recordings[recording_id]
+            if recording.active:
+                raise RuntimeError(f"ACTIVE_RECORDING cannot purge active recording {recording_id}")
+            del self.recordings[recording_id]
+
+    def _start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> FakeAppender:
         self._count("start_appender")
         session_id = random.randint(1, 1 << 30)
         if recording is None:
-            rid = self.next_recording_id
-            self.next_recording_id += 1
-            target = FakeSinkRecording(rid, f"aeron:ipc?alias={sink_alias(sink_id)}|session-id={session_id}", 1001,
-                                       initial_term_id=random.randint(-1000, 1000), term_length=self.term_length,
-                                       mtu=self.mtu, session_id=session_id)
-            self.recordings[rid] = target
+            with self.lock:
+                rid = self.next_recording_id
+                self.next_recording_id += 1
+                target = FakeSinkRecording(rid, f"aeron:ipc?alias={sink_alias(sink_id)}|session-id={session_id}",
+                                           1001, initial_term_id=random.randint(-1000, 1000),
+                                           term_length=self.term_length, mtu=self.mtu, session_id=session_id)
+                self.recordings[rid] = target
         else:
-            target = self.recordings[recording.recording_id]
-            if target.active:
-                raise RuntimeError(f"ACTIVE_RECORDING cannot extend active recording {target.recording_id}")
-            if recording.stop_position != target.position:
-                raise RuntimeError(f"INVALID_EXTENSION join {recording.stop_position} != stop {target.position}")
-            target.active = True
-            target.session_id = session_id
+            with self.lock:
+                target = self.recordings[recording.recording_id]
+                if target.active:
+                    raise SinkConflict(f"ACTIVE_RECORDING cannot extend active recording {target.recording_id}")
+                if recording.stop_position != target.position:
+                    raise SinkConflict(f"INVALID_EXTENSION join {recording.stop_position} != stop {target.position}")
+                target.active = True
+                target.session_id = session_id
         return FakeAppender(self, target, session_id)
 
     def close(self) -> None:

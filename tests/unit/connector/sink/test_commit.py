@@ -26,7 +26,7 @@ from aeron_spark.connector.commit_markers import (
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import (
     new_job_key,
-    sink_staging_dir,
+    sink_staging,
     streaming_batch_key,
 )
 from aeron_spark.connector.sink.writer import TaskInfo, stage_task_output
@@ -91,7 +91,7 @@ def test_batches_are_appended_in_partition_order_each_sealed_by_a_marker(tmp_pat
     assert not recording.active
     tail = marker_at_tail(bytes(recording.data[-96:]), recording.position - 96, recording.position)
     assert tail is not None and tail.marker.batch_id == 2 and tail.marker.row_count == 3 * 32
-    assert sorted(os.listdir(sink_staging_dir(opts.staging_root, SINK))) == ["_commit.lock", "_committed.json"]
+    assert sorted(os.listdir(sink_staging(opts.staging_root, SINK).directory)) == ["_committed.json"]
 
 
 def test_a_replayed_batch_is_not_written_twice(tmp_path):
@@ -162,7 +162,7 @@ def test_truncate_back_scans_from_the_hinted_end_and_ignores_a_wrong_hint(tmp_pa
     recording = archive.recordings[rid]
     end_of_3 = recording.position
     recording.data += bytes(archive.recordings[rid].data[:4096])  # debris: frames that are not a batch
-    hints = HintStore(sink_staging_dir(opts.staging_root, SINK))
+    hints = HintStore(sink_staging(opts.staging_root, SINK))
     assert hints.load().committed_end == end_of_3
     committer = SinkCommitter(archive, SINK, 1001, hints=hints, timeout_s=1.0)
     reads_before = archive.calls["read"]
@@ -181,7 +181,7 @@ def test_truncate_back_scans_from_the_hinted_end_and_ignores_a_wrong_hint(tmp_pa
 def test_abort_deletes_the_staged_files_and_leaves_nothing_visible(tmp_path):
     opts, archive = options(tmp_path), FakeSinkArchive()
     messages = [stage(opts, 0, 0, batch(5, "a")), None, stage(opts, 0, 2, batch(5, "c"))]
-    abort_staged(messages)
+    abort_staged(opts, messages)
     assert not any(os.path.exists(m.path) for m in messages if m is not None)
     assert archive.recordings == {}
 

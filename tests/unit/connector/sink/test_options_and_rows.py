@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyarrow.fs import LocalFileSystem
 from aeron_spark.connector.data_source import AeronArchiveDataSource
 from aeron_spark.connector.options import OptionError
 from aeron_spark.connector.sink.frames import PublicationLayout, frame_messages
@@ -21,6 +22,7 @@ from aeron_spark.connector.commit_markers import (
 )
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import (
+    SinkStaging,
     StagedName,
     clean_stale,
     streaming_batch_key,
@@ -123,7 +125,7 @@ def test_staging_names_and_cleanup(tmp_path):
     for path in [*files.values(), old_job, new_job, tmp_path / "_committed.json"]:
         path.write_bytes(b"x")
     os.utime(old_job, (time.time() - 7200, time.time() - 7200))
-    deleted = clean_stale(tmp_path, keep=set(), committed_batch_id=5)
+    deleted = clean_stale(SinkStaging(LocalFileSystem(), str(tmp_path)), keep=set(), committed_batch_id=5)
     assert sorted(deleted) == sorted(map(str, [files["old"], files["same"], old_job]))
     assert files["later"].exists() and new_job.exists() and (tmp_path / "_committed.json").exists()
 
