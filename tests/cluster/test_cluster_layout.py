@@ -6,7 +6,8 @@ on a standalone driver process named by ``AERON_DIR`` in its environment; Spark
 ``local-cluster[2,1,1024]`` executors (separate JVMs and Python workers) whose ``AERON_DIR``
 holds no driver, so each Python worker starts an embedded one (``aeron.driver=auto``). Queries are
 given ``archive.controlChannel`` only: no directory, counter or IPC stream of the archive is
-visible to any Spark process. Sink staging is on an S3 server on localhost.
+visible to any Spark process. Sink staging is on an S3 server on localhost (moto); the kill of a
+query mid-commit is in test_sink_kill_on_cluster.py.
 
 The ``single-host`` layout runs the same scenarios on ``local[2]`` with ``archive.dir`` only.
 Every process started here is stopped here, by PID.
@@ -24,6 +25,7 @@ import pytest
 
 from tests.support.driver_process import running_driver_process
 from tests.support.ports import free_udp_port
+from tests.support.s3_server import running_s3_server
 from tests.support.sidecar import running_sidecar
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
@@ -69,8 +71,8 @@ def _run_layout(layout: str, work: Path) -> dict[str, dict]:
                         publisher_aeron_dir=sidecar.driver_dir)
             return _run_app(args, env)
         driver_host_dir = work / "spark-driver-host-aeron"
-        with running_driver_process(driver_host_dir):
-            args.update(master="local-cluster[2,1,1024]",
+        with running_driver_process(driver_host_dir), running_s3_server() as s3:
+            args.update(master="local-cluster[2,1,1024]", staging_uri=s3.staging_uri("cluster-staging"),
                         options={"archive.controlChannel": sidecar.control_channel})
             args["spark_conf"] = {
                 # No driver runs there: each executor's Python worker starts an embedded one.

@@ -44,6 +44,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--staging-dir", default=None, help="sink.stagingDir (default: under the checkpoint)")
     parser.add_argument("--fault", default=None, help="POINT:BATCH:PAUSE_FILE for AERON_SPARK_SINK_FAULT")
     parser.add_argument("--read-back", action="store_true")
+    # The cluster layout (tests/cluster): the archive reached by its control channel only, the sink
+    # recorded from a UDP channel, executors in local-cluster on media drivers of their own.
+    parser.add_argument("--control-channel", default=None, help="archive.controlChannel instead of archive.dir")
+    parser.add_argument("--sink-channel", default="aeron:ipc")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--executor-aeron-dir", default=None, help="spark.executorEnv.AERON_DIR")
     return parser.parse_args(argv)
 
 
@@ -73,21 +79,25 @@ def main(argv: list[str]) -> int:
     from aeron_spark.connector import register
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("sink-query-process")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-             .config("spark.sql.catalogImplementation", "in-memory")
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-             .getOrCreate())
+    builder = (SparkSession.builder.master(args.master).appName("sink-query-process")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+               .config("spark.sql.catalogImplementation", "in-memory")
+               .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+    if args.executor_aeron_dir:
+        builder = builder.config("spark.executorEnv.AERON_DIR", args.executor_aeron_dir)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    writer = (spark.readStream.format("aeron-archive").option("archive.dir", args.archive_dir)
+    archive = ({"archive.controlChannel": args.control_channel} if args.control_channel
+               else {"archive.dir": args.archive_dir})
+    writer = (spark.readStream.format("aeron-archive").options(**archive)
               .option("recordingIds", str(args.recording_id)).option("startingPositions", "earliest")
               .option("maxBytesPerTrigger", args.max_bytes_per_trigger)
               .option("checkpointLocation", args.checkpoint).load()
               .selectExpr("payload", "position AS reserved_value")
-              .writeStream.format("aeron-archive").option("archive.dir", args.archive_dir)
-              .option("channel", "aeron:ipc").option("streamId", str(args.stream_id))
+              .writeStream.format("aeron-archive").options(**archive)
+              .option("channel", args.sink_channel).option("streamId", str(args.stream_id))
               .option("sink.id", args.sink_id).option("sink.commitTimeoutMs", args.commit_timeout_ms)
               .option("checkpointLocation", args.checkpoint).trigger(availableNow=True))
     if args.staging_dir:
@@ -112,7 +122,7 @@ def main(argv: list[str]) -> int:
         return 3
     say("QUERY DONE")
     if args.read_back:
-        rows = (spark.read.format("aeron-archive").option("archive.dir", args.archive_dir)
+        rows = (spark.read.format("aeron-archive").options(**archive)
                 .option("channel", f"alias=aeron-spark-sink:{args.sink_id}").option("streamId", str(args.stream_id))
                 .load().orderBy("position").select("payload", "reserved_value").collect())
         count, digest = rows_digest(rows)

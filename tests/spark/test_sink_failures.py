@@ -151,6 +151,7 @@ class Scene:
     recorded: Recorded | None = None
     queries: list[QueryProcess] | None = None
     staging_dir: str | None = None  # sink.stagingDir of the queries; None: the default, under the checkpoint
+    layout_args: tuple[str, ...] = ()  # sink_query_process options of a layout (tests/cluster: another host)
 
     @property
     def archive_dir(self) -> Path:
@@ -167,13 +168,16 @@ class Scene:
     def start_query(self, *extra: str) -> QueryProcess:
         staging = ("--staging-dir", self.staging_dir) if self.staging_dir else ()
         query = QueryProcess(self.archive_dir, self.checkpoint, self.recorded.recording_id, self.sink_id,
-                             self.stream_id, *staging, *extra)
+                             self.stream_id, *staging, *self.layout_args, *extra)
         self.queries.append(query)
         return query
 
-    def stop_all(self) -> None:
+    def stop_all_queries(self) -> None:
         for query in self.queries:
             query.kill()
+
+    def stop_all(self) -> None:
+        self.stop_all_queries()
         if self.sidecar is not None:
             self.sidecar.terminate()
             self.sidecar.kill()
@@ -408,6 +412,11 @@ def test_staging_on_s3_every_row_exactly_once_across_a_driver_kill_mid_commit(sc
     The executors wrote the batch's files to S3 and the driver read them from there; the restarted
     query replays the batch (new attempt files), the commit truncates the dead one's debris, and the
     staging prefix holds nothing but the hint at the end."""
+    exactly_once_through_a_kill_mid_commit(scene, s3)
+
+
+def exactly_once_through_a_kill_mid_commit(scene: Scene, s3) -> None:
+    """The S3 test's body, shared with tests/cluster (the same query on another host's media driver)."""
     prefix = "failures-staging"
     scene.staging_dir = s3.staging_uri(prefix)
     sink_prefix = f"{prefix}/{scene.sink_id}"
