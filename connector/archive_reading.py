@@ -95,6 +95,14 @@ class ReplayEndpointUnreachable(ReplayFailed):
     """The archive's replay did not reach this worker's endpoint."""
 
 
+class ReplayImageTimeout(ReplayFailed):
+    """No replay image appeared in time."""
+
+
+#: How archives (ours, Java's) word a replay whose publication never connected.
+NOT_CONNECTED_TEXT = "no connection established"
+
+
 class ReplayStreamRecorded(ReplayFailed):
     """The archive records the channel/stream replays would be sent on."""
 
@@ -403,7 +411,7 @@ def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: i
         if watch is not None:
             watch.check()  # an archive that fails the replay after its OK never sends the image
         time.sleep(0.001)
-    raise ReplayFailed(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
+    raise ReplayImageTimeout(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
 
 
 def _await_udp_image(subscription, session_id: int, timeout_ms: int, recording_id: int, watch: ReplayWatch,
@@ -412,9 +420,9 @@ def _await_udp_image(subscription, session_id: int, timeout_ms: int, recording_i
     error names the endpoint the archive was told and the options that choose it."""
     try:
         return _await_image(subscription, session_id, timeout_ms, recording_id, watch)
-    except ReplayStreamRecorded:
-        raise
     except ReplayFailed as error:
+        if not isinstance(error, ReplayImageTimeout) and NOT_CONNECTED_TEXT not in str(error):
+            raise  # the archive failed the replay for another reason, told in its own words
         raise ReplayEndpointUnreachable(
             f"recording {recording_id}: the replay sent to this worker's endpoint {told_channel} did not arrive "
             f"({error}); the archive must reach that address over UDP: set aeron.host to an address of this host "
