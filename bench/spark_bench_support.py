@@ -1,20 +1,41 @@
 """What the Spark benchmarks share: workloads, their payloads, the Parquet side, the Spark session,
-the fingerprint both sides must agree on, and the timing summary.
+the fingerprint both sides must agree on, the timing summary, and the processes of a layout.
+
+Layouts (``--layout``): ``single-host`` runs Spark in ``local[2]`` next to the sidecar and gives the
+connector ``archive.dir``. ``cluster`` stands in for three hosts as tests/cluster does: the sidecar
+on its own embedded driver, the Spark driver program (this process) on a standalone media driver
+process named by ``AERON_DIR``, ``local-cluster[2,1,1024]`` executors whose ``AERON_DIR`` holds no
+driver (each Python worker embeds one), and the connector given ``archive.controlChannel`` only.
 
 Imported by bench/spark_source_vs_parquet.py and bench/spark_sink_vs_parquet.py (run as scripts,
-so this folder is on sys.path).
+so this folder is on sys.path). Every process started here is stopped here, by PID.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
+import signal
 import statistics
-from dataclasses import dataclass
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 PARQUET_ROW_GROUP_BYTES = 16 << 20  # so Spark can split one file across both cores
+LAYOUTS = ("single-host", "cluster")
+CLUSTER_MASTER = "local-cluster[2,1,1024]"  # two executor JVMs of one core and 1 GiB each
+SIDECAR_STOP_GRACE_S = 30.0
+PROCESS_STOP_GRACE_S = 15.0
+DRIVER_STARTUP_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -69,11 +90,11 @@ def fingerprint(dataframe) -> tuple:
     return tuple(row)
 
 
-def local_spark(app_name: str, **config: str):
-    """local[2] without UI or progress bars, two shuffle partitions, plus ``config``."""
+def local_spark(app_name: str, master: str = "local[2]", **config: str):
+    """``master`` (local[2] by default) without UI or progress bars, two shuffle partitions, plus ``config``."""
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master("local[2]").appName(app_name)
+    builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2"))
     for key, value in config.items():
@@ -105,3 +126,312 @@ class Timings:
         """How fast this is relative to ``reference`` (rows/s ratio = reference seconds / ours)."""
         return (f"  ratio {name} / {reference_name} (rows/s): best {reference.best / self.best:.2f}x, "
                 f"median {reference.median / self.median:.2f}x")
+
+
+# --- progress and layouts -----------------------------------------------------------------------
+
+
+def progress(message: str) -> None:
+    """A timestamped progress line (stdout, flushed): a run takes minutes."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def add_layout_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--layout", choices=LAYOUTS, default="single-host",
+                        help="single-host: local[2], archive.dir (default); cluster: the sidecar, the Spark driver "
+                             f"and {CLUSTER_MASTER} executors on separate media drivers, archive.controlChannel only")
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM raises SystemExit, so the ``finally`` blocks stop what the benchmark started."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+
+def loopback_udp_channel() -> str:
+    from aeron_spark.archive.cli.sidecar_process import free_udp_port
+
+    return f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}"
+
+
+@contextlib.contextmanager
+def running_sidecar(archive_dir: Path, *serve_args: str):
+    """`aeron-archive serve` (embedded C driver), stopped by PID on exit: SIGTERM, then SIGKILL and
+    removal of the embedded driver's directory a killed sidecar leaves behind."""
+    from aeron_spark.archive.cli.sidecar_process import SidecarProcess
+
+    sidecar = SidecarProcess.start(archive_dir, *serve_args)
+    progress(f"sidecar pid {sidecar.pid} ready: control {sidecar.control_channel}, driver {sidecar.aeron_dir}")
+    try:
+        yield sidecar
+    finally:
+        if sidecar.stop(grace_s=SIDECAR_STOP_GRACE_S) != 0:
+            sidecar.kill(remove_embedded_driver_dir=True)
+        progress(f"sidecar pid {sidecar.pid} stopped (exit {sidecar.process.returncode})")
+
+
+def shm_dir(prefix: str) -> Path:
+    """A fresh directory on /dev/shm (Aeron's default base on Linux; log buffers on tmpfs), else the temp dir."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+
+
+@contextlib.contextmanager
+def running_media_driver_process(aeron_dir: Path) -> Iterator[subprocess.Popen]:
+    """``python -m aeron_spark.driver_integration.media_driver --dir DIR``, ready once it prints
+    DIR; stopped by PID on exit (SIGTERM, then SIGKILL), its directory removed."""
+    import selectors
+
+    process = subprocess.Popen([sys.executable, "-m", "aeron_spark.driver_integration.media_driver",
+                                "--dir", str(aeron_dir)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            line = process.stdout.readline().strip() if selector.select(DRIVER_STARTUP_TIMEOUT_S) else ""
+        if line != str(aeron_dir):
+            raise RuntimeError(f"the media driver process {process.pid} printed {line!r}, not {aeron_dir} "
+                               f"(exit code {process.poll()})")
+        progress(f"media driver process pid {process.pid} ready on {aeron_dir}")
+        yield process
+    finally:
+        stop_pid(process.pid, process)
+        shutil.rmtree(aeron_dir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ClusterHosts:
+    """The Spark driver host's media driver (a process) and the executors' AERON_DIR (no driver)."""
+
+    driver_aeron_dir: Path
+    driver_pid: int
+    executor_aeron_dir: Path
+
+    def spark_config(self) -> dict[str, str]:
+        # No driver runs there: each executor's Python worker starts an embedded one (aeron.driver=auto).
+        return {"spark.executorEnv.AERON_DIR": str(self.executor_aeron_dir)}
+
+
+@contextlib.contextmanager
+def cluster_hosts(work: Path) -> Iterator[ClusterHosts]:
+    """Starts the Spark driver host's media driver and names it by AERON_DIR in this process's
+    environment while open: the Spark driver JVM started later, and its Python workers (planning,
+    the sink's commit), inherit it. Restores AERON_DIR on exit."""
+    driver_dir = shm_dir("aeron-bench-spark-driver-")
+    previous = os.environ.get("AERON_DIR")
+    with running_media_driver_process(driver_dir) as process:
+        os.environ["AERON_DIR"] = str(driver_dir)
+        try:
+            yield ClusterHosts(driver_dir, process.pid, work / "executor-host-aeron")
+        finally:
+            if previous is None:
+                os.environ.pop("AERON_DIR", None)
+            else:
+                os.environ["AERON_DIR"] = previous
+
+
+def spark_for_layout(app_name: str, layout: str, hosts: ClusterHosts | None, **config: str):
+    """local[2], or in the cluster layout local-cluster with the executors' AERON_DIR."""
+    if layout == "single-host":
+        return local_spark(app_name, **config)
+    progress(f"starting Spark {CLUSTER_MASTER} (driver on {hosts.driver_aeron_dir}, executors' AERON_DIR "
+             f"{hosts.executor_aeron_dir} with no driver)")
+    spark = local_spark(app_name, CLUSTER_MASTER, **{**config, **hosts.spark_config()})
+    progress(f"Spark ready: driver JVM pid {spark_jvm_pid(spark)}")
+    return spark
+
+
+def spark_jvm_pid(spark) -> int | None:
+    process = getattr(spark.sparkContext._gateway, "proc", None)
+    return process.pid if process is not None else None
+
+
+@contextlib.contextmanager
+def spark_processes_stopped() -> Iterator[None]:
+    """On exit, also when the session failed to start: the driver JVM pyspark launched and every
+    process seen below it (executor JVMs, Python workers), by PID, after ``spark.stop()`` (the
+    caller's, inside this block); then the embedded-driver directories of those processes, which
+    a worker ended without atexit leaves in /dev/shm.
+
+    A thread lists the processes below the JVM every 0.5 s: Spark ends workers and executors
+    itself, and their PIDs are needed afterwards for the directories.
+    """
+    seen: dict[int, bytes] = {}  # pid -> its start time, so a reused PID is never signalled
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.5):
+            _record_spark_processes(seen)
+
+    watcher = threading.Thread(target=watch, name="spark-process-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        from pyspark import SparkContext
+
+        jvm = getattr(SparkContext._gateway, "proc", None)
+        if jvm is not None:
+            _record_spark_processes(seen)
+            stop_pid(jvm.pid, jvm)
+        still = [pid for pid, started in seen.items() if _start_time(pid) == started]
+        for pid in still:
+            stop_pid(pid)
+        remove_worker_driver_dirs(list(seen) + ([jvm.pid] if jvm is not None else []))
+        if jvm is not None:
+            progress(f"Spark stopped: driver JVM pid {jvm.pid}; {len(seen)} processes ran below it, "
+                     f"{len(still)} of them still running at the end and stopped here")
+
+
+def _record_spark_processes(seen: dict[int, bytes]) -> None:
+    from pyspark import SparkContext
+
+    jvm = getattr(SparkContext._gateway, "proc", None)
+    if jvm is None or jvm.poll() is not None:
+        return
+    for pid in descendants(jvm.pid, process_table()):
+        if pid not in seen and (started := _start_time(pid)) is not None:
+            seen[pid] = started
+
+
+def _start_time(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == b"Z" else fields[19]
+
+
+def stop_pid(pid: int, process: subprocess.Popen | None = None, grace_s: float = PROCESS_STOP_GRACE_S) -> None:
+    """SIGTERM ``pid``, SIGKILL if it is still there after ``grace_s``; reaps it when it is our child."""
+    if not _alive(pid, process):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _alive(pid, process) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid, process):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if process is not None:
+            process.wait(grace_s)
+
+
+def _alive(pid: int, process: subprocess.Popen | None) -> bool:
+    if process is not None:
+        return process.poll() is None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def remove_worker_driver_dirs(pids: list[int]) -> None:
+    """The ``aeron-spark-worker-<pid>-*`` directories of these (stopped) processes' embedded drivers."""
+    from aeron_spark.driver_integration.media_driver import default_base_directory
+    from aeron_spark.driver_integration.process_driver import EMBEDDED_DIR_PREFIX
+
+    base = Path(default_base_directory())
+    for pid in pids:
+        for directory in base.glob(f"{EMBEDDED_DIR_PREFIX}{pid}-*"):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+# --- processes and their CPU time ---------------------------------------------------------------
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_table() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, user+system CPU seconds) of every process, from /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        table[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
+    return table
+
+
+def descendants(root: int, table: dict[int, tuple[int, float]]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, pending = [], [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class ProcessCpu:
+    """CPU seconds per kind of process over each timed run, to say where a layout spends its time.
+
+    ``named``: fixed processes (the sidecar, the Spark driver's media driver). Below the Spark
+    driver JVM: executor JVMs (``CoarseGrainedExecutorBackend``) and Python workers, counted as
+    the driver's or the executors' by the nearest JVM above them. A process that exits between
+    two samples loses its last CPU time (Spark reuses its Python workers, so this is rare).
+    """
+
+    named: dict[str, int]
+    jvm_pid: int | None
+    totals: dict[str, dict[str, float]] = field(default_factory=dict)  # run name -> kind -> seconds
+    runs: dict[str, int] = field(default_factory=dict)
+    _kinds: dict[int, str] = field(default_factory=dict)
+
+    def sample(self) -> dict[int, tuple[str, float]]:
+        table = process_table()
+        sample = {pid: (name, table[pid][1]) for name, pid in self.named.items() if pid in table}
+        if self.jvm_pid is None or self.jvm_pid not in table:
+            return sample
+        sample[self.jvm_pid] = ("Spark driver JVM", table[self.jvm_pid][1])
+        for pid in descendants(self.jvm_pid, table):
+            sample[pid] = (self._kind(pid, table), table[pid][1])
+        return sample
+
+    def _kind(self, pid: int, table: dict[int, tuple[int, float]]) -> str:
+        if pid not in self._kinds:
+            command = _cmdline(pid)
+            if "CoarseGrainedExecutorBackend" in command:
+                kind = "executor JVMs"
+            elif "python" in command.split(" ", 1)[0] or "pyspark" in command:
+                parent = table[pid][0]
+                while parent in table and parent != self.jvm_pid and "java" not in _cmdline(parent).split(" ", 1)[0]:
+                    parent = table[parent][0]
+                kind = "driver Python workers" if parent == self.jvm_pid else "executor Python workers"
+            else:
+                kind = "other Spark processes"
+            self._kinds[pid] = kind
+        return self._kinds[pid]
+
+    def add(self, run: str, before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> None:
+        kinds = self.totals.setdefault(run, {})
+        for pid, (kind, seconds) in after.items():
+            kinds[kind] = kinds.get(kind, 0.0) + seconds - before.get(pid, (kind, 0.0))[1]
+        self.runs[run] = self.runs.get(run, 0) + 1
+
+    def lines(self) -> list[str]:
+        """Per run name: mean CPU seconds per run, by kind of process."""
+        lines = []
+        for run, kinds in self.totals.items():
+            count = self.runs[run]
+            shown = ", ".join(f"{kind} {seconds / count:.2f}" for kind, seconds in kinds.items() if seconds > 0.005)
+            lines.append(f"  CPU per run, {run} (core-s): {shown or '-'} (total {sum(kinds.values()) / count:.2f})")
+        return lines
