@@ -20,6 +20,15 @@ Run::
     .venv/bin/python bench/spark_sink_vs_parquet.py                          # defaults, 5 repetitions
     .venv/bin/python bench/spark_sink_vs_parquet.py --workload 200000x32 --repetitions 3
 
+``--layout cluster`` (spark_bench_support.py): the sidecar on its own embedded driver with a UDP
+control channel, Spark ``local-cluster[2,1,1024]``, this process (the Spark driver, where the
+commit runs) on a standalone media driver of its own, executors' Python workers on embedded ones;
+the sink is given ``archive.controlChannel``, a UDP sink channel the archive records
+(``aeron:udp?endpoint=127.0.0.1:<free port>``, recorded REMOTE) and ``sink.stagingDir`` on a local
+directory; the read-back goes over UDP too. The Parquet writer runs in the same session.
+
+    .venv/bin/python bench/spark_sink_vs_parquet.py --layout cluster --repetitions 3
+
 MB/s counts payload bytes only (10^6 B). Every process started here is stopped by PID, also on
 failure.
 """

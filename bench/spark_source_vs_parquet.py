@@ -19,8 +19,17 @@ Run::
 Both sides are given two partitions at least (the source splits at term boundaries by
 ``maxBytesPerPartition``; Parquet by ``spark.sql.files.maxPartitionBytes`` over row groups), so
 both use the two cores of local[2]. The archive directory and the Parquet file live under the same
-work directory (page cache hot for both after writing). Every process started here is stopped by
-PID, also on failure.
+work directory (page cache hot for both after writing).
+
+``--layout cluster`` measures the same reads as a cluster deployment would run them
+(spark_bench_support.py): the sidecar listens on a UDP control channel, the messages are recorded
+as above over its local IPC control stream before Spark starts (that client is closed first),
+Spark runs ``local-cluster[2,1,1024]`` with this process on a standalone media driver of its own
+and each executor's Python worker on an embedded one, and the source is given
+``archive.controlChannel`` only, so every replay crosses UDP. The Parquet scan runs in the same
+session. Every process started here is stopped by PID, also on failure.
+
+    .venv/bin/python bench/spark_source_vs_parquet.py --layout cluster --repetitions 3
 """
 
 from __future__ import annotations
