@@ -380,14 +380,41 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+DRIVER_THREAD = ": media driver thread"
+
+
+def driver_thread_seconds(pid: int) -> float:
+    """CPU seconds of the Aeron C media driver's agent threads in ``pid`` (shared mode: one thread
+    named ``[conductor, sender, receiver]``, truncated by the kernel; dedicated: one per agent)."""
+    total = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", "rb") as stat:
+                head, _, rest = stat.read().rpartition(b")")
+        except OSError:
+            continue
+        name = head.partition(b"(")[2]
+        if name.startswith(b"[conductor") or name in (b"sender", b"receiver", b"conductor"):
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
 @dataclass
 class ProcessCpu:
     """CPU seconds per kind of process over each timed run, to say where a layout spends its time.
 
     ``named``: fixed processes (the sidecar, the Spark driver's media driver). Below the Spark
     driver JVM: executor JVMs (``CoarseGrainedExecutorBackend``) and Python workers, counted as
-    the driver's or the executors' by the nearest JVM above them. A process that exits between
-    two samples loses its last CPU time (Spark reuses its Python workers, so this is rare).
+    the driver's or the executors' by the nearest JVM above them (in local[2] every worker is
+    the driver JVM's). The share of the sidecar and of the Python workers spent in an embedded
+    media driver's thread (UDP send and receive, IPC log cleaning) is shown in parentheses. A
+    process that exits between two samples loses its last CPU time (Spark reuses its Python
+    workers, so this is rare).
     """
 
     named: dict[str, int]
@@ -396,14 +423,25 @@ class ProcessCpu:
     runs: dict[str, int] = field(default_factory=dict)
     _kinds: dict[int, str] = field(default_factory=dict)
 
-    def sample(self) -> dict[int, tuple[str, float]]:
+    def sample(self) -> dict[tuple[int, bool], tuple[str, float]]:
+        """(pid, driver thread only) -> (kind, CPU seconds)."""
         table = process_table()
-        sample = {pid: (name, table[pid][1]) for name, pid in self.named.items() if pid in table}
+        sample: dict[tuple[int, bool], tuple[str, float]] = {}
+
+        def add(pid: int, kind: str, split_driver: bool) -> None:
+            sample[(pid, False)] = (kind, table[pid][1])
+            if split_driver:
+                sample[(pid, True)] = (kind + DRIVER_THREAD, driver_thread_seconds(pid))
+
+        for name, pid in self.named.items():
+            if pid in table:
+                add(pid, name, name == "sidecar")
         if self.jvm_pid is None or self.jvm_pid not in table:
             return sample
-        sample[self.jvm_pid] = ("Spark driver JVM", table[self.jvm_pid][1])
+        add(self.jvm_pid, "Spark driver JVM", False)
         for pid in descendants(self.jvm_pid, table):
-            sample[pid] = (self._kind(pid, table), table[pid][1])
+            kind = self._kind(pid, table)
+            add(pid, kind, "Python" in kind)
         return sample
 
     def _kind(self, pid: int, table: dict[int, tuple[int, float]]) -> str:
@@ -421,10 +459,10 @@ class ProcessCpu:
             self._kinds[pid] = kind
         return self._kinds[pid]
 
-    def add(self, run: str, before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> None:
+    def add(self, run: str, before: dict, after: dict) -> None:
         kinds = self.totals.setdefault(run, {})
-        for pid, (kind, seconds) in after.items():
-            kinds[kind] = kinds.get(kind, 0.0) + seconds - before.get(pid, (kind, 0.0))[1]
+        for key, (kind, seconds) in after.items():
+            kinds[kind] = kinds.get(kind, 0.0) + seconds - before.get(key, (kind, 0.0))[1]
         self.runs[run] = self.runs.get(run, 0) + 1
 
     def lines(self) -> list[str]:
@@ -432,6 +470,13 @@ class ProcessCpu:
         lines = []
         for run, kinds in self.totals.items():
             count = self.runs[run]
-            shown = ", ".join(f"{kind} {seconds / count:.2f}" for kind, seconds in kinds.items() if seconds > 0.005)
-            lines.append(f"  CPU per run, {run} (core-s): {shown or '-'} (total {sum(kinds.values()) / count:.2f})")
+            shown = []
+            for kind, seconds in kinds.items():
+                if kind.endswith(DRIVER_THREAD) or seconds <= 0.005:
+                    continue
+                driver = kinds.get(kind + DRIVER_THREAD)
+                shown.append(f"{kind} {seconds / count:.2f}" + (f" (driver thread {driver / count:.2f})"
+                                                               if driver is not None else ""))
+            total = sum(seconds for kind, seconds in kinds.items() if not kind.endswith(DRIVER_THREAD))
+            lines.append(f"  CPU per run, {run} (core-s): {', '.join(shown) or '-'} (total {total / count:.2f})")
         return lines

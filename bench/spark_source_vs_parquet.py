@@ -70,15 +70,18 @@ STREAM_ID_BASE = 4001
 # --- data ---------------------------------------------------------------------------------------
 
 
-def record(archive, aeron, workload: Workload, data: np.ndarray, stream_id: int) -> tuple[int, int]:
-    """Records every payload on a fresh IPC stream; returns (recording id, stop position)."""
+def record(archive, aeron, workload: Workload, data: np.ndarray, stream_id: int,
+           mtu: int | None = None) -> tuple[int, int, int]:
+    """Records every payload on a fresh IPC stream (``mtu``: the channel's, else the driver's
+    default); returns (recording id, stop position, the recording's mtu: a replay's datagram size)."""
     from aeron_spark.archive.client.archive_client import SourceLocation
 
-    channel = f"aeron:ipc?term-length={TERM_LENGTH}"
+    channel = f"aeron:ipc?term-length={TERM_LENGTH}" + (f"|mtu={mtu}" if mtu else "")
     archive.start_recording(channel, stream_id, SourceLocation.LOCAL)
     publication = aeron.add_exclusive_publication(channel, stream_id)
     try:
-        recording_id = _await_recording(archive, publication)
+        descriptor = _await_recording(archive, publication)
+        recording_id = descriptor.recording_id
         raw = data.tobytes()
         size = workload.size
         offer = publication.offer
@@ -94,15 +97,15 @@ def record(archive, aeron, workload: Workload, data: np.ndarray, stream_id: int)
         publication.close()
     while archive.stop_position(recording_id) < 0:
         time.sleep(0.01)
-    return recording_id, position
+    return recording_id, position, descriptor.mtu_length
 
 
-def _await_recording(archive, publication, timeout_s: float = 30.0) -> int:
+def _await_recording(archive, publication, timeout_s: float = 30.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for descriptor in archive.list_recordings_for_uri(0, None, "aeron:ipc", publication.stream_id):
             if descriptor.session_id == publication.session_id:
-                return descriptor.recording_id
+                return descriptor
         time.sleep(0.01)
     raise RuntimeError(f"the archive did not start recording stream {publication.stream_id}")
 
@@ -147,7 +150,8 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_id:
     return {name: Timings(values) for name, values in seconds.items()}
 
 
-def record_all(aeron_dir: str, control_stream_id: int, workloads: list[Workload], work: Path) -> list[tuple]:
+def record_all(aeron_dir: str, control_stream_id: int, workloads: list[Workload], work: Path,
+               mtu: int | None) -> list[tuple]:
     """Records every workload over IPC on the archive's own driver (its IPC control stream) and
     writes its Parquet twin; the client is closed before Spark starts."""
     from aeron_spark.archive.client.archive_client import ArchiveClient
@@ -162,13 +166,13 @@ def record_all(aeron_dir: str, control_stream_id: int, workloads: list[Workload]
             for index, workload in enumerate(workloads):
                 data = payload_block(workload, seed=index)
                 started = time.perf_counter()
-                recording_id, stop = record(archive, aeron, workload, data, STREAM_ID_BASE + index)
+                recording_id, stop, recorded_mtu = record(archive, aeron, workload, data, STREAM_ID_BASE + index, mtu)
                 recorded_s = time.perf_counter() - started
                 parquet = work / f"payloads-{index}.parquet"
                 write_parquet(parquet, workload, data)
                 recordings.append((workload, recording_id, parquet))
                 print(f"recorded {workload.label}: recording {recording_id}, {stop:,} bytes in "
-                      f"{recorded_s:.1f} s; Parquet {parquet.stat().st_size:,} bytes", flush=True)
+                      f"{recorded_s:.1f} s, mtu {recorded_mtu}; Parquet {parquet.stat().st_size:,} bytes", flush=True)
         finally:
             archive.close()
     finally:
@@ -187,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the source's minPartitions (default 2: the cores of local[2], as Parquet's split size)")
     parser.add_argument("--parquet-max-partition-bytes", default="32m",
                         help="spark.sql.files.maxPartitionBytes for the Parquet scan")
+    parser.add_argument("--record-mtu", type=int,
+                        help="mtu of the recorded IPC channel (default: the driver's, 1408); a replay over UDP "
+                             "sends datagrams of up to this size")
     add_layout_argument(parser)
     args = parser.parse_args(argv)
     workloads = args.workload or [Workload(2_000_000, 32), Workload(500_000, 1024)]
@@ -209,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                     "--log-level", "WARNING"))
                 control_stream_id = 10
                 connection = {"archive.dir": str(sidecar.archive_dir)}
-            recordings = record_all(sidecar.aeron_dir, control_stream_id, workloads, work)
+            recordings = record_all(sidecar.aeron_dir, control_stream_id, workloads, work, args.record_mtu)
             hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
             stack.enter_context(spark_processes_stopped())
             spark = spark_for_layout("spark-source-vs-parquet", args.layout, hosts, **{
