@@ -234,6 +234,11 @@ def spark_for_layout(app_name: str, layout: str, hosts: ClusterHosts | None, **c
     progress(f"starting Spark {CLUSTER_MASTER} (driver on {hosts.driver_aeron_dir}, executors' AERON_DIR "
              f"{hosts.executor_aeron_dir} with no driver)")
     spark = local_spark(app_name, CLUSTER_MASTER, **{**config, **hosts.spark_config()})
+    # pyspark copies every spark.executorEnv.* into sc.environment, which register() ships with the
+    # data source to *every* Python worker, the driver-side ones (planning, the sink's commit)
+    # included: they would start embedded drivers too. Without it there, driver-side workers
+    # inherit the driver JVM's AERON_DIR and executors' workers their executor's.
+    spark.sparkContext.environment.pop("AERON_DIR", None)
     progress(f"Spark ready: driver JVM pid {spark_jvm_pid(spark)}")
     return spark
 
@@ -250,14 +255,16 @@ def spark_processes_stopped() -> Iterator[None]:
     caller's, inside this block); then the embedded-driver directories of those processes, which
     a worker ended without atexit leaves in /dev/shm.
 
-    A thread lists the processes below the JVM every 0.5 s: Spark ends workers and executors
-    itself, and their PIDs are needed afterwards for the directories.
+    A thread lists the processes below the JVM every 0.25 s (~1 ms each): Spark ends workers and
+    executors itself, and their PIDs are needed afterwards for the directories. A worker that
+    lives shorter than that can still leave one; the next embedded driver started on this
+    machine removes it (process_driver.remove_leftover_driver_dirs).
     """
     seen: dict[int, bytes] = {}  # pid -> its start time, so a reused PID is never signalled
     done = threading.Event()
 
     def watch() -> None:
-        while not done.wait(0.5):
+        while not done.wait(0.25):
             _record_spark_processes(seen)
 
     watcher = threading.Thread(target=watch, name="spark-process-watch", daemon=True)
@@ -458,6 +465,31 @@ class ProcessCpu:
                 kind = "other Spark processes"
             self._kinds[pid] = kind
         return self._kinds[pid]
+
+    def worker_layout(self) -> str:
+        """Which media driver each running Python worker uses: AERON_DIR in its environment, and
+        how many started an embedded driver (an ``aeron-spark-worker-<pid>-*`` directory)."""
+        from aeron_spark.driver_integration.media_driver import default_base_directory
+        from aeron_spark.driver_integration.process_driver import EMBEDDED_DIR_PREFIX
+
+        if self.jvm_pid is None:
+            return "no Spark JVM"
+        table = process_table()
+        found: dict[str, list[tuple[str | None, bool]]] = {}
+        for pid in descendants(self.jvm_pid, table):
+            kind = self._kind(pid, table)
+            if "Python" not in kind:
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as environ:
+                    variables = dict(item.partition(b"=")[::2] for item in environ.read().split(b"\0") if item)
+            except OSError:
+                continue
+            aeron_dir = variables.get(b"AERON_DIR")
+            embedded = any(Path(default_base_directory()).glob(f"{EMBEDDED_DIR_PREFIX}{pid}-*"))
+            found.setdefault(kind, []).append((aeron_dir.decode() if aeron_dir else None, embedded))
+        return "; ".join(f"{kind}: {len(entries)} running, AERON_DIR {sorted({str(d) for d, _ in entries})}, "
+                         f"{sum(e for _, e in entries)} with an embedded driver" for kind, entries in found.items())
 
     def add(self, run: str, before: dict, after: dict) -> None:
         kinds = self.totals.setdefault(run, {})

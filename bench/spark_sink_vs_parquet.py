@@ -116,6 +116,7 @@ def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str,
         if answer != expected:
             raise AssertionError(f"{name}: read back {answer}, the input is {expected}")
     progress(f"{workload.label}: both outputs read back equal to the input")
+    progress(f"{workload.label}: Python workers now: {cpu.worker_layout()}")
     seconds: dict[str, list[float]] = {name: [] for name in writers}
     for repetition in range(repetitions):
         order = list(writers.items())
@@ -150,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="COUNTxSIZE, repeatable (default: 1000000x32 and 300000x1024)")
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--work-dir", type=Path, help="where the archive, input and outputs go (default: a temp dir)")
+    parser.add_argument("--sink-mtu", help="the sink's sink.mtu (default: its default, 8192 on IPC, 1408 on UDP); "
+                                           "over UDP a datagram carries up to this many bytes")
     add_layout_argument(parser)
     args = parser.parse_args(argv)
     workloads = args.workload or [Workload(1_000_000, 32), Workload(300_000, 1024)]
@@ -178,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 read_options = {"archive.dir": str(sidecar.archive_dir)}
                 sink_options = {**read_options, "channel": "aeron:ipc"}
+            if args.sink_mtu:
+                sink_options["sink.mtu"] = args.sink_mtu
             hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
             stack.enter_context(spark_processes_stopped())
             spark = spark_for_layout("spark-sink-vs-parquet", args.layout, hosts, **{

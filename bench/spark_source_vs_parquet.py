@@ -137,6 +137,7 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_id:
             raise AssertionError(f"{name}: count/bytes {answer[:2]} != {expected}")
     if len(set(answers.values())) != 1:
         raise AssertionError(f"the reads disagree: {answers}")
+    progress(f"{workload.label}: Python workers now: {cpu.worker_layout()}")
     seconds: dict[str, list[float]] = {name: [] for name in scans}
     for repetition in range(repetitions):
         for name, scan in scans.items():  # alternating: noise hits all alike
