@@ -143,7 +143,11 @@ def add_layout_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def exit_on_sigterm() -> None:
-    """SIGTERM raises SystemExit, so the ``finally`` blocks stop what the benchmark started."""
+    """SIGTERM raises SystemExit, so the ``finally`` blocks stop what the benchmark started.
+
+    Python runs the handler in the main thread once it is back in Python code: while it waits in a
+    py4j call (a Spark action), that is when the action returns, seconds later.
+    """
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
 
@@ -287,6 +291,16 @@ def spark_processes_stopped() -> Iterator[None]:
         if jvm is not None:
             progress(f"Spark stopped: driver JVM pid {jvm.pid}; {len(seen)} processes ran below it, "
                      f"{len(still)} of them still running at the end and stopped here")
+
+
+def stop_session(spark) -> None:
+    """``spark.stop()``; a failure (a py4j call cut short by SIGTERM leaves the gateway unusable) is
+    reported, not raised, so the error that ended the run stays the one shown and
+    ``spark_processes_stopped`` still stops the processes by PID."""
+    try:
+        spark.stop()
+    except Exception as error:  # noqa: BLE001 - reported; the processes are stopped by PID next
+        progress(f"spark.stop() failed ({type(error).__name__}: {str(error)[:200]}); stopping Spark's processes by PID")
 
 
 def _record_spark_processes(seen: dict[int, bytes]) -> None:

@@ -62,6 +62,7 @@ from spark_bench_support import (
     spark_for_layout,
     spark_jvm_pid,
     spark_processes_stopped,
+    stop_session,
     write_parquet,
 )
 
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.enter_context(spark_processes_stopped())
             spark = spark_for_layout("spark-sink-vs-parquet", args.layout, hosts, **{
                 "spark.default.parallelism": "2", "spark.driver.memory": "3g"})
-            stack.callback(spark.stop)
+            stack.callback(stop_session, spark)
             named = {"sidecar": sidecar.pid}
             if hosts is not None:
                 named["Spark driver's media driver"] = hosts.driver_pid

@@ -60,6 +60,7 @@ from spark_bench_support import (
     spark_for_layout,
     spark_jvm_pid,
     spark_processes_stopped,
+    stop_session,
     write_parquet,
 )
 
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.enter_context(spark_processes_stopped())
             spark = spark_for_layout("spark-source-vs-parquet", args.layout, hosts, **{
                 "spark.sql.files.maxPartitionBytes": args.parquet_max_partition_bytes, "spark.driver.memory": "2g"})
-            stack.callback(spark.stop)
+            stack.callback(stop_session, spark)
             named = {"sidecar": sidecar.pid}
             if hosts is not None:
                 named["Spark driver's media driver"] = hosts.driver_pid
