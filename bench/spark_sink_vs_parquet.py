@@ -20,6 +20,15 @@ Run::
     .venv/bin/python bench/spark_sink_vs_parquet.py                          # defaults, 5 repetitions
     .venv/bin/python bench/spark_sink_vs_parquet.py --workload 200000x32 --repetitions 3
 
+``--layout cluster`` (spark_bench_support.py): the sidecar on its own embedded driver with a UDP
+control channel, Spark ``local-cluster[2,1,1024]``, this process (the Spark driver, where the
+commit runs) on a standalone media driver of its own, executors' Python workers on embedded ones;
+the sink is given ``archive.controlChannel``, a UDP sink channel the archive records
+(``aeron:udp?endpoint=127.0.0.1:<free port>``, recorded REMOTE) and ``sink.stagingDir`` on a local
+directory; the read-back goes over UDP too. The Parquet writer runs in the same session.
+
+    .venv/bin/python bench/spark_sink_vs_parquet.py --layout cluster --repetitions 3
+
 MB/s counts payload bytes only (10^6 B). Every process started here is stopped by PID, also on
 failure.
 """
@@ -27,6 +36,7 @@ failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -36,17 +46,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aeron_spark.archive.cli.sidecar_process import SidecarProcess
 from spark_bench_support import (
+    CLUSTER_MASTER,
+    ProcessCpu,
     Timings,
     Workload,
+    add_layout_argument,
+    cluster_hosts,
+    exit_on_sigterm,
     fingerprint,
-    local_spark,
+    loopback_udp_channel,
     payload_block,
+    progress,
+    running_sidecar,
+    spark_for_layout,
+    spark_jvm_pid,
+    spark_processes_stopped,
+    stop_session,
     write_parquet,
 )
 
 SINK_STREAM_ID_BASE = 5001
+SINK = "aeron-archive sink"
+PARQUET = "Parquet writer"
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -67,8 +89,8 @@ class Result:
     parquet: Timings
 
 
-def measure(spark, workload: Workload, input_path: Path, archive_dir: Path, out_dir: Path, stream_id: int,
-            repetitions: int) -> Result:
+def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str, str], read_options: dict[str, str],
+            out_dir: Path, stream_id: int, repetitions: int, cpu: ProcessCpu) -> Result:
     rows = spark.read.parquet(str(input_path)).repartition(2).cache()
     expected = fingerprint(rows)  # materializes the cache
     if tuple(expected[:2]) != (workload.count, workload.count * workload.size):
@@ -77,41 +99,49 @@ def measure(spark, workload: Workload, input_path: Path, archive_dir: Path, out_
     parquet_out = out_dir / f"parquet-{stream_id}"
 
     def sink_write() -> None:
-        (rows.write.format("aeron-archive").mode("append").option("archive.dir", str(archive_dir))
-         .option("channel", "aeron:ipc").option("streamId", str(stream_id)).option("sink.id", sink_id).save())
+        (rows.write.format("aeron-archive").mode("append").options(**sink_options)
+         .option("streamId", str(stream_id)).option("sink.id", sink_id).save())
 
     def parquet_write() -> None:
         rows.write.mode("overwrite").parquet(str(parquet_out))
 
-    writers: dict[str, Callable[[], None]] = {"aeron-archive sink": sink_write, "Parquet writer": parquet_write}
-    for write in writers.values():  # warm-up (workers, JIT), and the correctness check below
+    writers: dict[str, Callable[[], None]] = {SINK: sink_write, PARQUET: parquet_write}
+    for name, write in writers.items():  # warm-up (workers, JIT), and the correctness check below
+        started = time.perf_counter()
         write()
-    sink_rows = (spark.read.format("aeron-archive").option("archive.dir", str(archive_dir))
+        progress(f"{workload.label}: warm-up {name} {time.perf_counter() - started:.2f} s")
+    sink_rows = (spark.read.format("aeron-archive").options(**read_options)
                  .option("channel", f"alias=aeron-spark-sink:{sink_id}").option("streamId", str(stream_id)).load())
-    for name, written in (("aeron-archive sink", sink_rows), ("Parquet writer", spark.read.parquet(str(parquet_out)))):
+    for name, written in ((SINK, sink_rows), (PARQUET, spark.read.parquet(str(parquet_out)))):
         answer = fingerprint(written)
         if answer != expected:
             raise AssertionError(f"{name}: read back {answer}, the input is {expected}")
+    progress(f"{workload.label}: both outputs read back equal to the input")
+    progress(f"{workload.label}: Python workers now: {cpu.worker_layout()}")
     seconds: dict[str, list[float]] = {name: [] for name in writers}
     for repetition in range(repetitions):
         order = list(writers.items())
         if repetition % 2:
             order.reverse()  # alternate which goes first: load and page cache hit both alike
         for name, write in order:
+            before = cpu.sample()
             started = time.perf_counter()
             write()
             seconds[name].append(time.perf_counter() - started)
+            cpu.add(f"{workload.label}, {name}", before, cpu.sample())
+        progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
+                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
     rows.unpersist()
     shutil.rmtree(parquet_out, ignore_errors=True)
-    return Result(workload, Timings(seconds["aeron-archive sink"]), Timings(seconds["Parquet writer"]))
+    return Result(workload, Timings(seconds[SINK]), Timings(seconds[PARQUET]))
 
 
-def report(result: Result, repetitions: int) -> str:
+def report(result: Result, repetitions: int, master: str, layout: str) -> str:
     workload = result.workload
     return "\n".join([
-        f"\n{workload.label} ({repetitions} repetitions, local[2])",
-        result.sink.line("aeron-archive sink", workload),
-        result.parquet.line("Parquet writer", workload),
+        f"\n{workload.label} ({repetitions} repetitions, {master}, layout {layout})",
+        result.sink.line(SINK, workload),
+        result.parquet.line(PARQUET, workload),
         result.sink.ratio_line("sink", result.parquet, "Parquet"),
     ])
 
@@ -122,9 +152,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="COUNTxSIZE, repeatable (default: 1000000x32 and 300000x1024)")
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--work-dir", type=Path, help="where the archive, input and outputs go (default: a temp dir)")
+    parser.add_argument("--sink-mtu", help="the sink's sink.mtu (default: its default, 8192 on IPC, 1408 on UDP); "
+                                           "over UDP a datagram carries up to this many bytes")
+    add_layout_argument(parser)
     args = parser.parse_args(argv)
     workloads = args.workload or [Workload(1_000_000, 32), Workload(300_000, 1024)]
+    cluster = args.layout == "cluster"
+    master = CLUSTER_MASTER if cluster else "local[2]"
 
+    exit_on_sigterm()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     work = Path(tempfile.mkdtemp(prefix="spark-sink-bench-", dir=args.work_dir))
     try:
@@ -133,19 +169,38 @@ def main(argv: list[str] | None = None) -> int:
             path = work / f"input-{index}.parquet"
             write_input(path, workload, seed=index)
             inputs.append((workload, path))
-        with SidecarProcess.start(work / "archive", "--control-channel", "aeron:ipc", "--log-level", "WARNING",
-                                  "--segment-direct-io"):  # a sink's archive records large blocks
-            spark = local_spark("spark-sink-vs-parquet", **{
+        progress(f"wrote the inputs: {', '.join(workload.label for workload, _ in inputs)}")
+        with contextlib.ExitStack() as stack:
+            # --segment-direct-io: a sink's archive records large blocks
+            control = loopback_udp_channel() if cluster else "aeron:ipc"
+            sidecar = stack.enter_context(running_sidecar(
+                work / "archive", "--control-channel", control, "--log-level", "WARNING", "--segment-direct-io"))
+            if cluster:  # the Spark driver commits over UDP from its own driver; staging on a local directory
+                read_options = {"archive.controlChannel": sidecar.control_channel}
+                sink_options = {**read_options, "channel": loopback_udp_channel(),
+                                "sink.stagingDir": str(work / "staging")}
+            else:
+                read_options = {"archive.dir": str(sidecar.archive_dir)}
+                sink_options = {**read_options, "channel": "aeron:ipc"}
+            if args.sink_mtu:
+                sink_options["sink.mtu"] = args.sink_mtu
+            hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
+            stack.enter_context(spark_processes_stopped())
+            spark = spark_for_layout("spark-sink-vs-parquet", args.layout, hosts, **{
                 "spark.default.parallelism": "2", "spark.driver.memory": "3g"})
-            try:
-                from aeron_spark.connector import register
-                register(spark)
-                for index, (workload, path) in enumerate(inputs):
-                    result = measure(spark, workload, path, work / "archive", work, SINK_STREAM_ID_BASE + index,
-                                     args.repetitions)
-                    print(report(result, args.repetitions), flush=True)
-            finally:
-                spark.stop()
+            stack.callback(stop_session, spark)
+            named = {"sidecar": sidecar.pid}
+            if hosts is not None:
+                named["Spark driver's media driver"] = hosts.driver_pid
+            cpu = ProcessCpu(named, spark_jvm_pid(spark))
+            from aeron_spark.connector import register
+            register(spark)
+            for index, (workload, path) in enumerate(inputs):
+                progress(f"{workload.label}: sink options {sink_options}")
+                result = measure(spark, workload, path, sink_options, read_options, work,
+                                 SINK_STREAM_ID_BASE + index, args.repetitions, cpu)
+                print(report(result, args.repetitions, master, args.layout))
+                print("\n".join(line for line in cpu.lines() if workload.label in line), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -19,13 +19,23 @@ Run::
 Both sides are given two partitions at least (the source splits at term boundaries by
 ``maxBytesPerPartition``; Parquet by ``spark.sql.files.maxPartitionBytes`` over row groups), so
 both use the two cores of local[2]. The archive directory and the Parquet file live under the same
-work directory (page cache hot for both after writing). Every process started here is stopped by
-PID, also on failure.
+work directory (page cache hot for both after writing).
+
+``--layout cluster`` measures the same reads as a cluster deployment would run them
+(spark_bench_support.py): the sidecar listens on a UDP control channel, the messages are recorded
+as above over its local IPC control stream before Spark starts (that client is closed first),
+Spark runs ``local-cluster[2,1,1024]`` with this process on a standalone media driver of its own
+and each executor's Python worker on an embedded one, and the source is given
+``archive.controlChannel`` only, so every replay crosses UDP. The Parquet scan runs in the same
+session. Every process started here is stopped by PID, also on failure.
+
+    .venv/bin/python bench/spark_source_vs_parquet.py --layout cluster --repetitions 3
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -34,13 +44,23 @@ import time
 from pathlib import Path
 
 import numpy as np
-from aeron_spark.archive.cli.sidecar_process import SidecarProcess
 from spark_bench_support import (
+    CLUSTER_MASTER,
+    ProcessCpu,
     Timings,
     Workload,
+    add_layout_argument,
+    cluster_hosts,
+    exit_on_sigterm,
     fingerprint,
-    local_spark,
+    loopback_udp_channel,
     payload_block,
+    progress,
+    running_sidecar,
+    spark_for_layout,
+    spark_jvm_pid,
+    spark_processes_stopped,
+    stop_session,
     write_parquet,
 )
 
@@ -51,15 +71,18 @@ STREAM_ID_BASE = 4001
 # --- data ---------------------------------------------------------------------------------------
 
 
-def record(archive, aeron, workload: Workload, data: np.ndarray, stream_id: int) -> tuple[int, int]:
-    """Records every payload on a fresh IPC stream; returns (recording id, stop position)."""
+def record(archive, aeron, workload: Workload, data: np.ndarray, stream_id: int,
+           mtu: int | None = None) -> tuple[int, int, int]:
+    """Records every payload on a fresh IPC stream (``mtu``: the channel's, else the driver's
+    default); returns (recording id, stop position, the recording's mtu: a replay's datagram size)."""
     from aeron_spark.archive.client.archive_client import SourceLocation
 
-    channel = f"aeron:ipc?term-length={TERM_LENGTH}"
+    channel = f"aeron:ipc?term-length={TERM_LENGTH}" + (f"|mtu={mtu}" if mtu else "")
     archive.start_recording(channel, stream_id, SourceLocation.LOCAL)
     publication = aeron.add_exclusive_publication(channel, stream_id)
     try:
-        recording_id = _await_recording(archive, publication)
+        descriptor = _await_recording(archive, publication)
+        recording_id = descriptor.recording_id
         raw = data.tobytes()
         size = workload.size
         offer = publication.offer
@@ -75,15 +98,15 @@ def record(archive, aeron, workload: Workload, data: np.ndarray, stream_id: int)
         publication.close()
     while archive.stop_position(recording_id) < 0:
         time.sleep(0.01)
-    return recording_id, position
+    return recording_id, position, descriptor.mtu_length
 
 
-def _await_recording(archive, publication, timeout_s: float = 30.0) -> int:
+def _await_recording(archive, publication, timeout_s: float = 30.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for descriptor in archive.list_recordings_for_uri(0, None, "aeron:ipc", publication.stream_id):
             if descriptor.session_id == publication.session_id:
-                return descriptor.recording_id
+                return descriptor
         time.sleep(0.01)
     raise RuntimeError(f"the archive did not start recording stream {publication.stream_id}")
 
@@ -96,28 +119,67 @@ SOURCE_PAYLOAD = "source, payload only"
 PARQUET = "Parquet scan"
 
 
-def measure(spark, workload: Workload, archive_dir: Path, recording_id: int, parquet: Path,
-            repetitions: int, source_options: dict[str, str]) -> dict[str, Timings]:
+def measure(spark, workload: Workload, connection: dict[str, str], recording_id: int, parquet: Path,
+            repetitions: int, source_options: dict[str, str], cpu: ProcessCpu) -> dict[str, Timings]:
     """Alternates the three reads (the default schema, only the payload column, Parquet)."""
-    source = (spark.read.format("aeron-archive").option("archive.dir", str(archive_dir))
+    source = (spark.read.format("aeron-archive").options(**connection)
               .option("recordingIds", str(recording_id)).options(**source_options))
     scans = {SOURCE_ALL: lambda: fingerprint(source.load()),
              SOURCE_PAYLOAD: lambda: fingerprint(source.schema("payload binary not null").load()),
              PARQUET: lambda: fingerprint(spark.read.parquet(str(parquet)))}
-    answers = {name: scan() for name, scan in scans.items()}  # warm-up, and the correctness check
+    answers = {}
+    for name, scan in scans.items():  # warm-up, and the correctness check
+        started = time.perf_counter()
+        answers[name] = scan()
+        progress(f"{workload.label}: warm-up {name} {time.perf_counter() - started:.2f} s")
     expected = (workload.count, workload.count * workload.size)
     for name, answer in answers.items():
         if tuple(answer[:2]) != expected:
             raise AssertionError(f"{name}: count/bytes {answer[:2]} != {expected}")
     if len(set(answers.values())) != 1:
         raise AssertionError(f"the reads disagree: {answers}")
+    progress(f"{workload.label}: Python workers now: {cpu.worker_layout()}")
     seconds: dict[str, list[float]] = {name: [] for name in scans}
-    for _ in range(repetitions):
+    for repetition in range(repetitions):
         for name, scan in scans.items():  # alternating: noise hits all alike
+            before = cpu.sample()
             started = time.perf_counter()
             scan()
             seconds[name].append(time.perf_counter() - started)
+            cpu.add(f"{workload.label}, {name}", before, cpu.sample())
+        progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
+                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
     return {name: Timings(values) for name, values in seconds.items()}
+
+
+def record_all(aeron_dir: str, control_stream_id: int, workloads: list[Workload], work: Path,
+               mtu: int | None) -> list[tuple]:
+    """Records every workload over IPC on the archive's own driver (its IPC control stream) and
+    writes its Parquet twin; the client is closed before Spark starts."""
+    from aeron_spark.archive.client.archive_client import ArchiveClient
+    from aeron_spark.driver_integration import AeronClient
+
+    aeron = AeronClient(aeron_dir, client_name="spark-source-bench")
+    recordings = []
+    try:
+        archive = ArchiveClient.connect(control_channel="aeron:ipc", control_stream_id=control_stream_id,
+                                        response_channel="aeron:ipc", aeron=aeron)
+        try:
+            for index, workload in enumerate(workloads):
+                data = payload_block(workload, seed=index)
+                started = time.perf_counter()
+                recording_id, stop, recorded_mtu = record(archive, aeron, workload, data, STREAM_ID_BASE + index, mtu)
+                recorded_s = time.perf_counter() - started
+                parquet = work / f"payloads-{index}.parquet"
+                write_parquet(parquet, workload, data)
+                recordings.append((workload, recording_id, parquet))
+                print(f"recorded {workload.label}: recording {recording_id}, {stop:,} bytes in "
+                      f"{recorded_s:.1f} s, mtu {recorded_mtu}; Parquet {parquet.stat().st_size:,} bytes", flush=True)
+        finally:
+            archive.close()
+    finally:
+        aeron.close()
+    return recordings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,53 +193,56 @@ def main(argv: list[str] | None = None) -> int:
                         help="the source's minPartitions (default 2: the cores of local[2], as Parquet's split size)")
     parser.add_argument("--parquet-max-partition-bytes", default="32m",
                         help="spark.sql.files.maxPartitionBytes for the Parquet scan")
+    parser.add_argument("--record-mtu", type=int,
+                        help="mtu of the recorded IPC channel (default: the driver's, 1408); a replay over UDP "
+                             "sends datagrams of up to this size")
+    add_layout_argument(parser)
     args = parser.parse_args(argv)
     workloads = args.workload or [Workload(2_000_000, 32), Workload(500_000, 1024)]
+    cluster = args.layout == "cluster"
+    master = CLUSTER_MASTER if cluster else "local[2]"
 
+    exit_on_sigterm()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     work = Path(tempfile.mkdtemp(prefix="spark-source-bench-", dir=args.work_dir))
     try:
-        with SidecarProcess.start(work / "archive", "--control-channel", "aeron:ipc", "--control-stream-id", "10",
-                                  "--log-level", "WARNING") as running:
-            from aeron_spark.archive.client.archive_client import ArchiveClient
-            from aeron_spark.driver_integration import AeronClient
-
-            aeron = AeronClient(running.aeron_dir, client_name="spark-source-bench")
-            archive = ArchiveClient.connect(control_channel="aeron:ipc", response_channel="aeron:ipc", aeron=aeron)
-            recordings = []
-            try:
-                for index, workload in enumerate(workloads):
-                    data = payload_block(workload, seed=index)
-                    started = time.perf_counter()
-                    recording_id, stop = record(archive, aeron, workload, data, STREAM_ID_BASE + index)
-                    recorded_s = time.perf_counter() - started
-                    parquet = work / f"payloads-{index}.parquet"
-                    write_parquet(parquet, workload, data)
-                    recordings.append((workload, recording_id, parquet))
-                    print(f"recorded {workload.label}: recording {recording_id}, {stop:,} bytes in "
-                          f"{recorded_s:.1f} s; Parquet {parquet.stat().st_size:,} bytes", flush=True)
-            finally:
-                archive.close()
-                aeron.close()
-            spark = local_spark("spark-source-vs-parquet", **{
+        with contextlib.ExitStack() as stack:
+            if cluster:  # control over UDP for Spark; the benchmark records over the local (IPC) control stream
+                sidecar = stack.enter_context(running_sidecar(
+                    work / "archive", "--control-channel", loopback_udp_channel(), "--log-level", "WARNING"))
+                control_stream_id = int(sidecar.ready["localControlStreamId"])
+                connection = {"archive.controlChannel": sidecar.control_channel}
+            else:
+                sidecar = stack.enter_context(running_sidecar(
+                    work / "archive", "--control-channel", "aeron:ipc", "--control-stream-id", "10",
+                    "--log-level", "WARNING"))
+                control_stream_id = 10
+                connection = {"archive.dir": str(sidecar.archive_dir)}
+            recordings = record_all(sidecar.aeron_dir, control_stream_id, workloads, work, args.record_mtu)
+            hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
+            stack.enter_context(spark_processes_stopped())
+            spark = spark_for_layout("spark-source-vs-parquet", args.layout, hosts, **{
                 "spark.sql.files.maxPartitionBytes": args.parquet_max_partition_bytes, "spark.driver.memory": "2g"})
-            try:
-                from aeron_spark.connector import register
-                register(spark)
-                source_options = {"minPartitions": args.min_partitions}
-                if args.max_bytes_per_partition:
-                    source_options["maxBytesPerPartition"] = args.max_bytes_per_partition
-                for workload, recording_id, parquet in recordings:
-                    timings = measure(spark, workload, running.archive_dir, recording_id, parquet,
-                                      args.repetitions, source_options)
-                    print(f"\n{workload.label} ({args.repetitions} repetitions, local[2], source options "
-                          f"{source_options})")
-                    for name, timing in timings.items():
-                        print(timing.line(name, workload))
-                    for name in (SOURCE_ALL, SOURCE_PAYLOAD):
-                        print(timings[name].ratio_line(name, timings[PARQUET], "Parquet"), flush=True)
-            finally:
-                spark.stop()
+            stack.callback(stop_session, spark)
+            named = {"sidecar": sidecar.pid}
+            if hosts is not None:
+                named["Spark driver's media driver"] = hosts.driver_pid
+            cpu = ProcessCpu(named, spark_jvm_pid(spark))
+            from aeron_spark.connector import register
+            register(spark)
+            source_options = {"minPartitions": args.min_partitions}
+            if args.max_bytes_per_partition:
+                source_options["maxBytesPerPartition"] = args.max_bytes_per_partition
+            for workload, recording_id, parquet in recordings:
+                timings = measure(spark, workload, connection, recording_id, parquet, args.repetitions,
+                                  source_options, cpu)
+                print(f"\n{workload.label} ({args.repetitions} repetitions, {master}, layout {args.layout}, "
+                      f"source options {source_options})")
+                for name, timing in timings.items():
+                    print(timing.line(name, workload))
+                for name in (SOURCE_ALL, SOURCE_PAYLOAD):
+                    print(timings[name].ratio_line(name, timings[PARQUET], "Parquet"))
+                print("\n".join(line for line in cpu.lines() if workload.label in line), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
