@@ -127,6 +127,10 @@ class App:
             builder = builder.config(name, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
+        # pyspark copies spark.executorEnv.* into sc.environment and ships it with every Python
+        # command, to driver-side workers too: without this, planning and the sink's commit would run
+        # on the executors' AERON_DIR (embedded drivers) instead of this host's driver.
+        session.sparkContext.environment.pop("AERON_DIR", None)
         register(session)
         return session
 

@@ -88,6 +88,9 @@ def main(argv: list[str]) -> int:
         builder = builder.config("spark.executorEnv.AERON_DIR", args.executor_aeron_dir)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # spark.executorEnv.* reaches driver-side Python workers too (pyspark ships sc.environment):
+    # keep the commit on this host's driver (AERON_DIR of this process).
+    spark.sparkContext.environment.pop("AERON_DIR", None)
     register(spark)
     archive = ({"archive.controlChannel": args.control_channel} if args.control_channel
                else {"archive.dir": args.archive_dir})
