@@ -165,6 +165,14 @@ class App:
             if query.isActive:
                 query.stop()
 
+    def start_tailing(self, stream_id: int, name: str, **extra):
+        """A query reading the stream from its start every 200 ms into the memory table ``name``."""
+        checkpoint = self.checkpoint(name)
+        return (self.reader(stream_id, streaming=True, checkpointLocation=checkpoint, startingPositions="earliest",
+                            **extra)
+                .writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
+                .trigger(processingTime="200 milliseconds").start())
+
     def wait_rows(self, table: str, count: int, query) -> list:
         deadline = time.monotonic() + WAIT_S
         while True:
@@ -196,11 +204,7 @@ class App:
     def tail_live(self) -> str:
         stream_id = next(self.stream_ids)
         expected, publication, recording_id = self.recorder.record(stream_id, numbered_payloads(0, 50))
-        checkpoint = self.checkpoint("tail")
-        query = (self.reader(stream_id, streaming=True, checkpointLocation=checkpoint,
-                             startingPositions="earliest")
-                 .writeStream.format("memory").queryName("tail").option("checkpointLocation", checkpoint)
-                 .trigger(processingTime="200 milliseconds").start())
+        query = self.start_tailing(stream_id, "tail")
         try:
             self.wait_rows("tail", len(expected), query)
             batches_before = len(query.recentProgress)
@@ -217,11 +221,7 @@ class App:
     def discovery(self) -> str:
         stream_id = next(self.stream_ids)
         expected, _, _ = self.recorder.record(stream_id, numbered_payloads(0, 60))
-        checkpoint = self.checkpoint("discovery")
-        query = (self.reader(stream_id, streaming=True, checkpointLocation=checkpoint,
-                             startingPositions="earliest", discoveryIntervalMs="200")
-                 .writeStream.format("memory").queryName("discovery").option("checkpointLocation", checkpoint)
-                 .trigger(processingTime="200 milliseconds").start())
+        query = self.start_tailing(stream_id, "discovery", discoveryIntervalMs="200")
         try:
             self.wait_rows("discovery", len(expected), query)
             second = self.recorder.publication(stream_id)  # a new session: a new recording, mid-query
