@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import tempfile
 import time
 from collections.abc import Callable
@@ -59,6 +60,19 @@ def default_aeron_dir() -> str:
         user = os.environ.get("USER") or str(os.getuid())
     base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
     return os.path.join(base, f"aeron-{user}")
+
+
+def isolated_response_channel(channel: str) -> str:
+    """An IPC response channel narrowed to a session id of this client's own (as Aeron's clients
+    do): the archive creates its response publication on the channel as told, and this client
+    subscribes to that session only. Without it every IPC client on the driver holds an image of
+    every session's responses, and IPC flow control makes them all wait for the slowest one.
+    UDP channels (a port of their own) and channels naming a session id are returned unchanged."""
+    uri = ChannelUri.parse(channel)
+    if not uri.is_ipc or uri.get("session-id") is not None:
+        return channel
+    uri.set("session-id", str(secrets.randbits(32) - (1 << 31)))  # int32, unique per client in practice
+    return uri.build()
 
 
 def subscribe_resolved(aeron: AeronClient, channel: str, stream_id: int, timeout: float,
@@ -120,6 +134,7 @@ class AeronControlTransport:
         #: Where responses are received: the channel subscribed to (its host is the bind address).
         self.response_bind_channel = response_channel
         self.response_stream_id = response_stream_id
+        response_channel = isolated_response_channel(response_channel)
         self._subscription, self.response_channel = subscribe_resolved(
             aeron, response_channel, response_stream_id, timeout, response_host)
         try:
