@@ -84,6 +84,8 @@ def replay_hosts(connection: ArchiveConnection, client) -> tuple[str, str]:
 
 
 def default_response_channel(control_channel: str, bind_host: str) -> str:
+    """IPC when the control channel is IPC: the client adds a session-id of its own to it
+    (archive/client/transport.py ``isolated_response_channel``), so clients never share an image."""
     if control_channel.startswith("aeron:ipc"):
         return "aeron:ipc"
     return "aeron:udp?endpoint=" + (f"[{bind_host}]:0" if ":" in bind_host else f"{bind_host}:0")
@@ -109,12 +111,14 @@ def connect_client(connection: ArchiveConnection):
     # An explicit response channel is told as given (a port 0 resolved).
     response_channel = resolved.response_channel or default_response_channel(resolved.control_channel, bind)
     response_host = None if resolved.response_channel or response_channel.startswith("aeron:ipc") else advertised
+    # 0 is a valid stream id: only an unset one takes the default (and the error names the one used).
+    control_stream_id = DEFAULT_CONTROL_STREAM_ID if resolved.control_stream_id is None else resolved.control_stream_id
     # Imported late: executors may not need it.
     from aeron_spark.archive.client.archive_client import ArchiveClient
     try:
         return ArchiveClient.connect(
             control_channel=resolved.control_channel,
-            control_stream_id=resolved.control_stream_id or DEFAULT_CONTROL_STREAM_ID,
+            control_stream_id=control_stream_id,
             response_channel=response_channel,
             response_stream_id=resolved.response_stream_id,
             aeron_dir=aeron_dir,
@@ -126,6 +130,7 @@ def connect_client(connection: ArchiveConnection):
                 else f"archive.responseChannel={response_channel}")
         raise ArchiveUnavailable(
             f"cannot connect to the archive at option archive.controlChannel={resolved.control_channel} "
-            f"stream {resolved.control_stream_id or DEFAULT_CONTROL_STREAM_ID} from the media driver {aeron_dir} "
+            f"stream {control_stream_id} (archive.controlStreamId), responses on stream {resolved.response_stream_id} "
+            f"(archive.responseStreamId), from the media driver {aeron_dir} "
             f"of this process: {error}. The archive must reach this host's response endpoint over UDP at "
             f"{told}; check the control channel, the route between the hosts, and those options") from error

@@ -20,6 +20,10 @@ class OptionError(ValueError):
 
 
 DEFAULT_CONTROL_STREAM_ID = 10
+#: Wire ranges: stream ids are int32 in Aeron's frames and requests; recording ids and positions int64 >= 0.
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
 DEFAULT_RESPONSE_STREAM_ID = 20
 #: Replays to a client on the archive's own media driver; other clients get a UDP endpoint of
 #: their own (``archive_reading.ReplayChannels``).
@@ -85,9 +89,9 @@ def parse_connection(raw: dict[str, str]) -> ArchiveConnection:
     return ArchiveConnection(
         archive_dir=archive_dir,
         control_channel=control_channel,
-        control_stream_id=parse_int(raw, "archive.controlStreamId", 0) if "archive.controlStreamId" in raw else None,
+        control_stream_id=parse_stream_id(raw, "archive.controlStreamId", 0) if "archive.controlStreamId" in raw else None,
         response_channel=response_channel,
-        response_stream_id=parse_int(raw, "archive.responseStreamId", DEFAULT_RESPONSE_STREAM_ID),
+        response_stream_id=parse_stream_id(raw, "archive.responseStreamId", DEFAULT_RESPONSE_STREAM_ID),
         aeron_dir=raw.get("aeron.dir"),
         timeout_ms=parse_int(raw, "archive.timeoutMs", 10_000, minimum=1),
         driver_mode=parse_choice(raw, "aeron.driver", DRIVER_MODES, "auto"),
@@ -102,7 +106,7 @@ def parse_replay(raw: dict[str, str]) -> ReplaySettings:
         check_channel("replay.channel", channel)
     return ReplaySettings(
         channel=channel,
-        stream_id=parse_int(raw, "replay.streamId", DEFAULT_REPLAY_STREAM_ID),
+        stream_id=parse_stream_id(raw, "replay.streamId", DEFAULT_REPLAY_STREAM_ID),
         idle_timeout_ms=parse_int(raw, "replay.idleTimeoutMs", 30_000, minimum=1),
     )
 
@@ -140,17 +144,34 @@ def parse_host(raw: dict[str, str], name: str, *, wildcard_allowed: bool) -> str
     return host
 
 
-def parse_int(raw: dict[str, str], name: str, default: int, *, minimum: int | None = None) -> int:
+def parse_int(raw: dict[str, str], name: str, default: int, *, minimum: int | None = None,
+              maximum: int = INT64_MAX) -> int:
     text = raw.get(name)
     if text is None:
         return default
     if not re.fullmatch(r"-?\d+", text):
         raise OptionError(f"option {name}={text!r} is not an integer")
     value = int(text)
-    if not -(1 << 31) <= value < (1 << 63):
-        raise OptionError(f"option {name}={value} is out of range")
+    if not INT32_MIN <= value <= maximum:
+        raise OptionError(f"option {name}={value} is out of range; accepted: {INT32_MIN}..{maximum}")
     if minimum is not None and value < minimum:
         raise OptionError(f"option {name}={value} must be >= {minimum}")
+    return value
+
+
+def parse_stream_id(raw: dict[str, str], name: str, default: int) -> int:
+    """A stream id: an int32 on the wire, so rejected here (naming the option) rather than failing
+    later in an encoder or the driver."""
+    text = raw.get(name)
+    if text is None:
+        return default
+    if not re.fullmatch(r"-?\d+", text):
+        raise OptionError(f"option {name}={text!r} is not an integer; accepted: a stream id, an int32 "
+                          f"({INT32_MIN}..{INT32_MAX})")
+    value = int(text)
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise OptionError(f"option {name}={value} is out of range for a stream id; accepted: an int32 "
+                          f"({INT32_MIN}..{INT32_MAX})")
     return value
 
 

@@ -25,6 +25,7 @@ from aeron_spark.connector.options import (
     ReplaySettings,
     parse_connection,
     parse_int,
+    parse_stream_id,
     parse_optional,
     parse_replay,
     parse_size,
@@ -133,7 +134,7 @@ class SinkOptions:
             raise OptionError("the aeron-archive sink needs channel (aeron:ipc or aeron:udp?endpoint=host:port) "
                               "and streamId: the sink recording is addressed by them")
         _check_sink_channel(channel)
-        stream_id = parse_int(raw, "streamId", 0)
+        stream_id = parse_stream_id(raw, "streamId", 0)
         connection = parse_connection(raw)
         sink_id = raw.get("sink.id")
         if sink_id is not None:

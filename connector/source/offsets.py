@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from aeron_spark.driver_integration.frame import FRAME_ALIGNMENT
+from aeron_spark.connector.options import INT64_MAX
 
 # Kafka-style per-recording markers accepted in startingPositions / endingPositions JSON.
 EARLIEST = -2
@@ -110,8 +111,8 @@ def _parse_recording_id(key: object, what: str) -> int:
     except ValueError:
         raise OffsetFormatError(
             f"{what}: key {key!r} is not a recording id (a non-negative integer)") from None
-    if recording_id < 0:
-        raise OffsetFormatError(f"{what}: recording id {recording_id} must be >= 0")
+    if not 0 <= recording_id <= INT64_MAX:  # an int64 in every request
+        raise OffsetFormatError(f"{what}: recording id {recording_id} is out of range: must be >= 0 and <= {INT64_MAX}")
     return recording_id
 
 
@@ -124,6 +125,9 @@ def _parse_position(value: object, recording_id: int, what: str, *, markers_allo
     if value < 0:
         accepted = "a position >= 0, -2 (earliest) or -1 (latest)" if markers_allowed else "a position >= 0"
         raise OffsetFormatError(f"{what}: position {value} of recording {recording_id} is not {accepted}")
+    if value > INT64_MAX:
+        raise OffsetFormatError(f"{what}: position {value} of recording {recording_id} is out of range; "
+                                f"accepted: at most {INT64_MAX}")
     if not is_frame_aligned(value):
         raise OffsetFormatError(
             f"{what}: position {value} of recording {recording_id} is not a frame boundary "

@@ -23,6 +23,7 @@ from aeron_spark.connector.options import (
     DRIVER_MODES,
     DEFAULT_REPLAY_STREAM_ID,
     DEFAULT_RESPONSE_STREAM_ID,
+    INT64_MAX,
     SPARK_SUPPLIED_OPTIONS,
     ArchiveConnection,
     OptionError,
@@ -31,6 +32,7 @@ from aeron_spark.connector.options import (
     parse_connection,
     parse_duration_ms,
     parse_int,
+    parse_stream_id,
     parse_optional,
     parse_replay,
     parse_size,
@@ -248,7 +250,7 @@ def validate_common(options: Mapping[str, str]) -> None:
         parse_bool(raw, name, False)
     for name in ("maxBytesPerTrigger", "minBytesPerTrigger", "maxBytesPerPartition"):
         parse_optional(raw, name, parse_size)
-    parse_int(raw, "replay.streamId", 0)
+    parse_stream_id(raw, "replay.streamId", 0)
     parse_int(raw, "replay.idleTimeoutMs", 1, minimum=1)
     parse_int(raw, "discoveryIntervalMs", 0, minimum=0)
     parse_duration_ms(raw, "maxTriggerDelay", 0)
@@ -312,11 +314,11 @@ def _parse_selection(raw: dict[str, str]) -> tuple[tuple[int, ...] | None, str |
         raise OptionError("option channel needs streamId too (an int)")
     if channel is None:
         raise OptionError("option streamId needs channel too (a channel fragment; \"\" matches every channel)")
-    return None, channel, parse_int(raw, "streamId", 0)
+    return None, channel, parse_stream_id(raw, "streamId", 0)
 
 
 def _parse_recording_ids(text: str) -> tuple[int, ...]:
-    accepted = "a comma list or JSON list of recording ids >= 0, e.g. 1,2 or [1,2]"
+    accepted = f"a comma list or JSON list of recording ids 0..{INT64_MAX}, e.g. 1,2 or [1,2]"
     if text.startswith("["):
         try:
             items = json.loads(text)
@@ -332,6 +334,8 @@ def _parse_recording_ids(text: str) -> tuple[int, ...]:
             isinstance(item, str) and re.fullmatch(r"\d+", item) is not None)
         if not is_id:
             raise OptionError(f"option recordingIds={text!r}: {item!r} is not a recording id; accepted: {accepted}")
+        if int(item) > INT64_MAX:  # an int64 in every request
+            raise OptionError(f"option recordingIds: {item} is out of range; accepted: {accepted}")
         ids.append(int(item))
     if not ids:
         raise OptionError(f"option recordingIds is empty; accepted: {accepted}")
