@@ -147,6 +147,11 @@ class ClientArchiveAccess:
     def archive_id(self) -> int:
         return self._client.archive_id
 
+    @property
+    def is_connected(self) -> bool:
+        """False once the archive has closed this session (see connection_cache)."""
+        return bool(getattr(self._client, "is_connected", True))
+
     def describe(self, recording_id: int) -> RecordingDescriptor | None:
         return self._client.list_recording(recording_id)
 

@@ -1,5 +1,10 @@
 """Per-process cache of archive connections: Spark reuses its Python workers across tasks and
-commits, so each worker keeps one connection per key instead of connecting every time."""
+commits, so each worker keeps one connection per key instead of connecting every time.
+
+A worker may sit idle for long; meanwhile the archive may close the session (an idle timeout,
+a restart). A cached connection is checked before it is handed out again (``is_connected``,
+when it has one) and a closed one is replaced by a fresh connection, so the next task does not
+fail on it."""
 
 from __future__ import annotations
 
@@ -23,7 +28,11 @@ class ConnectionCache(Generic[Key, Connection]):
         with self._lock:
             connection = self._connections.get(key)
             if connection is not None:
-                return connection, True
+                if _still_connected(connection):
+                    return connection, True
+                del self._connections[key]
+                with contextlib.suppress(Exception):
+                    connection.close()
             connection = self._opener(key)
             self._connections[key] = connection
             return connection, False
@@ -35,3 +44,11 @@ class ConnectionCache(Generic[Key, Connection]):
         if connection is not None:
             with contextlib.suppress(Exception):
                 connection.close()
+
+
+def _still_connected(connection: object) -> bool:
+    """Connections without ``is_connected`` (test fakes) are taken as connected."""
+    try:
+        return bool(getattr(connection, "is_connected", True))
+    except Exception:  # noqa: BLE001 - a connection that cannot even say is not usable
+        return False

@@ -272,6 +272,27 @@ class ArchiveClient:
         counters this client allocates (see ``archive_driver``)."""
         return shares_archive_driver(self.control_channel, self.archive_id, self.aeron.counters_reader)
 
+    @property
+    def is_connected(self) -> bool:
+        """Whether the session still looks usable: open, its request publication connected and the
+        archive's response publication to this client still there (reads what has arrived). False once the archive has
+        closed the session (idle timeout, restart): a cached client should be replaced then."""
+        if self._closed:
+            return False
+        while self._poll_once() > 0:  # read what waits (pings, signals): an ended image shows only then
+            pass
+        return self._transport.is_request_connected and self._transport.is_response_connected
+
+    def keep_alive(self) -> None:
+        """Sends a KeepAliveRequest (it has no answer): the request that resets an archive's
+        session idle timeout without doing anything. Aeron 1.15.x has none; nothing is sent then."""
+        self._require_open()
+        if self._legacy:
+            return
+        correlation_id = self._transport.next_correlation_id()
+        self._send(codecs.KeepAliveRequest(self.control_session_id, correlation_id),
+                   "KeepAliveRequest", correlation_id)
+
     # ------------------------------------------------------------------------------ handshake
     def _handshake(self, credentials: bytes | None, on_challenge: ChallengeCallback | None) -> None:
         transport = self._transport

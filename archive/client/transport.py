@@ -175,7 +175,11 @@ class AeronControlTransport:
 
     @property
     def is_response_connected(self) -> bool:
-        return not self._subscription.is_closed and self._subscription.is_connected
+        """An image of the archive's response publication that has not ended: once the archive
+        closes the session, the image reaches end of stream when read to its end (it may linger)."""
+        if self._subscription.is_closed or not self._subscription.is_connected:
+            return False
+        return not all(image.is_end_of_stream for image in self._subscription.images)
 
     def next_correlation_id(self) -> int:
         return self.aeron.next_correlation_id()

@@ -72,6 +72,11 @@ class ClientSinkArchive:
         self._access = ClientArchiveAccess(client)
         self.options = options
 
+    @property
+    def is_connected(self) -> bool:
+        """False once the archive has closed this session (see connection_cache)."""
+        return self._access.is_connected
+
     def find_sink_recordings(self, sink_id: str, stream_id: int) -> list[RecordingDescriptor]:
         return self._client.list_recordings_for_uri(0, None, f"alias={sink_alias(sink_id)}", stream_id)
 
