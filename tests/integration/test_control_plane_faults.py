@@ -14,6 +14,7 @@ from aeron_spark.driver_integration.client import AeronClient
 
 from tests.support.raw_archive_client import RawArchiveClient
 from tests.support.sidecar import Sidecar
+from tests.support.sidecar_streams import ipc_archive, payloads, record_ipc
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -76,3 +77,22 @@ def test_an_answer_too_long_for_the_response_publication_is_truncated_and_wedges
               and m.code == ControlResponseCode.ERROR]
     assert len(errors) == 20
     assert not any("Traceback" in line for line in sidecar.stderr_lines), sidecar.log_tail()
+
+
+def test_a_replay_stopped_while_it_starts_is_answered_exactly_once(sidecar, aeron):
+    with ipc_archive(aeron) as archive:
+        recording_id, published, _ = record_ipc(archive, payloads(20, seed=3))
+    client = connected(aeron, sidecar, "ipc", 34)
+    replays, stops = [], []
+    for index in range(20):
+        replays.append(client.request(lambda s, c: codecs.ReplayRequest(
+            s, c, recording_id, 0, published.end, 3001 + index, 0, 0, "aeron:ipc")))
+        stops.append(client.request(lambda s, c: codecs.StopAllReplaysRequest(s, c, recording_id)))
+        answer = client.await_response(replays[-1])
+        assert answer.code in (ControlResponseCode.OK, ControlResponseCode.ERROR)
+        if answer.code == ControlResponseCode.ERROR:
+            assert "stopped before it started" in answer.error_message, answer
+        assert client.await_response(stops[-1]).code == ControlResponseCode.OK
+    # exactly once: nothing more arrives for any of those requests
+    late = [m for m in client.drain(1.0) if getattr(m, "correlation_id", None) in (*replays, *stops)]
+    assert late == []
