@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from aeron_spark.archive import codecs
 from aeron_spark.archive.client.archive_location import read_archive_location
-from aeron_spark.archive.codecs import ControlResponseCode, SourceLocation
+from aeron_spark.archive.codecs import ArchiveErrorCode, ControlResponseCode, SourceLocation
 from aeron_spark.driver_integration.client import AeronClient
 
 from tests.support.raw_archive_client import RawArchiveClient
@@ -96,3 +96,42 @@ def test_a_replay_stopped_while_it_starts_is_answered_exactly_once(sidecar, aero
     # exactly once: nothing more arrives for any of those requests
     late = [m for m in client.drain(1.0) if getattr(m, "correlation_id", None) in (*replays, *stops)]
     assert late == []
+
+
+LOCAL = SourceLocation.LOCAL
+REQUESTS_WITH_A_RECORDING_ID = {
+    "Replay": lambda s, c, r: codecs.ReplayRequest(s, c, r, 0, 64, 3999, 0, 0, "aeron:ipc"),
+    "BoundedReplay": lambda s, c, r: codecs.BoundedReplayRequest(s, c, r, 0, 64, 0, 3999, 0, 0, "aeron:ipc"),
+    "ExtendRecording": lambda s, c, r: codecs.ExtendRecordingRequest(s, c, r, 1001, LOCAL, "aeron:ipc"),
+    "ExtendRecording2": lambda s, c, r: codecs.ExtendRecordingRequest2(s, c, r, 1001, LOCAL, 0, "aeron:ipc"),
+    "StopRecordingByIdentity": lambda s, c, r: codecs.StopRecordingByIdentityRequest(s, c, r),
+    "RecordingPosition": lambda s, c, r: codecs.RecordingPositionRequest(s, c, r),
+    "StopPosition": lambda s, c, r: codecs.StopPositionRequest(s, c, r),
+    "StartPosition": lambda s, c, r: codecs.StartPositionRequest(s, c, r),
+    "MaxRecordedPosition": lambda s, c, r: codecs.MaxRecordedPositionRequest(s, c, r),
+    "TruncateRecording": lambda s, c, r: codecs.TruncateRecordingRequest(s, c, r, 0),
+    "PurgeRecording": lambda s, c, r: codecs.PurgeRecordingRequest(s, c, r),
+    "DetachSegments": lambda s, c, r: codecs.DetachSegmentsRequest(s, c, r, 0),
+    "DeleteDetachedSegments": lambda s, c, r: codecs.DeleteDetachedSegmentsRequest(s, c, r),
+    "PurgeSegments": lambda s, c, r: codecs.PurgeSegmentsRequest(s, c, r, 0),
+    "AttachSegments": lambda s, c, r: codecs.AttachSegmentsRequest(s, c, r),
+}
+BAD_RECORDING_IDS = [2**62, 2**63 - 1, -5, -(2**63), 1_000_000]
+
+
+def test_recording_ids_the_catalog_cannot_hold_get_unknown_recording(sidecar, aeron):
+    with ipc_archive(aeron) as archive:
+        record_ipc(archive, payloads(5, seed=4))  # recording 0 exists; the ids below do not
+    client = connected(aeron, sidecar, "udp", 35)
+    for name, factory in REQUESTS_WITH_A_RECORDING_ID.items():
+        for recording_id in BAD_RECORDING_IDS:
+            answer = client.call(lambda s, c: factory(s, c, recording_id))
+            assert (answer.code, answer.relevant_id) == (ControlResponseCode.ERROR, ArchiveErrorCode.UNKNOWN_RECORDING), \
+                (name, recording_id, answer)
+            assert str(recording_id) in answer.error_message
+    for recording_id in BAD_RECORDING_IDS:  # Aeron answers ListRecording with RECORDING_UNKNOWN
+        answer = client.call(lambda s, c: codecs.ListRecordingRequest(s, c, recording_id))
+        assert answer.code == ControlResponseCode.RECORDING_UNKNOWN, (recording_id, answer)
+    assert client.call(lambda s, c: codecs.ArchiveIdRequest(s, c)).code == ControlResponseCode.OK
+    assert not any("Traceback" in line or "OverflowError" in line for line in sidecar.stderr_lines), \
+        sidecar.log_tail()
