@@ -150,17 +150,28 @@ class ArchiveConductor:
     # ------------------------------------------------------------------ duty cycle
 
     def do_work(self) -> int:
+        # Each step is guarded on its own: a failure in one (already contained per session and per
+        # event inside) must not skip the later ones, above all the mark file's activity update,
+        # without which the archive looks dead to clients that find it by its directory.
+        work = self._step(self._drain_events)
+        work += self._step(self.demuxer.poll)
         now = self._clock()
-        work = self._drain_events()
-        work += self.demuxer.poll()
-        now = self._clock()
-        work += self.demuxer.service_sessions(now)
-        work += self.events.flush_progress_events()
+        work += self._step(lambda: self.demuxer.service_sessions(now))
+        work += self._step(self.events.flush_progress_events)
         if self.mark_file is not None and now >= self._mark_deadline_ms:
             self._mark_deadline_ms = now + MARK_FILE_UPDATE_INTERVAL_MS
-            self.mark_file.update_activity(now)
-            work += 1
+            work += self._step(lambda: self.mark_file.update_activity(now) or 1)
         return work
+
+    def _step(self, step: Callable[[], int]) -> int:
+        try:
+            return step()
+        except Exception as error:  # noqa: BLE001 - see do_work
+            self.demuxer.count_error(error)
+            self.demuxer.failures.failed(("conductor step", type(error).__name__),
+                                         "archive conductor: duty cycle step failed: %s: %s",
+                                         type(error).__name__, error, exc_info=True)
+            return 1
 
     def _drain_events(self) -> int:
         work = 0
@@ -171,9 +182,11 @@ class ArchiveConductor:
             try:
                 handlers[type(event)](event)
             except Exception as error:  # noqa: BLE001 - one bad event must not stop the conductor
-                log.exception("archive conductor: handling %s failed", type(event).__name__)
-                if self.error_handler is not None:
-                    self.error_handler(error)
+                self.demuxer.count_error(error)
+                self.demuxer.failures.failed(("event", type(event).__name__, type(error).__name__),
+                                             "archive conductor: handling %s failed: %s: %s",
+                                             type(event).__name__, type(error).__name__, error,
+                                             exc_info=True)
             work += 1
         return work
 

@@ -17,6 +17,12 @@ Bad input never ends the process: an undecodable or unknown request is answered 
 response when its controlSessionId names a session (or the request Image has one), otherwise
 logged; a handler's `ArchiveRequestError` becomes an ERROR with its code, any other exception an
 ERROR GENERIC to that request (and goes to the error handler: the mark file's error log).
+Repeated failures of one kind are logged once with a count (`failure_log.FailureLog`).
+
+One session cannot stop the others: whatever fails while a session is served (an offer or an
+encoding raising, an answer longer than the response publication's max message) closes that
+session with one logged reason and is counted (``error_count`` and the error handler); the other
+sessions and the rest of the conductor's duty cycle go on.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.service.conductor_events import ControlImageUnavailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession, SessionState
+from aeron_spark.archive.service.failure_log import FailureLog
 from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError
 from aeron_spark.archive.storage.catalog import UnknownRecordingError
 from aeron_spark.driver_integration import channel_uri
@@ -62,6 +69,8 @@ class ControlDemuxer:
         self.authenticator = authenticator
         self._handlers = handlers
         self._clock = clock
+        self.failures = FailureLog(log)
+        self.error_count = 0  # failures caught while serving sessions or handling requests
         self._next_session_id = random.randrange(0, 1 << 31)
         self._sessions: dict[int, ControlSession] = {}
         self._session_publications: dict[int, Any] = {}
@@ -89,8 +98,22 @@ class ControlDemuxer:
 
     def _fragment_handler(self, index: int) -> Callable[[memoryview, Any], None]:
         def on_message(payload: memoryview, header: Any) -> None:
-            self.on_control_message(bytes(payload), (index, header.session_id))
+            try:
+                self.on_control_message(bytes(payload), (index, header.session_id))
+            except Exception as error:  # noqa: BLE001 - one request must not stop the poll
+                self.count_error(error)
+                self.failures.failed(("request", type(error).__name__),
+                                     "control request on image %s failed: %s: %s",
+                                     (index, header.session_id), type(error).__name__, error, exc_info=True)
         return on_message
+
+    def count_error(self, error: BaseException) -> None:
+        self.error_count += 1
+        if self.error_handler is not None:
+            try:
+                self.error_handler(error)
+            except Exception:  # noqa: BLE001 - the handler must not stop the duty cycle either
+                log.warning("the error handler failed", exc_info=True)
 
     def on_control_message(self, data: bytes, image_key: Any) -> None:
         """One request as received on a control Image (``image_key`` names that Image)."""
@@ -134,9 +157,10 @@ class ControlDemuxer:
         except UnknownRecordingError as error:
             session.send_error(correlation_id, str(error), ArchiveErrorCode.UNKNOWN_RECORDING)
         except Exception as error:  # noqa: BLE001 - the session and the process carry on
-            log.exception("%s (correlationId=%d) failed", type(message).__name__, correlation_id)
-            if self.error_handler is not None:
-                self.error_handler(error)
+            self.count_error(error)
+            self.failures.failed((type(message).__name__, type(error).__name__),
+                                 "%s (correlationId=%d) failed: %s: %s", type(message).__name__,
+                                 correlation_id, type(error).__name__, error, exc_info=True)
             session.send_error(correlation_id, f"{type(message).__name__} failed: "
                                                f"{type(error).__name__}: {error}")
 
@@ -145,7 +169,8 @@ class ControlDemuxer:
         if session is None or session.request_image_key != image_key:
             session = self._latest_session_on(image_key)
         if session is None:
-            log.warning("undecodable control request with no session to answer: %s", error)
+            self.failures.failed(("undecodable", type(error).__name__),
+                                 "undecodable control request with no session to answer: %s", error)
             return
         if isinstance(error, UnknownTemplateError):
             what = f"unknown request templateId={error.template_id}"
@@ -153,7 +178,8 @@ class ControlDemuxer:
             what = "not an archive control message"
         else:
             what = "malformed request"
-        log.warning("control session %d: %s: %s", session.control_session_id, what, error)
+        self.failures.failed(("undecodable", type(error).__name__, session.control_session_id),
+                             "control session %d: %s: %s", session.control_session_id, what, error)
         # Without a readable correlationId the ERROR carries -1: no request waits for it, but the
         # client's log shows why its bytes were refused.
         correlation_id = NULL_VALUE if error.correlation_id is None else error.correlation_id
@@ -168,7 +194,7 @@ class ControlDemuxer:
         if session is not None and correlation_id is not None and session.accept_request(now):
             session.send_error(correlation_id, text)
         else:
-            log.warning("%s", text)
+            self.failures.failed(("unexpected", type(message).__name__), "%s", text)
 
     def _answer_unknown_session(self, message: Any, image_key: Any, now: int) -> None:
         text = (f"unknown controlSessionId={message.control_session_id} in "
@@ -178,7 +204,8 @@ class ControlDemuxer:
         if session is not None and correlation_id is not None and session.accept_request(now):
             session.send_error(correlation_id, text)
         else:
-            log.warning("%s; dropped (no session on this request image to tell)", text)
+            self.failures.failed(("unknown session", type(message).__name__),
+                                 "%s; dropped (no session on this request image to tell)", text)
 
     def _latest_session_on(self, image_key: Any) -> ControlSession | None:
         found = None
@@ -231,11 +258,21 @@ class ControlDemuxer:
     def service_sessions(self, now: int) -> int:
         work = 0
         for session in list(self._sessions.values()):
-            work += self._service_session(session, now)
+            try:
+                work += self._service_session(session, now)
+            except Exception as error:  # noqa: BLE001 - this session ends, the others go on
+                self._fail_session(session, error)
+                work += 1
         return work
+
+    def _fail_session(self, session: ControlSession, error: BaseException) -> None:
+        self.count_error(error)
+        session.abort(f"serving the session failed: {type(error).__name__}: {error}")
+        self._close_session(session)
 
     def _service_session(self, session: ControlSession, now: int) -> int:
         publication = self._session_publications[session.control_session_id]
+        max_length = getattr(publication, "max_message_length", None)
         work = session.tick(now, is_connected(publication))
         listing = session.active_listing
         if listing is not None and session.state is SessionState.ACTIVE \
@@ -243,7 +280,11 @@ class ControlDemuxer:
             work += listing.do_work()
 
         def offer(message: Any) -> int:
-            return publication.offer(codecs.encode(message))
+            data = codecs.encode(message)
+            if max_length is not None and len(data) > max_length:
+                raise ValueError(f"{type(message).__name__} of {len(data)} bytes exceeds the response "
+                                 f"publication's max message length {max_length}")
+            return publication.offer(data)
 
         if session.outbox_length:
             work += session.drain(offer, now)

@@ -70,6 +70,11 @@ RESPONSE_NOT_CONNECTED = "control response publication is not connected"
 REQUEST_IMAGE_UNAVAILABLE = "control request publication image unavailable"
 AUTHENTICATION_REJECTED = "authentication rejected"
 
+#: An ERROR's text is cut to this many characters: with the response header it stays far below the
+#: 8 KiB max message of the 64 KiB-term response publication (texts may quote client input).
+MAX_ERROR_MESSAGE_LENGTH = 2048
+TRUNCATED_MARKER = "...[truncated]"
+
 _BACK_PRESSURED = OfferResult.BACK_PRESSURED
 _ADMIN_ACTION = OfferResult.ADMIN_ACTION
 
@@ -86,6 +91,15 @@ class SessionState(Enum):
     ACTIVE = "ACTIVE"
     REJECTED = "REJECTED"
     DONE = "DONE"
+
+
+def bounded_text(text: str, max_length: int = MAX_ERROR_MESSAGE_LENGTH) -> str:
+    """``text`` as US-ASCII (the codec's charset for error texts; others escaped), cut to
+    ``max_length`` characters ending in `TRUNCATED_MARKER` when it is longer."""
+    text = text.encode("ascii", "backslashreplace").decode("ascii")
+    if len(text) <= max_length:
+        return text
+    return text[:max_length - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
 
 
 def invalid_version_message(client_version: int) -> str | None:
@@ -321,7 +335,7 @@ class ControlSession:
                   correlation_id: int | None = None) -> ControlResponse:
         return ControlResponse(
             self.control_session_id, self.correlation_id if correlation_id is None else correlation_id,
-            relevant_id, code, PROTOCOL_SEMANTIC_VERSION, message)
+            relevant_id, code, PROTOCOL_SEMANTIC_VERSION, bounded_text(message))
 
     # ------------------------------------------------------------------ outbox
 

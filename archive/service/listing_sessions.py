@@ -23,7 +23,7 @@ from aeron_spark.archive.codecs import ArchiveErrorCode, BooleanType
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_requests import RecordingRequests
-from aeron_spark.archive.service.request_errors import ArchiveRequestError
+from aeron_spark.archive.service.request_errors import ArchiveRequestError, in_catalog_range
 from aeron_spark.archive.storage.catalog import Catalog
 
 LISTING_BATCH = 64  # descriptors scanned per session per duty cycle, as Aeron
@@ -89,7 +89,8 @@ class ListingRequests:
 
     def list_recording(self, session: ControlSession, message: Any) -> None:
         _no_listing_in_progress(session)
-        descriptor = self.catalog.descriptor(message.recording_id) if message.recording_id >= 0 else None
+        descriptor = (self.catalog.descriptor(message.recording_id)
+                      if in_catalog_range(self.catalog, message.recording_id) else None)
         if descriptor is None:
             session.send_recording_unknown(message.correlation_id, message.recording_id)
         else:

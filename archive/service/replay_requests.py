@@ -7,6 +7,9 @@ exclusive publication that starts at the replay position with the recording's in
 term length and mtu, and handed to the `Replayer`. The OK carries the replaySessionId
 ``(replayId << 32) | publication sessionId`` and is sent when the replayer reports the replay
 ready (the start checked against the segment files); the replay's ERROR, if any, when it ends.
+A replay that ends before it was ready (stopped by StopReplay/StopAllReplays while starting, or
+failing) is answered then with its ERROR, or ERROR GENERIC "replay ... stopped before it started":
+every replay request gets exactly one OK or ERROR (`_unanswered`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class ReplayRequests:
         self.counters_reader = counters_reader
         self.listener = listener
         self._replays: dict[int, int] = {}  # replaySessionId -> recordingId
+        self._unanswered: set[int] = set()  # replaySessionIds whose request has no answer yet
         self._replay_id = 0
 
     def has_replays(self, recording_id: int) -> bool:
@@ -105,6 +109,7 @@ class ReplayRequests:
             close_quietly(publication)
             raise
         self._replays[replay_session_id] = message.recording_id
+        self._unanswered.add(replay_session_id)
         self.replayer.add_session(replay)
         log.info("replay %d of recording %d from %d length %d on %s stream %d",
                  replay_session_id, message.recording_id, plan.replay_position, plan.replay_length,
@@ -122,13 +127,22 @@ class ReplayRequests:
     # ------------------------------------------------------------------ the replayer's reports
 
     def on_replay_ready(self, replay: ReplaySession) -> None:
-        control: ControlSession = replay.owner
-        control.send_ok(replay.correlation_id, replay.replay_session_id)
+        if replay.replay_session_id in self._unanswered:
+            self._unanswered.discard(replay.replay_session_id)
+            control: ControlSession = replay.owner
+            control.send_ok(replay.correlation_id, replay.replay_session_id)
 
     def on_replay_ended(self, replay: ReplaySession) -> None:
         self._replays.pop(replay.replay_session_id, None)
+        control: ControlSession = replay.owner
         if replay.error is not None:
-            control: ControlSession = replay.owner
+            # after an OK this is the replay's asynchronous error (as Aeron's), else its answer
+            self._unanswered.discard(replay.replay_session_id)
             control.send_error(replay.correlation_id, replay.error.message, replay.error.code)
+        elif replay.replay_session_id in self._unanswered:
+            self._unanswered.discard(replay.replay_session_id)
+            control.send_error(replay.correlation_id,
+                               f"replay {replay.replay_session_id} of recording {replay.recording_id} "
+                               f"stopped before it started: {replay.end_reason or 'aborted'}")
         log.info("replay %d of recording %d ended: %s", replay.replay_session_id,
                  replay.recording_id, replay.end_reason or "done")

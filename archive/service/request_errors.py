@@ -22,9 +22,15 @@ class ArchiveRequestError(Exception):
         self.code = int(code)
 
 
+def in_catalog_range(catalog: Catalog, recording_id: int) -> bool:
+    """Whether ``recording_id`` can name a catalog entry at all: a client's id past the catalog
+    (up to 2^63-1 on the wire) must not reach the file read (its offset overflows ``pread``)."""
+    return 0 <= recording_id < catalog.next_recording_id
+
+
 def known_recording(catalog: Catalog, recording_id: int) -> RecordingDescriptor:
     """The recording's descriptor, or ERROR UNKNOWN_RECORDING."""
-    descriptor = catalog.descriptor(recording_id) if recording_id >= 0 else None
+    descriptor = catalog.descriptor(recording_id) if in_catalog_range(catalog, recording_id) else None
     if descriptor is None:
         raise ArchiveRequestError(ArchiveErrorCode.UNKNOWN_RECORDING,
                                   f"unknown recording id: {recording_id}")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from aeron_spark.archive.service.counters import IoCounters, IoStats
+from aeron_spark.archive.service.failure_log import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class SessionAgent[S: Session]:
         self._counters = counters
         self.error_handler = error_handler  # also told of a failing session (after the log)
         self.io_stats = IoStats()
+        self.failures = FailureLog(log)  # a session failing every cycle is logged once per 10 s
         self._incoming: collections.deque[S] = collections.deque()  # thread-safe appends
         self._commands: collections.deque[tuple[str, int]] = collections.deque()
         self._sessions: list[S] = []
@@ -91,7 +93,9 @@ class SessionAgent[S: Session]:
             try:
                 work += session.do_work()
             except Exception as error:  # a listener failure must not stop the other sessions
-                log.exception("%s: duty cycle failed", self._describe(session))
+                self.failures.failed((self._describe(session), type(error).__name__),
+                                     "%s: duty cycle failed: %s: %s", self._describe(session),
+                                     type(error).__name__, error, level=logging.ERROR, exc_info=True)
                 if self.error_handler is not None:
                     self.error_handler(error)
             if session.is_done:
