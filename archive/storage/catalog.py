@@ -610,6 +610,8 @@ def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0
             recovery.apply_recovery(report, file_sync=file_sync)
             catalog.recording_stopped(d.recording_id, report.stop_position, now)
             reports.append(report)
+        for repair in recovery.repair_archive(catalog, directory, file_sync=file_sync):
+            log.warning("%s: maintenance interrupted by a crash repaired: %s", directory, repair)
         report = ArchiveOpenReport(created, tuple(catalog.problems), tuple(reports),
                                    tuple(_orphan_segment_files(directory, catalog)))
     except BaseException:

@@ -32,6 +32,7 @@ from pathlib import Path
 from aeron_spark.archive.storage.direct_io import (
     PageAppender, disable_direct_io, enable_direct_io, is_unsupported_direct_write)
 from aeron_spark.archive.storage.checksum import FrameChecksum, stamp_checksums
+from aeron_spark.archive.storage.fault_injection import fault_point
 from aeron_spark.driver_integration.frame import (
     FRAME_ALIGNMENT, FRAME_LENGTH_OFFSET, HDR_TYPE_PAD, HEADER_LENGTH, TERM_OFFSET_OFFSET, TYPE_OFFSET,
     aligned_frame_length)
@@ -116,10 +117,18 @@ def list_segment_files(archive_dir: str | os.PathLike, recording_id: int) -> lis
     return sorted(found)
 
 
-def _delete_segment(path: Path) -> None:
-    # Rename first as Aeron does: a crash between the two steps leaves a recognisable ".del" file.
+def stage_delete(path: Path) -> Path:
+    """Renames a segment to ``<name>.del``: the intent to delete it, which restart repair
+    (`recovery.repair_archive`) either completes or undoes (if the catalog still needs the file)."""
     deleted = path.with_name(path.name + DELETE_SUFFIX)
     os.replace(path, deleted)
+    return deleted
+
+
+def _delete_segment(path: Path) -> None:
+    # Rename first as Aeron does: a crash between the two steps leaves a recognisable ".del" file.
+    deleted = stage_delete(path)
+    fault_point("segment-renamed")
     os.unlink(deleted)
 
 
@@ -150,6 +159,7 @@ def truncate_segment_file(path: str | os.PathLike, offset: int, segment_length: 
     fd = os.open(path, os.O_RDWR)
     try:
         os.ftruncate(fd, offset)
+        fault_point("truncate-cut")  # a short file here is extended again by restart repair
         os.ftruncate(fd, segment_length)
         if file_sync:
             os.fsync(fd) if file_sync == 2 else os.fdatasync(fd)
