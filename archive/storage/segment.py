@@ -167,6 +167,21 @@ def truncate_segment_file(path: str | os.PathLike, offset: int, segment_length: 
         os.close(fd)
 
 
+def is_storage_space_error(error: BaseException) -> bool:
+    """Whether an exception means the file system is full (Aeron answers STORAGE_SPACE)."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def low_storage_space(archive_dir: str | os.PathLike, threshold: int) -> str | None:
+    """Aeron's low-storage-space check before a recording starts: why not, if the archive's file
+    system has ``threshold`` bytes (one segment file) or fewer left, else None."""
+    stats = os.statvfs(archive_dir)
+    usable = stats.f_bavail * stats.f_frsize
+    if usable <= threshold:
+        return f"low storage space: {usable} <= {threshold} bytes usable in {archive_dir}"
+    return None
+
+
 def _sync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
