@@ -175,7 +175,10 @@ def is_storage_space_error(error: BaseException) -> bool:
 def low_storage_space(archive_dir: str | os.PathLike, threshold: int) -> str | None:
     """Aeron's low-storage-space check before a recording starts: why not, if the archive's file
     system has ``threshold`` bytes (one segment file) or fewer left, else None."""
-    stats = os.statvfs(archive_dir)
+    try:
+        stats = os.statvfs(archive_dir)
+    except OSError:
+        return None  # cannot tell: the writes themselves will say
     usable = stats.f_bavail * stats.f_frsize
     if usable <= threshold:
         return f"low storage space: {usable} <= {threshold} bytes usable in {archive_dir}"
