@@ -233,10 +233,18 @@ def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output, 
         failed = True
     entries = ([require_entry(catalog, args.recording_id)] if args.recording_id is not None
                else list(catalog.entries()))
+    if fix:  # finish or undo maintenance a crash interrupted, as the archive does when it starts
+        for repair in recovery.repair_archive(catalog, args.dir):
+            output.line(f"repaired: {repair}")
     for entry in entries:
         d = entry.descriptor
-        result = maintenance.verify_recording(args.dir, d, checksum=checksum_function)
         state = "" if entry.valid else " (invalid)"
+        if not entry.valid and not maintenance.segment_files(args.dir, d.recording_id):
+            output.line(f"recording {d.recording_id}{state}: purged, no segment files")
+            continue
+        result = maintenance.verify_recording(args.dir, d, checksum=checksum_function)
+        for note in result.notes:
+            output.line(f"recording {d.recording_id}{state}: note: {note}")
         if result.ok:
             output.line(f"recording {d.recording_id}{state}: OK, {result.frames} frames in "
                         f"{result.segments} segments, positions [{d.start_position}, {result.data_end})")

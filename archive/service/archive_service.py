@@ -248,6 +248,8 @@ def recover_active_recordings(catalog: Catalog, archive_dir: Path, *, checksum: 
         level = logging.INFO if report.is_clean else logging.WARNING
         log.log(level, "crash recovery: %s", report.describe())
         reports.append(report)
+    for repair in recovery.repair_archive(catalog, archive_dir, file_sync=file_sync):  # interrupted maintenance
+        log.warning("crash recovery: %s", repair)
     return reports
 
 

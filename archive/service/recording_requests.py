@@ -173,6 +173,11 @@ class RecordingRequests:
             raise ArchiveRequestError(
                 ArchiveErrorCode.MAX_RECORDINGS,
                 f"max concurrent recordings reached {self.settings.max_concurrent_recordings}")
+        from aeron_spark.archive.storage.segment import low_storage_space
+
+        low = low_storage_space(self.settings.archive_dir, self.settings.segment_file_length)
+        if low is not None:  # refused before OK, as Aeron: no recording that cannot be written
+            raise ArchiveRequestError(ArchiveErrorCode.STORAGE_SPACE, low)
 
     def _add_recording_subscription(self, session: ControlSession, message: Any, *, auto_stop: bool,
                                     extend_recording_id: int | None) -> RecordingSubscription:
@@ -224,12 +229,16 @@ class RecordingRequests:
 
         segment_length = recording_segment_length(self.settings.segment_file_length,
                                                   image.term_buffer_length)
-        recording_id = self.catalog.add_recording(
-            start_position=image.join_position, initial_term_id=image.initial_term_id,
-            segment_file_length=segment_length, term_buffer_length=image.term_buffer_length,
-            mtu_length=image.mtu_length, session_id=image.session_id, stream_id=entry.stream_id,
-            stripped_channel=entry.stripped_channel, original_channel=entry.channel,
-            source_identity=image.source_identity)
+        try:
+            recording_id = self.catalog.add_recording(
+                start_position=image.join_position, initial_term_id=image.initial_term_id,
+                segment_file_length=segment_length, term_buffer_length=image.term_buffer_length,
+                mtu_length=image.mtu_length, session_id=image.session_id, stream_id=entry.stream_id,
+                stripped_channel=entry.stripped_channel, original_channel=entry.channel,
+                source_identity=image.source_identity)
+        except OSError as error:  # the client was answered OK: it must hear of the failure
+            self._refuse_image(entry, error)
+            return
         descriptor = self.catalog.descriptor(recording_id)
         settings = self.settings
 
@@ -241,6 +250,18 @@ class RecordingRequests:
         self._launch_recording(entry, image, descriptor, writer_factory, extension=False)
         control.send_signal(entry.correlation_id, recording_id, entry.subscription_id,
                             image.join_position, RecordingSignal.START)
+
+    def _refuse_image(self, entry: RecordingSubscription, error: OSError) -> None:
+        """A recording that could not be created (catalog write failed): ERROR to its client
+        (STORAGE_SPACE when the disk is full); an autoStop subscription with nothing to record closes."""
+        from aeron_spark.archive.storage.segment import is_storage_space_error
+
+        code = ArchiveErrorCode.STORAGE_SPACE if is_storage_space_error(error) else ArchiveErrorCode.GENERIC
+        message = f"recording not created for subscriptionId={entry.subscription_id}: catalog write failed: {error}"
+        log.error("%s", message)
+        entry.control_session.send_error(entry.correlation_id, message, code)
+        if entry.auto_stop and not entry.recordings:
+            self._close_recording_subscription(entry)
 
     def _start_extension(self, entry: RecordingSubscription, image: Any) -> None:
         recording_id = entry.extend_recording_id

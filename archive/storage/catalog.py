@@ -374,9 +374,18 @@ class Catalog:
             offset = _slot_offset(recording_id)
             # The body goes first and the length last: a slot with length 0 is empty, so a crash
             # in between leaves no half-written entry.
-            os.pwrite(self._fd, body, offset + DESCRIPTOR_HEADER_LENGTH)
-            os.pwrite(self._fd, _DESCRIPTOR_HEADER.pack(len(body), 1), offset)
-            self._sync()
+            try:
+                os.pwrite(self._fd, body, offset + DESCRIPTOR_HEADER_LENGTH)
+                os.pwrite(self._fd, _DESCRIPTOR_HEADER.pack(len(body), 1), offset)
+                self._sync()
+            except OSError:
+                # ENOSPC or EIO: leave the slot empty so that no entry exists that the caller was
+                # told failed (best effort: if even this write fails, the header never got written).
+                try:
+                    os.pwrite(self._fd, _DESCRIPTOR_HEADER.pack(0, 0), offset)
+                except OSError:
+                    pass
+                raise
             self._next_recording_id = recording_id + 1
             self._valid_count += 1
             return recording_id
@@ -610,6 +619,8 @@ def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0
             recovery.apply_recovery(report, file_sync=file_sync)
             catalog.recording_stopped(d.recording_id, report.stop_position, now)
             reports.append(report)
+        for repair in recovery.repair_archive(catalog, directory, file_sync=file_sync):
+            log.warning("%s: maintenance interrupted by a crash repaired: %s", directory, repair)
         report = ArchiveOpenReport(created, tuple(catalog.problems), tuple(reports),
                                    tuple(_orphan_segment_files(directory, catalog)))
     except BaseException:

@@ -32,6 +32,7 @@ from pathlib import Path
 from aeron_spark.archive.storage.direct_io import (
     PageAppender, disable_direct_io, enable_direct_io, is_unsupported_direct_write)
 from aeron_spark.archive.storage.checksum import FrameChecksum, stamp_checksums
+from aeron_spark.archive.storage.fault_injection import fault_point
 from aeron_spark.driver_integration.frame import (
     FRAME_ALIGNMENT, FRAME_LENGTH_OFFSET, HDR_TYPE_PAD, HEADER_LENGTH, TERM_OFFSET_OFFSET, TYPE_OFFSET,
     aligned_frame_length)
@@ -116,10 +117,18 @@ def list_segment_files(archive_dir: str | os.PathLike, recording_id: int) -> lis
     return sorted(found)
 
 
-def _delete_segment(path: Path) -> None:
-    # Rename first as Aeron does: a crash between the two steps leaves a recognisable ".del" file.
+def stage_delete(path: Path) -> Path:
+    """Renames a segment to ``<name>.del``: the intent to delete it, which restart repair
+    (`recovery.repair_archive`) either completes or undoes (if the catalog still needs the file)."""
     deleted = path.with_name(path.name + DELETE_SUFFIX)
     os.replace(path, deleted)
+    return deleted
+
+
+def _delete_segment(path: Path) -> None:
+    # Rename first as Aeron does: a crash between the two steps leaves a recognisable ".del" file.
+    deleted = stage_delete(path)
+    fault_point("segment-renamed")
     os.unlink(deleted)
 
 
@@ -150,11 +159,30 @@ def truncate_segment_file(path: str | os.PathLike, offset: int, segment_length: 
     fd = os.open(path, os.O_RDWR)
     try:
         os.ftruncate(fd, offset)
+        fault_point("truncate-cut")  # a short file here is extended again by restart repair
         os.ftruncate(fd, segment_length)
         if file_sync:
             os.fsync(fd) if file_sync == 2 else os.fdatasync(fd)
     finally:
         os.close(fd)
+
+
+def is_storage_space_error(error: BaseException) -> bool:
+    """Whether an exception means the file system is full (Aeron answers STORAGE_SPACE)."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def low_storage_space(archive_dir: str | os.PathLike, threshold: int) -> str | None:
+    """Aeron's low-storage-space check before a recording starts: why not, if the archive's file
+    system has ``threshold`` bytes (one segment file) or fewer left, else None."""
+    try:
+        stats = os.statvfs(archive_dir)
+    except OSError:
+        return None  # cannot tell: the writes themselves will say
+    usable = stats.f_bavail * stats.f_frsize
+    if usable <= threshold:
+        return f"low storage space: {usable} <= {threshold} bytes usable in {archive_dir}"
+    return None
 
 
 def _sync_directory(directory: Path) -> None:
