@@ -19,7 +19,7 @@ driver-side commit worker inherits it. Lines printed (stdout, flushed), for the 
                                                       sha256 over (reserved_value LE i64, len LE i32,
                                                       payload) of every row in position order
 
-The test kills this process's group with SIGKILL (it is started as a new session).
+The test kills this process's whole tree with SIGKILL, by PID (tests/support/process_tree.py).
 """
 
 from __future__ import annotations

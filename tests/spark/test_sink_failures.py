@@ -32,7 +32,7 @@ its driver while a commit is paused before its marker; the restart ends with eve
 
 An aborted batch leaving nothing visible is covered by
 ``test_sink_exactly_once.py::test_an_aborted_batch_leaves_nothing_visible`` and not repeated here.
-Every process started here (sidecars, query process groups) is stopped by PID in ``finally``.
+Every process started here (sidecars, query process trees) is stopped by PID in ``finally``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -64,6 +63,7 @@ from aeron_spark.connector.commit_markers import (
     sink_id_of_channel,
 )
 
+from tests.support.process_tree import kill_tree
 from tests.support.s3_server import running_s3_server
 from tests.support.sidecar import Sidecar
 from tests.spark.source_fixtures import Recorded, RecordingArchive, numbered_payloads
@@ -130,12 +130,10 @@ class QueryProcess:
         return code
 
     def kill(self) -> None:
-        """SIGKILL the whole group (driver Python, its JVM, the Python workers) by its id, and reap it."""
+        """SIGKILL the query's whole process tree (driver Python, its JVM, the worker daemon and its
+        Python workers, which pyspark puts in a process group of their own), by PID, and reap it."""
         if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_tree(self.process.pid)
         self.process.wait(30)
         self._reader.join(10)
 
