@@ -10,7 +10,9 @@ level after the first one: a fuzz that closes its sessions leaves nothing behind
 100,000 messages by default (~30-60 s here). A longer run:
 ``AERON_FUZZ_MESSAGES=1000000 ./run-tests tests/integration/test_control_protocol_fuzz.py``
 (``AERON_FUZZ_SEED`` varies the seed, ``AERON_FUZZ_ROUNDS`` the number of rounds; the messages are
-spread over the rounds). The real Java 1.15.1 client after a fuzz: tests/interop/test_java_client_after_fuzz.py.
+spread over the rounds, ``AERON_FUZZ_SESSIONS`` the sessions per round; ``AERON_FUZZ_DUMP_LOG=<file>``
+writes the sidecar's log there; ``AERON_ARCHIVE_TRACEMALLOC=1`` prints the sidecar's Python allocation
+growth per round).
 """
 
 from __future__ import annotations
@@ -96,6 +98,11 @@ def test_a_control_protocol_fuzz_leaves_the_sidecar_serving_with_bounded_memory(
         print(f"sidecar RssAnon: {before} KiB before, after each round {memory} KiB")
         assert memory[-1] <= memory[0] + MEMORY_MARGIN_KB, (before, memory)
         tracebacks = sum("Traceback" in line for line in sidecar.stderr_lines)
-        print(f"{len(sidecar.stderr_lines)} log lines, {tracebacks} tracebacks")
+        lines = sidecar.stderr_lines
+        logged_with_a_traceback = sorted({lines[i - 1].split(": ", 1)[-1][:120] for i, line in enumerate(lines)
+                                          if line.startswith("Traceback") and i > 0})
+        if os.environ.get("AERON_FUZZ_DUMP_LOG"):
+            open(os.environ["AERON_FUZZ_DUMP_LOG"], "w").write("\n".join(lines))
+        print(f"{len(lines)} log lines, {tracebacks} tracebacks, after:", *logged_with_a_traceback[:30], sep="\n  ")
     finally:
         aeron.close()
