@@ -149,10 +149,28 @@ def ready_line(service: ArchiveService) -> str:
             f"events={o.recording_events_channel or 'off'} eventsStreamId={o.recording_events_stream_id}")
 
 
+def _memory_debug_hook() -> None:
+    """``AERON_ARCHIVE_TRACEMALLOC=1``: trace Python allocations; each SIGUSR2 logs the 15 sites
+    that grew most since the previous SIGUSR2 (a debugging aid for memory growth, off by default)."""
+    if os.environ.get("AERON_ARCHIVE_TRACEMALLOC") != "1":
+        return
+    import tracemalloc
+    tracemalloc.start(8)
+    last = [tracemalloc.take_snapshot()]
+
+    def dump(*_: object) -> None:
+        snapshot = tracemalloc.take_snapshot()
+        for stat in snapshot.compare_to(last[0], "traceback")[:15]:
+            log.warning("tracemalloc: %s\n%s", stat, "\n".join(stat.traceback.format()))
+        last[0] = snapshot
+    signal.signal(signal.SIGUSR2, dump)
+
+
 def run(args: argparse.Namespace, output: Output) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     options = options_from_args(args)
+    _memory_debug_hook()
     stop = threading.Event()
     previous = {}
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,108 @@
+"""A control-protocol fuzz of a real sidecar (docs/reliability.md, "Control plane").
+
+Several rounds of sessions (over UDP and IPC) connect, send a seeded mix of bad messages
+(tests/support/control_fuzz.py: random bytes, bad headers, huge var-data lengths, bad channels,
+foreign and random session ids, random correlation ids, out-of-range ids) in bulk and close.
+After the fuzz the sidecar process is alive, a new client connects, records and replays
+byte-exactly, and the sidecar's anonymous memory (RssAnon) after the last round is back near its
+level after the first one: a fuzz that closes its sessions leaves nothing behind.
+
+100,000 messages by default (~30-60 s here). A longer run:
+``AERON_FUZZ_MESSAGES=1000000 ./run-tests tests/integration/test_control_protocol_fuzz.py``
+(``AERON_FUZZ_SEED`` varies the seed, ``AERON_FUZZ_ROUNDS`` the number of rounds; the messages are
+spread over the rounds, ``AERON_FUZZ_SESSIONS`` the sessions per round; ``AERON_FUZZ_DUMP_LOG=<file>``
+writes the sidecar's log there; ``AERON_ARCHIVE_TRACEMALLOC=1`` prints the sidecar's Python allocation
+growth per round).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+import pytest
+from aeron_spark.driver_integration.client import AeronClient
+
+from tests.support.control_fuzz import FuzzMix, cpu_seconds, fuzz_session, rss_anon_kb
+from tests.support.ports import udp_channel
+from tests.support.sidecar import Sidecar
+from tests.support.sidecar_streams import drain_until, expected, ipc_archive, payloads, record_ipc
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+MESSAGES = int(os.environ.get("AERON_FUZZ_MESSAGES", "100000"))
+SEED = int(os.environ.get("AERON_FUZZ_SEED", "13"))
+ROUNDS = int(os.environ.get("AERON_FUZZ_ROUNDS", "5"))
+SESSIONS_PER_ROUND = int(os.environ.get("AERON_FUZZ_SESSIONS", "4"))
+MEMORY_MARGIN_KB = 8 * 1024
+SETTLE_S = 3.0  # for the closed sessions' publications to go
+
+
+def fuzz_rounds(sidecar: Sidecar, aeron: AeronClient) -> tuple[list[int], int]:
+    rng = random.Random(SEED)
+    per_session = max(1, MESSAGES // (ROUNDS * SESSIONS_PER_ROUND))
+    other_sessions: list[int] = []
+    mix = FuzzMix()
+    memory: list[int] = []
+    sent = 0
+    for round_index in range(ROUNDS):
+        started, cpu = time.monotonic(), cpu_seconds(sidecar.pid)
+        responses = 0
+        for index in range(SESSIONS_PER_ROUND):
+            on_ipc = index % 2 == 1
+            result = fuzz_session(
+                aeron, "aeron:ipc" if on_ipc else sidecar.control_channel, 11 if on_ipc else 10, rng,
+                per_session, other_sessions, mix, response_stream_id=40 + index)
+            sent += result.sent
+            responses += result.responses
+            assert sidecar.process.poll() is None, sidecar.log_tail()
+        fuzzing, cpu = time.monotonic() - started, cpu_seconds(sidecar.pid) - cpu
+        time.sleep(SETTLE_S)
+        memory.append(rss_anon_kb(sidecar.pid))
+        if os.environ.get("AERON_ARCHIVE_TRACEMALLOC") == "1":  # the sidecar logs its growth since the last round
+            os.kill(sidecar.pid, signal.SIGUSR2)
+        print(f"round {round_index}: {SESSIONS_PER_ROUND * per_session} messages in {fuzzing:.1f} s "
+              f"(sidecar CPU {cpu:.1f} s), "
+              f"{responses} responses, sidecar RssAnon {memory[-1]} KiB")
+    print("mix:", mix.counts)
+    if os.environ.get("AERON_ARCHIVE_TRACEMALLOC") == "1":
+        time.sleep(1.0)
+        print("\n".join(line for line in sidecar.stderr_lines if "tracemalloc" in line or line.startswith("  ")))
+    return memory, sent
+
+
+def record_and_replay_exactly(aeron: AeronClient) -> None:
+    with ipc_archive(aeron) as archive:
+        recording_id, published, _ = record_ipc(archive, payloads(200, seed=SEED))
+        with archive.replay(recording_id, 0, published.end, udp_channel(), 2001) as replay:
+            received: list = []
+            drain_until(replay, received, 200, "the replay after the fuzz")
+        assert received == expected(published)
+
+
+def test_a_control_protocol_fuzz_leaves_the_sidecar_serving_with_bounded_memory(sidecar: Sidecar) -> None:
+    aeron = AeronClient(sidecar.driver_dir)
+    try:
+        before = rss_anon_kb(sidecar.pid)
+        memory, sent = fuzz_rounds(sidecar, aeron)
+        assert sent >= MESSAGES - ROUNDS * SESSIONS_PER_ROUND
+        assert sidecar.process.poll() is None, sidecar.log_tail()
+        # a new client connects and is served; nothing the fuzz sent started a recording
+        with ipc_archive(aeron) as archive:
+            subscriptions = archive.list_recording_subscriptions(0, 100, "", 0, False)
+            assert [(d.stream_id, d.stripped_channel) for d in subscriptions] == []
+            assert archive.list_recordings(0, 100) == []
+        record_and_replay_exactly(aeron)
+        print(f"sidecar RssAnon: {before} KiB before, after each round {memory} KiB")
+        assert memory[-1] <= memory[0] + MEMORY_MARGIN_KB, (before, memory)
+        tracebacks = sum("Traceback" in line for line in sidecar.stderr_lines)
+        lines = sidecar.stderr_lines
+        logged_with_a_traceback = sorted({lines[i - 1].split(": ", 1)[-1][:120] for i, line in enumerate(lines)
+                                          if line.startswith("Traceback") and i > 0})
+        if os.environ.get("AERON_FUZZ_DUMP_LOG"):
+            open(os.environ["AERON_FUZZ_DUMP_LOG"], "w").write("\n".join(lines))
+        print(f"{len(lines)} log lines, {tracebacks} tracebacks, after:", *logged_with_a_traceback[:30], sep="\n  ")
+    finally:
+        aeron.close()
