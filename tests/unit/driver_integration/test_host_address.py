@@ -46,7 +46,10 @@ def test_address_toward_a_remote_host_is_one_of_this_hosts_addresses():
     try:
         local = address_toward("198.51.100.7", 8010)  # TEST-NET-2: routed by the default route only
     except OSError as error:
-        pytest.skip(f"no route off this host: {error}")
+        # A host without a default route: the failure is an OSError naming why (the connector turns
+        # it into an error naming archive.controlChannel), never a wrong address.
+        assert str(error)
+        return
     assert is_local_address(local)
     assert not local.startswith("127.")
 
