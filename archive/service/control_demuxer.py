@@ -43,6 +43,7 @@ from aeron_spark.archive.service.failure_log import FailureLog
 from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError
 from aeron_spark.archive.storage.catalog import UnknownRecordingError
 from aeron_spark.driver_integration import channel_uri
+from aeron_spark.driver_integration.errors import AeronError
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,13 @@ class ControlDemuxer:
             session.send_error(correlation_id, str(error), error.code)
         except UnknownRecordingError as error:
             session.send_error(correlation_id, str(error), ArchiveErrorCode.UNKNOWN_RECORDING)
+        except AeronError as error:  # the media driver refused what the client asked for (a channel)
+            refusal = driver_refusal(error)
+            self.count_error(error)
+            self.failures.failed((type(message).__name__, "driver refusal"),
+                                 "%s (correlationId=%d) refused by the media driver: %s",
+                                 type(message).__name__, correlation_id, refusal)
+            session.send_error(correlation_id, f"{type(message).__name__}: media driver refused: {refusal}")
         except Exception as error:  # noqa: BLE001 - the session and the process carry on
             self.count_error(error)
             self.failures.failed((type(message).__name__, type(error).__name__),
@@ -178,7 +186,7 @@ class ControlDemuxer:
             what = "not an archive control message"
         else:
             what = "malformed request"
-        self.failures.failed(("undecodable", type(error).__name__, session.control_session_id),
+        self.failures.failed(("undecodable", type(error).__name__),
                              "control session %d: %s: %s", session.control_session_id, what, error)
         # Without a readable correlationId the ERROR carries -1: no request waits for it, but the
         # client's log shows why its bytes were refused.
@@ -238,8 +246,11 @@ class ControlDemuxer:
             publication = self.aeron.add_exclusive_publication(
                 response_publication_channel(message.response_channel), message.response_stream_id)
         except Exception as error:  # noqa: BLE001 - a bad response channel is the client's problem
-            log.warning("control session %d: cannot add response publication %s stream %d: %s",
-                        session_id, message.response_channel, message.response_stream_id, error)
+            # No session to answer on: only the log says why the client hears nothing.
+            self.failures.failed(("response publication", type(error).__name__),
+                                 "control session %d: cannot add response publication %s stream %d: %s",
+                                 session_id, message.response_channel, message.response_stream_id,
+                                 driver_refusal(error) if isinstance(error, AeronError) else error)
             return
         self._sessions[session_id] = session
         self._session_publications[session_id] = publication
@@ -331,3 +342,13 @@ def _image_unavailable_callback(index: int, enqueue: Callable[[Any], None]) -> C
     def on_unavailable(image: Any) -> None:
         enqueue(ControlImageUnavailable((index, image.session_id)))
     return on_unavailable
+
+
+def driver_refusal(error: AeronError) -> str:
+    """The media driver's reason for refusing a request, on one line.
+
+    A C client error is the call, then the driver's error stack one frame per line; the line that
+    names the cause (e.g. ``port out of range: '-1'``) is in that stack, so all of it is kept.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return " | ".join(lines)

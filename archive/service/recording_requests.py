@@ -33,6 +33,7 @@ from aeron_spark.archive.service.recording_session import RecordingListener, Rec
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, known_recording
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.driver_integration import channel_uri
+from aeron_spark.driver_integration.channel_params import check_channel_params
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +185,7 @@ class RecordingRequests:
         channel = message.channel
         stream_id = message.stream_id
         try:
+            check_channel_params(channel_uri.parse(channel))
             stripped = channel_uri.strip_channel(channel)
             key = channel_uri.recording_key(stream_id, channel)
             subscribed = channel_uri.recording_subscription_channel(

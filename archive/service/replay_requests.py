@@ -30,6 +30,7 @@ from aeron_spark.archive.service.replay_session import ReplayListener, ReplaySes
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, known_recording
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.driver_integration import channel_uri
+from aeron_spark.driver_integration.channel_params import check_channel_params
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class ReplayRequests:
         except ReplayRequestError as error:
             raise ArchiveRequestError(error.code, str(error)) from None
         try:
+            check_channel_params(channel_uri.parse(message.replay_channel))
             channel = channel_uri.replay_channel(
                 message.replay_channel, plan.replay_position, descriptor.initial_term_id,
                 descriptor.term_buffer_length, descriptor.mtu_length,

@@ -2,8 +2,9 @@
 
 Sessions arrive from the conductor's thread (``add_session``, a thread-safe deque append), stop
 commands likewise (``_enqueue``); the agent's thread moves both in at the start of each
-``do_work``, runs every session's ``do_work`` (a failing session is logged, passed to the
-``error_handler`` if any, and must not stop the others), retires the sessions that are done, and
+``do_work``, runs every session's ``do_work`` (a session whose cycle raises is logged, passed to
+the ``error_handler`` if any, and aborted: it must not stop the others, nor keep failing every
+cycle), retires the sessions that are done, and
 publishes the I/O counters once per cycle that did work. ``on_close`` aborts every session, gives
 each one more cycle to stop, retires it and closes the counters. Subclasses say how a command
 aborts sessions and how a session is retired.
@@ -20,6 +21,10 @@ from aeron_spark.archive.service.counters import IoCounters, IoStats
 from aeron_spark.archive.service.failure_log import FailureLog
 
 log = logging.getLogger(__name__)
+
+#: A session whose duty cycle raises is aborted; if aborting cannot stop it (it raises again in
+#: its stopping cycles), it is retired by force after this many failed cycles.
+MAX_FAILED_CYCLES = 3
 
 
 class Session(Protocol):
@@ -47,6 +52,7 @@ class SessionAgent[S: Session]:
         self._incoming: collections.deque[S] = collections.deque()  # thread-safe appends
         self._commands: collections.deque[tuple[str, int]] = collections.deque()
         self._sessions: list[S] = []
+        self._failed_cycles: dict[int, int] = {}  # id(session) -> duty cycles that raised
         self._closed = False
 
     # -- to be said by each agent -------------------------------------------------------------------
@@ -93,18 +99,42 @@ class SessionAgent[S: Session]:
             try:
                 work += session.do_work()
             except Exception as error:  # a listener failure must not stop the other sessions
-                self.failures.failed((self._describe(session), type(error).__name__),
-                                     "%s: duty cycle failed: %s: %s", self._describe(session),
-                                     type(error).__name__, error, level=logging.ERROR, exc_info=True)
-                if self.error_handler is not None:
-                    self.error_handler(error)
+                work += 1
+                if self._on_session_failure(session, error):
+                    sessions[index] = sessions[-1]
+                    sessions.pop()
+                    continue
             if session.is_done:
                 sessions[index] = sessions[-1]
                 sessions.pop()
+                self._failed_cycles.pop(id(session), None)
                 self._retire(session)
         if work > 0 and self._counters is not None:
             self._counters.publish(self.io_stats)
         return work
+
+    def _on_session_failure(self, session: S, error: Exception) -> bool:
+        """A session's duty cycle raised: it is aborted (it stops and tells its listener at its
+        next cycle); one that still raises `MAX_FAILED_CYCLES` times is retired by force.
+        Returns whether it was retired."""
+        failed_cycles = self._failed_cycles.get(id(session), 0) + 1
+        self._failed_cycles[id(session)] = failed_cycles
+        description = self._describe(session)
+        self.failures.failed((type(self).__name__, type(error).__name__),
+                             "%s: duty cycle failed (%d): %s: %s; the session is stopped", description,
+                             failed_cycles, type(error).__name__, error, level=logging.ERROR, exc_info=True)
+        if self.error_handler is not None:
+            self.error_handler(error)
+        session.abort(f"archive failure: {type(error).__name__}: {error}")
+        if failed_cycles < MAX_FAILED_CYCLES and not session.is_done:
+            return False
+        del self._failed_cycles[id(session)]
+        log.error("%s: retired after %d failed duty cycles", description, failed_cycles)
+        try:
+            self._retire(session)
+        except Exception:  # noqa: BLE001 - what could be released has been
+            log.exception("%s: failed while retiring", description)
+        return True
 
     def on_close(self) -> None:
         """Stop every session (each reports its end to its listener), then release the counters."""

@@ -99,6 +99,7 @@ class ArchiveMarkFile:
         self._error_buffer_length = error_buffer_length
         self._error_tail = 0
         self._error_offsets: dict[str, int] = {}
+        self.errors_not_recorded = 0  # new errors refused by a full error log
         self._lock = threading.Lock()
 
     @classmethod
@@ -162,7 +163,10 @@ class ArchiveMarkFile:
             encoded = error.encode("utf-8")
             length = ERROR_RECORD.size + len(encoded)
             if self._error_tail + align(length, ERROR_RECORD_ALIGNMENT) > self._error_buffer_length:
-                log.warning("%s: error log full, not recorded: %s", self.path, error)
+                self.errors_not_recorded += 1
+                if self.errors_not_recorded == 1:  # once: a full log stays full, and errors can come fast
+                    log.warning("%s: error log full: this and later new errors are only in the process log "
+                                "(the count is in errors_not_recorded)", self.path)
                 return False
             offset = base + self._error_tail
             os.pwrite(self._fd, ERROR_RECORD.pack(0, 1, now, now)[4:] + encoded, offset + 4)

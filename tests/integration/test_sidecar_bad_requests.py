@@ -75,3 +75,21 @@ def test_bad_replay_truncate_and_purge_requests_get_useful_errors(sidecar: Sidec
         assert archive.stop_position(stopped_id) == published.end
         with archive.replay(stopped_id, 0, published.end, channel, 2003) as replay:
             assert as_pairs(list(replay.messages(idle_timeout=TIMEOUT))) == expected(published)
+
+
+@pytest.mark.parametrize("channel, named", [
+    ("aeron:udp?endpoint=localhost:40999|term-length=3", "term-length='3' is not a power of two"),
+    ("aeron:ipc?mtu=7", "mtu='7' is not a multiple of 32"),
+    ("aeron:ipc?init-term-id=x|term-id=1|term-offset=0", "init-term-id='x' is not an int32"),
+    ("aeron:udp?endpoint=localhost:-1", "endpoint='localhost:-1' is not <host>:<port>"),
+])
+def test_a_recording_or_replay_channel_with_a_bad_value_is_refused_naming_the_parameter(
+        sidecar: Sidecar, local_aeron: AeronClient, channel: str, named: str):
+    with ipc_archive(local_aeron) as archive:
+        stopped_id, published, _ = record_ipc(archive, payloads(3, seed=4))
+        refused = error_of(lambda: archive.start_recording(channel, 4001))
+        assert f"invalid channel {channel!r}: {named}" in refused.archive_message
+        assert archive.list_recording_subscriptions(0, 10, "", 0, False) == []
+        replay = error_of(lambda: archive.start_replay(stopped_id, 0, published.end, channel, 2001))
+        assert f"invalid replay channel {channel!r}: {named}" in replay.archive_message
+        assert [d.recording_id for d in archive.list_recordings(0, 10)] == [stopped_id]  # the session still serves

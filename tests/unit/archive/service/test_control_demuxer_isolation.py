@@ -122,3 +122,26 @@ def test_repeated_failures_are_logged_once_with_a_count(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "bad request 1", "another kind", "bad request 1 (and 999 more times in the last 10 s)"]
     assert failures.total == 1_002
+
+
+def test_a_request_the_media_driver_refuses_is_answered_with_its_reason_and_logged_without_a_traceback(caplog):
+    from aeron_spark.driver_integration.errors import AeronError
+
+    def refuse(session, message):
+        raise AeronError("add_subscription('aeron:udp?endpoint=localhost:1', 5): (-11) generic error\n"
+                         "[aeron_udp_port_resolver, aeron_netutil.c:180] port out of range\n")
+
+    errors: list = []
+    demuxer, aeron = demuxer_with({codecs.StartRecordingRequest: refuse}, errors)
+    session_id = connect(demuxer, 1, 1)
+    caplog.set_level(logging.WARNING)
+    for correlation_id in (5, 6, 7):
+        demuxer.on_control_message(codecs.encode(codecs.StartRecordingRequest(
+            session_id, correlation_id, 5, codecs.SourceLocation.REMOTE, "aeron:udp?endpoint=localhost:1")), (0, 1))
+    demuxer.service_sessions(1_000)
+    answers = [m for m in aeron.publications[0].sent if m.correlation_id in (5, 6, 7)]
+    assert [m.code for m in answers] == [ControlResponseCode.ERROR] * 3
+    assert "media driver refused" in answers[0].error_message and "port out of range" in answers[0].error_message
+    assert "\n" not in answers[0].error_message
+    assert len(errors) == 3 and "Traceback" not in caplog.text
+    assert caplog.text.count("refused by the media driver") == 1  # the repeats are counted, not logged

@@ -93,9 +93,11 @@ def test_a_failing_session_is_recorded_too(tmp_path):
     with new_mark_file(tmp_path) as mark_file:
         agent = Agent(error_handler=MarkFileErrorLog(mark_file))
         agent.add_session(Session())
-        agent.do_work()
+        agent.add_session(Session())
+        agent.do_work()  # both fail once, are aborted and retired
         agent.do_work()
         (error,) = read_error_log(tmp_path)
+        assert agent.session_count == 0
     assert error.observation_count == 2 and error.error.endswith("RuntimeError: listener failed")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aeron_spark.archive.service.session_agent import SessionAgent
+from aeron_spark.archive.service.session_agent import MAX_FAILED_CYCLES, SessionAgent
 
 
 class FakeSession:
@@ -45,16 +45,39 @@ class FakeAgent(SessionAgent[FakeSession]):
         self.retired.append(session.name)
 
 
-def test_sessions_run_until_done_a_failing_one_does_not_stop_the_others_and_commands_abort():
+def test_sessions_run_until_done_a_failing_one_is_aborted_and_does_not_stop_the_others():
     agent = FakeAgent()
-    for session in (FakeSession("s1", 2), FakeSession("s2", 5, fail=True), FakeSession("s3", 9)):
+    broken = FakeSession("s2", 5, fail=True)
+    for session in (FakeSession("s1", 2), broken, FakeSession("s3", 9)):
         agent.add_session(session)
     assert agent.session_count == 3
-    assert agent.do_work() == 3 + 2  # three sessions moved in, two did work (s2 failed)
-    assert agent.do_work() == 2 and agent.retired == ["s1"]
+    assert agent.do_work() == 3 + 3  # three sessions moved in, three cycles (s2's failed one counts)
+    assert broken.aborted == "archive failure: RuntimeError: s2 broke" and agent.retired == ["s2"]
+    assert agent.do_work() == 2 and agent.retired == ["s2", "s1"]
     agent._enqueue("stop", 3)
     agent.do_work()
-    assert agent.retired == ["s1", "s3"] and agent.session_count == 1
+    assert agent.retired == ["s2", "s1", "s3"] and agent.session_count == 0
+
+
+class StubbornSession(FakeSession):
+    """Raises in every cycle, also after it was aborted (its stop path is what fails)."""
+
+    @property
+    def is_done(self) -> bool:
+        return False
+
+
+def test_a_session_that_raises_even_while_stopping_is_retired_after_a_bounded_number_of_cycles():
+    agent = FakeAgent()
+    errors: list[BaseException] = []
+    agent.error_handler = errors.append
+    stubborn, healthy = StubbornSession("s1", 100, fail=True), FakeSession("s2", 100)
+    agent.add_session(stubborn)
+    agent.add_session(healthy)
+    for _ in range(MAX_FAILED_CYCLES):
+        agent.do_work()
+    assert agent.retired == ["s1"] and agent.session_count == 1 and len(errors) == MAX_FAILED_CYCLES
+    assert healthy.cycles == 100 - MAX_FAILED_CYCLES and agent._failed_cycles == {}
 
 
 def test_close_aborts_and_retires_every_session_and_refuses_new_ones():
