@@ -152,6 +152,13 @@ class ClientArchiveAccess:
         """False once the archive has closed this session (see connection_cache)."""
         return bool(getattr(self._client, "is_connected", True))
 
+    def keep_alive(self) -> None:
+        """Reads what the archive sent while this connection sat idle and tells it the client
+        lives (connection_cache's keeper calls it between tasks)."""
+        keep_alive = getattr(self._client, "keep_alive", None)
+        if keep_alive is not None and self.is_connected:
+            keep_alive()
+
     def describe(self, recording_id: int) -> RecordingDescriptor | None:
         return self._client.list_recording(recording_id)
 

@@ -108,6 +108,10 @@ AERON_DRIVER_TIMEOUT_S = 10.0
 #: ListRecordings page size when listing everything (``count=None``).
 LIST_PAGE_SIZE = 1000
 FRAGMENT_LIMIT = 16
+#: An archive that pings (this sidecar and Aeron >= 1.47: every liveness check interval, 1 s by
+#: default) and has sent nothing for this long has lost the session (it restarted or died before
+#: the driver times the image out): `is_connected` says so, and a cached client is replaced.
+PING_SILENCE_S = 3.0
 CLIENT_INFO = "name=aeron-spark-archive-client"
 #: Archives reporting at least this protocol version (Aeron 1.44+) answer ArchiveIdRequest (68)
 #: and MaxRecordedPositionRequest (67).
@@ -141,6 +145,7 @@ class ArchiveClient:
         self.protocol = protocol
         self.on_recording_signal = on_recording_signal
         self._router = ResponseRouter()
+        self._last_heard = time.monotonic()  # when the last response message arrived
         self._legacy = protocol == "legacy"
         self._closed = False
         self._replay_correlations: dict[int, int] = {}
@@ -281,6 +286,8 @@ class ArchiveClient:
             return False
         while self._poll_once() > 0:  # read what waits (pings, signals): an ended image shows only then
             pass
+        if self._router.pings_received and time.monotonic() - self._last_heard > PING_SILENCE_S:
+            return False  # an archive that pings fell silent: restarted or gone, the image not yet timed out
         return self._transport.is_request_connected and self._transport.is_response_connected
 
     def keep_alive(self) -> None:
@@ -404,7 +411,10 @@ class ArchiveClient:
             idle = _idle(idle)
 
     def _poll_once(self) -> int:
-        return self._transport.poll(self._router.on_message, FRAGMENT_LIMIT)
+        fragments = self._transport.poll(self._router.on_message, FRAGMENT_LIMIT)
+        if fragments:
+            self._last_heard = time.monotonic()
+        return fragments
 
     def _await(self, expectation: Expectation, *, timeout: float | None = None,
                on_idle: Callable[[float], None] | None = None) -> object:

@@ -264,6 +264,7 @@ class ResponseRouter:
         self.error_responses: collections.deque[ControlResponse] = collections.deque(
             maxlen=MAX_KEPT_ERROR_RESPONSES)
         self.skipped_messages = 0
+        self.pings_received = 0
         self.undecodable_messages = 0
         self.last_decode_problem: str | None = None
 
@@ -295,6 +296,7 @@ class ResponseRouter:
 
     def on_decoded(self, message: object) -> None:
         if isinstance(message, Ping):
+            self.pings_received += 1  # the archive pings: its silence then means the session is gone
             self.skipped_messages += 1
             return
         expectation = self.current

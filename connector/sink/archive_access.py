@@ -24,6 +24,7 @@ import contextlib
 import logging
 import random
 import time
+from typing import ContextManager
 
 import numpy as np
 from aeron_spark.archive.client import ArchiveError, RecordingDescriptor
@@ -62,6 +63,11 @@ def shared_sink_archive(options: SinkOptions) -> tuple[ClientSinkArchive, bool]:
     return _connections.get(options)
 
 
+def leased_sink_archive(options: SinkOptions) -> ContextManager[tuple[ClientSinkArchive, bool]]:
+    """`shared_sink_archive`, held for the ``with`` block and kept alive between blocks."""
+    return _connections.lease(options)
+
+
 def forget_shared_sink_archive(options: SinkOptions) -> None:
     _connections.forget(options)
 
@@ -76,6 +82,9 @@ class ClientSinkArchive:
     def is_connected(self) -> bool:
         """False once the archive has closed this session (see connection_cache)."""
         return self._access.is_connected
+
+    def keep_alive(self) -> None:
+        self._access.keep_alive()
 
     def find_sink_recordings(self, sink_id: str, stream_id: int) -> list[RecordingDescriptor]:
         return self._client.list_recordings_for_uri(0, None, f"alias={sink_alias(sink_id)}", stream_id)

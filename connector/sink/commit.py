@@ -513,27 +513,28 @@ def commit_staged(options, messages: Sequence, batch_id: int | None,
 
 
 def _run_on_shared_archive(options, run: Callable[[SinkArchive], CommitResult]) -> CommitResult:
-    """``run`` on this process's cached connection; when a REUSED connection fails (e.g. the archive
-    restarted since), once more on a fresh one - safe because a commit recovers and is idempotent."""
-    from aeron_spark.connector.sink.archive_access import forget_shared_sink_archive, shared_sink_archive
-    archive, reused = shared_sink_archive(options)
-    try:
-        return run(archive)
-    except (SinkCommitError, ValueError):
-        raise  # about the data or the recording, not the connection
-    except Exception as error:
-        forget_shared_sink_archive(options)
-        if not reused:
+    """``run`` on this process's cached connection (held for the commit, kept alive between
+    commits); when a REUSED connection fails (e.g. the archive restarted since), once more on a
+    fresh one - safe because a commit recovers and is idempotent."""
+    from aeron_spark.connector.sink.archive_access import forget_shared_sink_archive, leased_sink_archive
+    with leased_sink_archive(options) as (archive, reused):
+        try:
+            return run(archive)
+        except (SinkCommitError, ValueError):
+            raise  # about the data or the recording, not the connection
+        except Exception as error:
+            forget_shared_sink_archive(options)
+            if not reused:
+                raise
+            LOG.warning("sink commit failed on a reused archive connection (%s); retrying on a new one", error)
+    with leased_sink_archive(options) as (archive, _):
+        try:
+            return run(archive)
+        except (SinkCommitError, ValueError):
             raise
-        LOG.warning("sink commit failed on a reused archive connection (%s); retrying on a new one", error)
-    archive, _ = shared_sink_archive(options)
-    try:
-        return run(archive)
-    except (SinkCommitError, ValueError):
-        raise
-    except Exception:
-        forget_shared_sink_archive(options)
-        raise
+        except Exception:
+            forget_shared_sink_archive(options)
+            raise
 
 
 def abort_staged(options, messages: Sequence) -> None:

@@ -54,5 +54,11 @@ def shared_archive(connection: ArchiveConnection) -> ArchiveAccess:
     return _connections.get(connection)[0]
 
 
+def leased_archive(connection: ArchiveConnection) -> ContextManager[tuple[ArchiveAccess, bool]]:
+    """This worker's cached connection and whether it was reused, held for the ``with`` block and
+    kept alive between blocks."""
+    return _connections.lease(connection)
+
+
 def forget_shared_archive(connection: ArchiveConnection) -> None:
     _connections.forget(connection)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from aeron_spark.connector.archive_connection import ArchiveUnavailable
-from aeron_spark.connector.source.archive_access import ArchiveAccess, forget_shared_archive, shared_archive
+from aeron_spark.connector.source.archive_access import (
+    ArchiveAccess, forget_shared_archive, leased_archive, shared_archive)
 from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.options import ArchiveConnection
 from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition, ReplayRange, plan_ranges
 from aeron_spark.connector.source.partition_reader import read_range
+
+LOG = logging.getLogger(__name__)
 
 Opener = Callable[[ArchiveConnection], ArchiveAccess]
 
@@ -82,11 +86,25 @@ def read_partition(partition: InputPartition, options: SourceOptions, opener: Op
 
 
 def _read_with_reconnect(replay_range: ReplayRange, options: SourceOptions, opener: Opener) -> Iterator[pa.RecordBatch]:
-    access = opener(options.connection)
-    try:
-        yield from read_range(replay_range, options, access)
-    except Exception:
-        # A cached connection may be what failed: let Spark's task retry start a fresh one.
-        if opener is shared_archive:
+    if opener is not shared_archive:
+        yield from read_range(replay_range, options, opener(options.connection))
+        return
+    with leased_archive(options.connection) as (access, reused):  # kept alive between this worker's tasks
+        yielded = False
+        try:
+            for batch in read_range(replay_range, options, access):
+                yielded = True
+                yield batch
+            return
+        except Exception as error:
+            forget_shared_archive(options.connection)  # the cached connection may be what failed
+            if not reused or yielded or isinstance(error, (ValueError, LookupError)):
+                raise
+            LOG.warning("reading %s failed on a reused archive connection (%s); once more on a new one",
+                        replay_range, error)
+    with leased_archive(options.connection) as (access, _):  # e.g. the archive restarted since the last task
+        try:
+            yield from read_range(replay_range, options, access)
+        except Exception:
             forget_shared_archive(options.connection)
-        raise
+            raise

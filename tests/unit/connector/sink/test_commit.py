@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 
 import numpy as np
@@ -251,7 +253,7 @@ def test_a_reused_connection_that_fails_is_replaced_once_and_the_commit_recovers
     broken.find_sink_recordings = lambda *a: (_ for _ in ()).throw(ConnectionError("archive restarted"))
     handed: list = [(broken, True), (healthy, False)]
     forgotten: list = []
-    monkeypatch.setattr(sink_archive, "shared_sink_archive", lambda _o: handed.pop(0))
+    monkeypatch.setattr(sink_archive, "leased_sink_archive", lambda _o: contextlib.nullcontext(handed.pop(0)))
     monkeypatch.setattr(sink_archive, "forget_shared_sink_archive", lambda _o: forgotten.append(1))
     result = commit_staged(opts, [stage(opts, 0, 0, batch(5, "r"))], 0)
     assert result.outcome is CommitOutcome.COMMITTED and forgotten == [1] and handed == []
