@@ -93,6 +93,8 @@ def test_fragmented_messages_and_padding_at_term_ends():
     sizes = [40, 1500, 300, 900, 8]
     log = timed_log([1_000 + 7 * i for i in range(400)], sizes=sizes)
     assert any(len(m.payload) > 480 for m in log.messages)
+    pads = [b for b in log.frame_boundaries()[:-1] if log.data[b + 6 - log.start_position] == 0]  # type PAD
+    assert len(pads) > 10 and all((b + int.from_bytes(log.data[b:b + 4], "little")) % TERM == 0 for b in pads)
     for target in (999, 1_000, 1_350, 1_351, 2_000, 2_793, 3_000):
         assert bisect(log, target)[0] == expected(log, target), target
 

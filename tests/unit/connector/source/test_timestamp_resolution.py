@@ -80,6 +80,10 @@ def test_ending_timestamp_ends_before_the_first_message_at_or_after_it_and_at_la
                                   3: 0}
     late = parse(endingTimestamp=str(T0_MS + 2000), includeTimestamp="true")
     assert resolve_ending(late, reader_for(archive, late))[2] == log2.position  # no message at or after: latest
+    by_time = parse(endingPositionsByTimestamp=json.dumps({"2": T0_MS + 600}), includeTimestamp="true")
+    assert dict(resolve_ending(by_time, reader_for(archive, by_time)).items()) == {
+        1: archive.recordings[1].log.position, 2: first_at_or_after(log2, T0_MS + 600),
+        3: archive.recordings[3].log.position}  # not named: latest
 
 
 def test_a_batch_between_two_times_has_exactly_the_messages_between(archive):
