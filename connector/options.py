@@ -43,6 +43,8 @@ CONNECTION_OPTIONS = ("archive.dir", "path", "archive.controlChannel", "archive.
 SOURCE_ONLY_OPTIONS = ("recordingIds", "startingPositions", "endingPositions", "failOnDataLoss",
                        "maxBytesPerTrigger", "minBytesPerTrigger", "maxTriggerDelay", "maxBytesPerPartition",
                        "minPartitions", "discoveryIntervalMs", "includeTimestamp")
+SOURCE_ONLY_OPTIONS += ("startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
+                        "endingTimestamp", "endingPositionsByTimestamp")
 # Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
 SPARK_SUPPLIED_OPTIONS = frozenset({"queryname"})
 

@@ -16,6 +16,7 @@ from aeron_spark.connector.options import ArchiveConnection
 from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition, ReplayRange, plan_ranges
 from aeron_spark.connector.source.partition_reader import read_range
+from aeron_spark.connector.source.timestamp_resolution import resolve_ending, resolve_starting
 
 LOG = logging.getLogger(__name__)
 
@@ -28,8 +29,8 @@ class EmptyPartition(InputPartition):
 
 
 def plan_batch(options: SourceOptions, offset_reader: OffsetReader) -> list[ReplayRange]:
-    start = offset_reader.resolve(options.starting, "startingPositions")
-    end = offset_reader.resolve(options.ending, "endingPositions")
+    start = resolve_starting(options, offset_reader)
+    end = resolve_ending(options, offset_reader)
     # A recording listed only by the second resolution started in between: it is read from its
     # start position, like a newly discovered recording of a stream.
     for recording_id in set(start) & set(end):

@@ -28,6 +28,7 @@ from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.source.offsets import RecordingPositions
 from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition, plan_ranges
+from aeron_spark.connector.source.timestamp_resolution import resolve_starting
 
 # getDefaultReadLimit when only minBytesPerTrigger is set: a limit that is not ReadAllAvailable
 # (which means "ignore the options", e.g. Trigger.Once) yet caps nothing.
@@ -75,7 +76,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def initialOffset(self) -> dict:
         store = InitialOffsetStore(self.options.checkpoint_location or "", self.options.selection_identity())
         positions = store.get_or_create(
-            lambda: self.offset_reader.resolve(self.options.starting, "startingPositions"))
+            lambda: resolve_starting(self.options, self.offset_reader))
         return positions.to_offset()
 
     def getDefaultReadLimit(self) -> ReadLimit:

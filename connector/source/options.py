@@ -59,6 +59,8 @@ _STREAM = frozenset({ReadMode.STREAM})
 _BATCH = frozenset({ReadMode.BATCH})
 
 DEFAULT_MAX_BYTES_PER_PARTITION = 256 << 20
+#: startingPositionsByTimestampStrategy: Kafka's startingOffsetsByTimestampStrategy values.
+TIME_STRATEGIES = ("error", "latest")
 
 OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("recordingIds", "comma list or JSON list of recording ids, e.g. 1,2 or [1,2]", None, _BOTH,
@@ -109,6 +111,19 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
                "Where a new query starts. Resumed queries use their checkpoint."),
     OptionSpec("endingPositions", "latest | JSON {\"<recordingId>\": position|-1}", "latest", _BATCH,
                "Where a batch read stops (exclusive)."),
+    OptionSpec("startingTimestamp", "epoch milliseconds, an int >= 0", None, _BOTH,
+               "Start every recording at its first message at or after this time (docs/options.md, "
+               "Starting at a time). Exclusive with startingPositions and startingPositionsByTimestamp."),
+    OptionSpec("startingPositionsByTimestamp", "JSON {\"<recordingId>\": <epoch ms>}", None, _BOTH,
+               "startingTimestamp per recording; recordings not named start at earliest."),
+    OptionSpec("startingPositionsByTimestampStrategy", " | ".join(TIME_STRATEGIES), "error", _BOTH,
+               "When a recording that covers the starting time has no message at or after it: fail "
+               "(error) or start at its latest position (latest), like Kafka's "
+               "startingOffsetsByTimestampStrategy."),
+    OptionSpec("endingTimestamp", "epoch milliseconds, an int >= 0", None, _BATCH,
+               "End every recording before its first message at or after this time (latest if none)."),
+    OptionSpec("endingPositionsByTimestamp", "JSON {\"<recordingId>\": <epoch ms>}", None, _BATCH,
+               "endingTimestamp per recording; recordings not named end at latest."),
     OptionSpec("failOnDataLoss", "true | false", "true", _BOTH,
                "Fail when a range to read was truncated, purged or detached; false skips it with a warning."),
     OptionSpec("maxBytesPerTrigger", "a size > 0, e.g. 268435456, 256m, 1g", None, _STREAM,
@@ -165,6 +180,27 @@ class PositionSpec:
 
 
 @dataclass(frozen=True)
+class TimeSpec:
+    """startingTimestamp / startingPositionsByTimestamp (or the ending pair): epoch ms, for every
+    recording or per recording."""
+
+    option_name: str
+    every_ms: int | None = None
+    by_recording: tuple[tuple[int, int], ...] = ()  # (recordingId, epoch ms)
+
+    def time_ms_for(self, recording_id: int) -> int | None:
+        """None: this spec does not name the recording."""
+        if self.every_ms is not None:
+            return self.every_ms
+        return dict(self.by_recording).get(recording_id)
+
+    def describe(self) -> str:
+        if self.every_ms is not None:
+            return f"{self.option_name}={self.every_ms}"
+        return f"{self.option_name}=" + json.dumps({str(k): v for k, v in self.by_recording})
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     mode: ReadMode
     recording_ids: tuple[int, ...] | None
@@ -187,6 +223,10 @@ class SourceOptions:
     # reader (data_source.select_columns); None: the default schema.
     output_columns: tuple[str, ...] | None = None
     nullable_columns: frozenset[str] = frozenset()
+    # startingTimestamp & co (connector/source/timestamp_resolution.py); None: not set.
+    starting_time: TimeSpec | None = None
+    ending_time: TimeSpec | None = None
+    starting_time_strategy: str = "error"
 
     @property
     def subscribes_to_channel(self) -> bool:
@@ -198,7 +238,10 @@ class SourceOptions:
             selected = {"recordingIds": list(self.recording_ids)}
         else:
             selected = {"channel": self.channel, "streamId": self.stream_id}
-        return json.dumps({**selected, "startingPositions": self.starting.describe()}, sort_keys=True)
+        identity = {**selected, "startingPositions": self.starting.describe()}
+        if self.starting_time is not None:  # only when set: existing checkpoints keep their key
+            identity["startingTime"] = self.starting_time.describe()
+        return json.dumps(identity, sort_keys=True)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], mode: ReadMode) -> "SourceOptions":
@@ -207,6 +250,7 @@ class SourceOptions:
         recording_ids, channel, stream_id = _parse_selection(raw)
         starting = _parse_starting(raw, mode, recording_ids)
         ending = _parse_ending(raw, mode, recording_ids)
+        starting_time, ending_time, time_strategy = _parse_time_options(raw, recording_ids)
         max_bytes = parse_optional(raw, "maxBytesPerTrigger", parse_size)
         min_bytes = parse_optional(raw, "minBytesPerTrigger", parse_size)
         if max_bytes is not None and min_bytes is not None and min_bytes > max_bytes:
@@ -238,6 +282,9 @@ class SourceOptions:
             discovery_interval_ms=parse_int(raw, "discoveryIntervalMs", 1000, minimum=0),
             include_timestamp=parse_bool(raw, "includeTimestamp", False),
             checkpoint_location=checkpoint,
+            starting_time=starting_time,
+            ending_time=ending_time,
+            starting_time_strategy=time_strategy,
         )
 
 
@@ -385,3 +432,70 @@ def _parse_position_spec(name: str, text: str, recording_ids: tuple[int, ...] | 
             raise OptionError(
                 f"option {name} names recording {recording_id}, which is not in recordingIds {list(recording_ids)}")
     return PositionSpec(StartKind.SPECIFIC, tuple(sorted(specific.items())))
+
+
+def _parse_time_options(raw: dict[str, str], recording_ids: tuple[int, ...] | None
+                        ) -> tuple[TimeSpec | None, TimeSpec | None, str]:
+    """startingTimestamp / startingPositionsByTimestamp / endingTimestamp / endingPositionsByTimestamp
+    and the strategy. Kafka lets startingTimestamp silently win over startingOffsetsByTimestamp and
+    startingOffsets (and endingOffsetsByTimestamp over endingOffsets); here setting two of one
+    group is an error, because an ignored option is a mistake the user would not see."""
+    starting = _parse_time_group(raw, recording_ids, "startingTimestamp", "startingPositionsByTimestamp",
+                                 "startingPositions")
+    ending = _parse_time_group(raw, recording_ids, "endingTimestamp", "endingPositionsByTimestamp",
+                               "endingPositions")
+    strategy_name = "startingPositionsByTimestampStrategy"
+    strategy = raw.get(strategy_name, "error").lower()
+    if strategy not in TIME_STRATEGIES:
+        raise OptionError(f"option {strategy_name}={raw[strategy_name]!r} is not valid; accepted: "
+                          f"{' | '.join(TIME_STRATEGIES)}")
+    if strategy_name in raw and starting is None:
+        raise OptionError(f"option {strategy_name} only applies together with startingTimestamp or "
+                          "startingPositionsByTimestamp; set one of those too")
+    if (starting is not None and ending is not None and starting.every_ms is not None
+            and ending.every_ms is not None and ending.every_ms < starting.every_ms):
+        raise OptionError(f"option endingTimestamp ({ending.every_ms}) is before startingTimestamp "
+                          f"({starting.every_ms}); accepted: a time at or after startingTimestamp")
+    return starting, ending, strategy
+
+
+def _parse_time_group(raw: dict[str, str], recording_ids: tuple[int, ...] | None, every_name: str,
+                      by_recording_name: str, positions_name: str) -> TimeSpec | None:
+    present = [name for name in (every_name, by_recording_name, positions_name) if name in raw]
+    if len(present) > 1 and (every_name in present or by_recording_name in present):
+        raise OptionError(f"options {' and '.join(present)} are exclusive: set one of {every_name}, "
+                          f"{by_recording_name} or {positions_name}")
+    if every_name in raw:
+        return TimeSpec(every_name, every_ms=_parse_epoch_ms(every_name, raw[every_name]))
+    if by_recording_name not in raw:
+        return None
+    text = raw[by_recording_name]
+    accepted = f"a JSON object {{\"<recordingId>\": <epoch ms>, ...}}, ids 0..{INT64_MAX}, times >= 0"
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError:
+        raise OptionError(f"option {by_recording_name}={text!r} is not JSON; accepted: {accepted}") from None
+    if not isinstance(items, dict) or not items:
+        raise OptionError(f"option {by_recording_name}={text!r}: accepted: {accepted}")
+    by_recording: dict[int, int] = {}
+    for key, value in items.items():
+        if re.fullmatch(r"\d+", key) is None or int(key) > INT64_MAX:
+            raise OptionError(f"option {by_recording_name}: {key!r} is not a recording id; accepted: {accepted}")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise OptionError(f"option {by_recording_name}: the time of recording {key} ({value!r}) is not "
+                              f"an int; accepted: {accepted}")
+        recording_id = int(key)
+        if recording_ids is not None and recording_id not in recording_ids:
+            raise OptionError(f"option {by_recording_name} names recording {recording_id}, which is not in "
+                              f"recordingIds {list(recording_ids)}")
+        by_recording[recording_id] = _parse_epoch_ms(by_recording_name, str(value))
+    return TimeSpec(by_recording_name, by_recording=tuple(sorted(by_recording.items())))
+
+
+def _parse_epoch_ms(name: str, text: str) -> int:
+    # Epoch ms times 1e6 (message times are ns) must stay an int64.
+    limit = INT64_MAX // 1_000_000
+    if re.fullmatch(r"\d+", text.strip()) is None or int(text) > limit:
+        raise OptionError(f"option {name}={text!r} is not valid; accepted: milliseconds since the epoch, "
+                          f"an int 0..{limit}, e.g. 1700000000000")
+    return int(text)

@@ -25,6 +25,8 @@ class FakeRecording:
     active: bool = True
     recorded_to: int | None = None  # live/stop position; None = everything in the log
     start_position: int | None = None  # moved forward by purge/detach
+    start_timestamp: int = 1  # epoch ms, as the archive's descriptor has them
+    stop_timestamp: int = 2
 
     @property
     def position(self) -> int:
@@ -33,7 +35,8 @@ class FakeRecording:
     def descriptor(self) -> RecordingDescriptor:
         log = self.log
         return RecordingDescriptor(
-            recording_id=self.recording_id, start_timestamp=1, stop_timestamp=NULL_POSITION if self.active else 2,
+            recording_id=self.recording_id, start_timestamp=self.start_timestamp,
+            stop_timestamp=NULL_POSITION if self.active else self.stop_timestamp,
             start_position=self.start_position if self.start_position is not None else log.start_position,
             stop_position=NULL_POSITION if self.active else self.position,
             initial_term_id=log.initial_term_id, segment_file_length=max(log.term_length, 1 << 20),

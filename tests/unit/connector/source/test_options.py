@@ -155,3 +155,47 @@ def test_the_shared_option_names_match_the_source_options():
     sink_names = {spec[0] for spec in SINK_OPTION_SPECS} | set(CONNECTION_OPTIONS)
     assert set(CONNECTION_OPTIONS) <= source_names
     assert set(SOURCE_ONLY_OPTIONS) == source_names - sink_names
+
+
+# --- time-based positions ----------------------------------------------------------------------
+
+
+def test_time_options_parse_into_specs_per_recording_and_for_all():
+    parsed = parse(**BASE, startingTimestamp="1700000000000", endingPositionsByTimestamp='{"2": 1700000005000}')
+    assert parsed.starting_time.time_ms_for(1) == 1700000000000 == parsed.starting_time.time_ms_for(2)
+    assert parsed.ending_time.time_ms_for(2) == 1700000005000 and parsed.ending_time.time_ms_for(1) is None
+    assert parsed.starting_time_strategy == "error"
+    stream = parse(ReadMode.STREAM, **STREAM, startingPositionsByTimestamp='{"1": 5}',
+                   startingPositionsByTimestampStrategy="LATEST")
+    assert stream.starting_time.by_recording == ((1, 5),) and stream.starting_time_strategy == "latest"
+    assert "startingTime" in stream.selection_identity()
+    assert "startingTime" not in parse(ReadMode.STREAM, **STREAM).selection_identity()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"startingTimestamp": "5", "startingPositions": "earliest"},
+     "options startingTimestamp and startingPositions are exclusive"),
+    ({"startingTimestamp": "5", "startingPositionsByTimestamp": '{"1": 5}'},
+     "options startingTimestamp and startingPositionsByTimestamp are exclusive"),
+    ({"startingPositionsByTimestamp": '{"1": 5}', "startingPositions": '{"2": 0}'},
+     "startingPositionsByTimestamp and startingPositions are exclusive"),
+    ({"endingTimestamp": "5", "endingPositions": "latest"}, "endingTimestamp and endingPositions are exclusive"),
+    ({"startingTimestamp": "09:30"}, r"startingTimestamp='09:30' is not valid; accepted: milliseconds since"),
+    ({"startingTimestamp": "-1"}, "startingTimestamp='-1' is not valid"),
+    ({"startingPositionsByTimestamp": '{"3": 5}'}, r"names recording 3, which is not in recordingIds \[1, 2\]"),
+    ({"startingPositionsByTimestamp": '{"1": "5"}'}, "the time of recording 1 .* is not an int"),
+    ({"startingPositionsByTimestamp": "[1]"}, "accepted: a JSON object"),
+    ({"startingTimestamp": "5", "startingPositionsByTimestampStrategy": "earliest"},
+     "startingPositionsByTimestampStrategy='earliest' is not valid; accepted: error | latest"),
+    ({"startingPositionsByTimestampStrategy": "latest"},
+     "only applies together with startingTimestamp or startingPositionsByTimestamp"),
+    ({"startingTimestamp": "50", "endingTimestamp": "40"}, r"endingTimestamp \(40\) is before startingTimestamp"),
+])
+def test_bad_time_options_name_the_options_and_what_is_accepted(options, message):
+    with pytest.raises(OptionError, match=message):
+        parse(**BASE, **options)
+
+
+def test_ending_times_are_batch_only():
+    with pytest.raises(OptionError, match="option endingTimestamp only applies to spark.read"):
+        parse(ReadMode.STREAM, **STREAM, endingTimestamp="5")
