@@ -104,6 +104,13 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("replay.idleTimeoutMs", "an int > 0 (milliseconds)", "30000", _BOTH,
                "A partition fails when its replay makes no progress for this long (an error the "
                "archive reports for the replay fails it at once)."),
+    OptionSpec("archive.credentials", "principal:secret", None, _BOTH,
+               "For an archive with authentication: the client sends the principal and answers the archive's "
+               "challenge with an HMAC of the secret. Never printed; exclusive with archive.credentialsFile."),
+    OptionSpec("archive.credentialsFile", "a path or URI (file:, s3:, gs:, abfs:, hdfs:) of a file holding one "
+               "line principal:secret", None, _BOTH,
+               "Like archive.credentials, read by each process when it connects: the secret stays off the "
+               "query's options and plan."),
     OptionSpec("startingPositions", "earliest | latest | JSON {\"<recordingId>\": position|-2|-1}",
                "latest (stream), earliest (batch)", _BOTH,
                "Where a new query starts. Resumed queries use their checkpoint."),
