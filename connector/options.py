@@ -50,7 +50,8 @@ CONNECTION_OPTIONS = ("archive.dir", "path", "archive.controlChannel", "archive.
 #: error. tests/unit/connector/source/test_options.py checks this against the source's options.
 SOURCE_ONLY_OPTIONS = ("recordingIds", "startingPositions", "endingPositions", "failOnDataLoss",
                        "maxBytesPerTrigger", "minBytesPerTrigger", "maxTriggerDelay", "maxBytesPerPartition",
-                       "minPartitions", "discoveryIntervalMs", "includeTimestamp")
+                       "minPartitions", "discoveryIntervalMs", "includeTimestamp",
+                       "channelPattern")
 # Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
 SPARK_SUPPLIED_OPTIONS = frozenset({"queryname"})
 
