@@ -16,7 +16,13 @@ import pytest
 from aeron_spark.archive.client import SecretCredentials
 from aeron_spark.connector import register
 
-from tests.spark.source_fixtures import RecordingArchive, numbered_payloads, rows_of, run_available_now
+from tests.spark.source_fixtures import (
+    RecordingArchive,
+    numbered_payloads,
+    rows_of,
+    run_available_now,
+    stream_reader,
+)
 from tests.support.sidecar import running_sidecar
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -76,6 +82,8 @@ def test_right_credentials_read_and_write_and_never_show(spark, secured, tmp_pat
                       **from_file).select("payload").collect()
     assert sorted(bytes(row.payload) for row in sink_rows) == sorted(f"row{i}".encode() for i in range(50))
 
+    stream_reader(spark, archive, tmp_path / "plan-only", recordingIds=recorded.recording_id,
+                  **{"archive_credentials": f"{PRINCIPAL}:{SECRET}"}).explain(True)  # the streaming plan
     query = run_available_now(spark, archive, tmp_path / "chk", query_name="secured_stream",
                               recordingIds=recorded.recording_id, startingPositions="earliest",
                               **{"archive.credentials": f"{PRINCIPAL}:{SECRET}"})
