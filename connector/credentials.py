@@ -12,6 +12,7 @@ error raised here quotes an option value or a file's content.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlparse
 
 from aeron_spark.archive.client import SecretCredentials
 
@@ -43,11 +44,6 @@ class ArchiveCredentials:
         if self._text is not None:
             return _split(self._text, f"option {CREDENTIALS_OPTION}")
         return _split(_first_line(read_credentials_file(self.file), self.file), f"option {self.describe()}: its line")
-
-    @property
-    def principal_hint(self) -> str | None:
-        """The principal when it is known without reading a file (for error messages)."""
-        return None if self._text is None else self._text.partition(":")[0]
 
     def describe(self) -> str:
         """Which option gave them, as an error message may say (never the secret)."""
@@ -97,13 +93,16 @@ def read_credentials_file(file: str) -> str:
     """The file's text: a local path (or file: URI), else any URI pyarrow.fs opens (s3:, gs:,
     abfs:, hdfs:), so executors on other hosts read the same secret from shared storage."""
     try:
-        if _URI.match(file) and not file.startswith("file://"):
+        if file.startswith("file:"):
+            file_path = urlparse(file).path
+        elif _URI.match(file):
             from pyarrow import fs  # imported late: only URIs need it
             filesystem, path = fs.FileSystem.from_uri(file)
             with filesystem.open_input_stream(path) as stream:
                 return stream.read().decode("utf-8")
-        path = file.removeprefix("file://")
-        with open(path, encoding="utf-8") as local:
+        else:
+            file_path = file
+        with open(file_path, encoding="utf-8") as local:
             return local.read()
     except (OSError, ValueError) as error:
         # OSError texts name the path, never the content.

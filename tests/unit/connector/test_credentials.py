@@ -86,7 +86,8 @@ def test_a_credentials_file_is_read_when_connecting(tmp_path):
     with pytest.raises(CredentialsUnavailable, match=r"option archive.credentialsFile=.*: cannot read it"):
         options.connection.credentials.load()
     file.write_text(f"# the sidecar's principal\n\nspark:{SECRET}\n")
-    for credentials in (options.connection.credentials, ArchiveCredentials(file=f"file://{file}")):
+    for credentials in (options.connection.credentials, ArchiveCredentials(file=f"file://{file}"),
+                        ArchiveCredentials(file=f"file:{file}")):
         loaded = credentials.load()
         assert loaded.principal == "spark"
         assert loaded.on_challenge(CHALLENGE_PREFIX + b"ab") == answer_challenge("spark", SECRET, CHALLENGE_PREFIX + b"ab")
@@ -119,3 +120,8 @@ def test_secret_credentials_check_their_parts():
         SecretCredentials("spark", "")
     with pytest.raises(ValueError, match="principal"):
         SecretCredentials("a:b", SECRET)
+
+
+def test_a_credentials_uri_is_opened_with_pyarrow_fs_and_a_failure_names_the_option():
+    with pytest.raises(CredentialsUnavailable, match=r"option archive.credentialsFile=mock://secrets/spark: cannot read"):
+        ArchiveCredentials(file="mock://secrets/spark").load()
