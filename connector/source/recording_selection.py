@@ -55,7 +55,8 @@ class RecordingSelection:
             return False
         if self.channel_pattern is not None:
             return re.search(self.channel_pattern, descriptor.original_channel) is not None
-        return self.channel in descriptor.original_channel
+        # As the archive's ListRecordingsForUri: a fragment of the original or the stripped channel.
+        return self.channel in descriptor.original_channel or self.channel in descriptor.stripped_channel
 
     def describe(self) -> str:
         """For error messages, in the options' own terms."""
