@@ -11,6 +11,10 @@ On a cluster every Spark process has its own media driver (``aeron.driver``: the
 the response channel the archive is told names this host's reachable address (``aeron.host``,
 by default the address that routes to the archive's control endpoint) and the port the driver
 bound, never ``localhost`` or port 0.
+
+With ``archive.credentials`` / ``archive.credentialsFile`` (connector/credentials.py) the client
+authenticates; an archive that refuses is an ``ArchiveAuthenticationRejected`` naming its
+refusal (AUTHENTICATION_REJECTED) at once, never a timeout, and never quoting a secret.
 """
 
 from __future__ import annotations
@@ -20,11 +24,19 @@ import dataclasses
 from aeron_spark.driver_integration.host_address import address_toward, endpoint_host_of
 from aeron_spark.driver_integration.process_driver import DriverUnavailable, driver_dir_for_process
 
+from aeron_spark.connector.credentials import CREDENTIALS_FILE_OPTION, CREDENTIALS_OPTION, CredentialsUnavailable
 from aeron_spark.connector.options import DEFAULT_CONTROL_STREAM_ID, ArchiveConnection
+
+#: ArchiveErrorCode.AUTHENTICATION_REJECTED (Aeron's archive error code 10).
+AUTHENTICATION_REJECTED = 10
 
 
 class ArchiveUnavailable(RuntimeError):
     """The archive cannot be reached or located."""
+
+
+class ArchiveAuthenticationRejected(ArchiveUnavailable):
+    """The archive refused this client's credentials (or their absence)."""
 
 
 def resolve_connection(connection: ArchiveConnection) -> ArchiveConnection:
@@ -115,6 +127,7 @@ def connect_client(connection: ArchiveConnection):
     control_stream_id = DEFAULT_CONTROL_STREAM_ID if resolved.control_stream_id is None else resolved.control_stream_id
     # Imported late: executors may not need it.
     from aeron_spark.archive.client.archive_client import ArchiveClient
+    secret = _load_credentials(connection)
     try:
         return ArchiveClient.connect(
             control_channel=resolved.control_channel,
@@ -124,8 +137,13 @@ def connect_client(connection: ArchiveConnection):
             aeron_dir=aeron_dir,
             timeout=resolved.timeout_ms / 1000.0,
             response_host=response_host,
+            credentials=secret.connect_credentials() if secret else None,
+            on_challenge=secret.on_challenge if secret else None,
         )
     except Exception as error:
+        if getattr(error, "error_code", None) == AUTHENTICATION_REJECTED:
+            raise ArchiveAuthenticationRejected(_rejection_message(connection, secret, resolved.control_channel,
+                                                                   error)) from None
         told = (f"aeron.host={advertised} (bound at aeron.bindAddress={bind})" if response_host
                 else f"archive.responseChannel={response_channel}")
         raise ArchiveUnavailable(
@@ -134,3 +152,22 @@ def connect_client(connection: ArchiveConnection):
             f"(archive.responseStreamId), from the media driver {aeron_dir} "
             f"of this process: {error}. The archive must reach this host's response endpoint over UDP at "
             f"{told}; check the control channel, the route between the hosts, and those options") from error
+
+
+def _load_credentials(connection: ArchiveConnection):
+    if connection.credentials is None:
+        return None
+    try:
+        return connection.credentials.load()
+    except CredentialsUnavailable as error:
+        raise ArchiveUnavailable(str(error)) from None
+
+
+def _rejection_message(connection: ArchiveConnection, secret, control_channel: str, error: Exception) -> str:
+    refusal = (f"the archive at archive.controlChannel={control_channel} refused the connection: "
+               f"AUTHENTICATION_REJECTED ({getattr(error, 'archive_message', '') or 'authentication rejected'})")
+    if secret is None:
+        return (f"{refusal}. It requires authentication and none was given: set {CREDENTIALS_OPTION} "
+                f"(principal:secret) or {CREDENTIALS_FILE_OPTION} (a file holding that line)")
+    return (f"{refusal}, for principal {secret.principal!r} given by option {connection.credentials.describe()}: "
+            "an unknown principal or a wrong secret (the secret is not shown)")

@@ -27,7 +27,7 @@ Real-client facts used here:
 * a 1.15.x archive (no BoundedReplay) gets a plain Replay of exactly the range.
 
 The client calls (checked against ``ArchiveClient`` and the sidecar): ``list_recording``,
-``list_recordings_for_uri(from, count, fragment, stream_id)``, ``recording_position`` (-1 when
+``list_recordings(from, count)``, ``list_recordings_for_uri(from, count, fragment, stream_id)``, ``recording_position`` (-1 when
 not active), ``start_bounded_replay(recording_id, position, length, limit_counter_id, channel,
 stream_id)``, ``start_replay(recording_id, position, length, channel, stream_id)`` and
 ``is_legacy`` (1.15.x), ``check_replay_error(replay_session_id)``,
@@ -167,6 +167,16 @@ class ClientArchiveAccess:
         next_id = from_recording_id
         while True:
             page = self._client.list_recordings_for_uri(next_id, LIST_PAGE_SIZE, channel_fragment, stream_id)
+            found.extend(page)
+            if len(page) < LIST_PAGE_SIZE:
+                return found
+            next_id = page[-1].recording_id + 1
+
+    def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
+        found: list[RecordingDescriptor] = []
+        next_id = from_recording_id
+        while True:
+            page = self._client.list_recordings(next_id, LIST_PAGE_SIZE)
             found.extend(page)
             if len(page) < LIST_PAGE_SIZE:
                 return found

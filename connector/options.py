@@ -14,6 +14,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aeron_spark.connector.credentials import (
+    CREDENTIALS_FILE_OPTION,
+    CREDENTIALS_OPTION,
+    ArchiveCredentials,
+    CredentialsUnavailable,
+)
+
 
 class OptionError(ValueError):
     """An option is unknown, missing, malformed or not allowed together with another."""
@@ -37,12 +44,14 @@ DEFAULT_REPLAY_STREAM_ID = 1_977_101
 CONNECTION_OPTIONS = ("archive.dir", "path", "archive.controlChannel", "archive.controlStreamId",
                       "archive.responseChannel", "archive.responseStreamId", "archive.timeoutMs", "aeron.dir",
                       "aeron.driver", "aeron.host", "aeron.bindAddress",
-                      "replay.channel", "replay.streamId", "replay.idleTimeoutMs")
+                      "replay.channel", "replay.streamId", "replay.idleTimeoutMs",
+                      CREDENTIALS_OPTION, CREDENTIALS_FILE_OPTION)
 #: Options only the source accepts (source/options.py defines them): the sink names them in its
 #: error. tests/unit/connector/source/test_options.py checks this against the source's options.
 SOURCE_ONLY_OPTIONS = ("recordingIds", "startingPositions", "endingPositions", "failOnDataLoss",
                        "maxBytesPerTrigger", "minBytesPerTrigger", "maxTriggerDelay", "maxBytesPerPartition",
-                       "minPartitions", "discoveryIntervalMs", "includeTimestamp")
+                       "minPartitions", "discoveryIntervalMs", "includeTimestamp",
+                       "channelPattern")
 SOURCE_ONLY_OPTIONS += ("startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
                         "endingTimestamp", "endingPositionsByTimestamp")
 # Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
@@ -63,6 +72,7 @@ class ArchiveConnection:
     driver_mode: str = "auto"        # aeron.driver: which media driver this process uses
     host: str | None = None          # aeron.host: None: the address that routes to the archive
     bind_address: str | None = None  # aeron.bindAddress: None: aeron.host
+    credentials: ArchiveCredentials | None = None  # its repr never shows a secret
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,28 @@ def parse_connection(raw: dict[str, str]) -> ArchiveConnection:
         driver_mode=parse_choice(raw, "aeron.driver", DRIVER_MODES, "auto"),
         host=parse_host(raw, "aeron.host", wildcard_allowed=False),
         bind_address=parse_host(raw, "aeron.bindAddress", wildcard_allowed=True),
+        credentials=parse_credentials(raw),
     )
+
+
+def parse_credentials(raw: dict[str, str]) -> ArchiveCredentials | None:
+    """``archive.credentials`` or ``archive.credentialsFile``; errors never quote the value."""
+    text = raw.get(CREDENTIALS_OPTION)
+    file = raw.get(CREDENTIALS_FILE_OPTION)
+    if text is not None and file is not None:
+        raise OptionError(f"options {CREDENTIALS_OPTION} and {CREDENTIALS_FILE_OPTION} are exclusive; set one "
+                          "(credentialsFile keeps the secret out of the query's options)")
+    if file is not None:
+        if not file:
+            raise OptionError(f"option {CREDENTIALS_FILE_OPTION} is empty; accepted: a path or URI of a file "
+                              "holding one line principal:secret")
+        return ArchiveCredentials(file=file)
+    if text is None:
+        return None
+    try:
+        return ArchiveCredentials(text=text)
+    except CredentialsUnavailable as error:
+        raise OptionError(str(error)) from None
 
 
 def parse_replay(raw: dict[str, str]) -> ReplaySettings:

@@ -21,6 +21,7 @@ from aeron_spark.archive.client.archive_client import (
     ReplaySubscription,
     SourceLocation,
 )
+from aeron_spark.archive.client.secret_credentials import SecretCredentials, UnsupportedChallenge
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 
 __all__ = [
@@ -39,5 +40,7 @@ __all__ = [
     "RecordingSignalEvent",
     "RecordingSubscriptionDescriptor",
     "ReplaySubscription",
+    "SecretCredentials",
     "SourceLocation",
+    "UnsupportedChallenge",
 ]

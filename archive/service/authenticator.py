@@ -27,7 +27,6 @@ Two implementations:
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import os
@@ -37,9 +36,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+# The byte forms are shared with the client; re-exported as this module's API.
+from aeron_spark.archive.codecs.secret_challenge import (  # noqa: F401
+    CHALLENGE_PREFIX,
+    answer_challenge,
+    encode_challenge_request,
+    encode_plain_credentials,
+)
+
 log = logging.getLogger(__name__)
 
-CHALLENGE_PREFIX = b"hmac-sha256:"
 NONCE_BYTES = 16
 #: Undecided per-session state older than this is forgotten (sessions time out long before).
 STATE_EXPIRY_MS = 60_000
@@ -114,28 +120,6 @@ def load_credentials_file(path: str | os.PathLike) -> dict[str, bytes]:
     if not credentials:
         raise CredentialsFileError(f"credentials file {file} lists no 'principal:secret' lines")
     return credentials
-
-
-def encode_challenge_request(principal: str) -> bytes:
-    """Connect credentials asking the `SecretAuthenticator` for a challenge."""
-    _check_principal(principal)
-    return principal.encode("ascii")
-
-
-def encode_plain_credentials(principal: str, secret: str | bytes) -> bytes:
-    _check_principal(principal)
-    raw = secret.encode("utf-8") if isinstance(secret, str) else secret
-    return principal.encode("ascii") + b":" + raw
-
-
-def answer_challenge(principal: str, secret: str | bytes, encoded_challenge: bytes) -> bytes:
-    """The challenge response a client sends back for ``encoded_challenge``."""
-    _check_principal(principal)
-    if not encoded_challenge.startswith(CHALLENGE_PREFIX):
-        raise ValueError(f"not a {CHALLENGE_PREFIX.decode()} challenge: {encoded_challenge[:40]!r}")
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
-    digest = hmac.new(key, encoded_challenge, hashlib.sha256).hexdigest()
-    return principal.encode("ascii") + b":" + digest.encode("ascii")
 
 
 @dataclass(slots=True)
@@ -228,8 +212,3 @@ def _ascii(data: bytes) -> str | None:
         return data.decode("ascii")
     except UnicodeDecodeError:
         return None
-
-
-def _check_principal(principal: str) -> None:
-    if not principal or not principal.isascii() or ":" in principal:
-        raise ValueError(f"principal must be non-empty ASCII without ':', got {principal!r}")

@@ -31,6 +31,9 @@ class ArchiveAccess(Protocol):
         """Recordings with id >= from_recording_id, this stream id and an original channel
         containing the fragment (Aeron's ListRecordingsForUri), all pages."""
 
+    def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
+        """Every recording with id >= from_recording_id (Aeron's ListRecordings), all pages."""
+
     def live_position(self, recording_id: int) -> int | None:
         """The recorded position of an active recording, None once it is not being recorded."""
 

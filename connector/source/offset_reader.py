@@ -1,7 +1,8 @@
 """Driver-side view of the archive: which recordings to read and where they begin and end.
 
-Like Kafka's KafkaOffsetReader: lists recordings (``recordingIds``, or ``channel`` + ``streamId``
-with discovery of recordings that start later, at most once per ``discoveryIntervalMs``), and
+Like Kafka's KafkaOffsetReader: lists recordings (``recordingIds``, or ``channel``/``channelPattern``
++ ``streamId`` with discovery of recordings that start later, at most once per
+``discoveryIntervalMs``: source/recording_selection.py), and
 turns them into positions. Live recordings are followed through their rec-pos counters (no
 control round trip); a recording whose counter is gone is described again to get its stop
 position, so a stopped recording is read to its end.
@@ -19,6 +20,7 @@ from aeron_spark.connector.source.data_loss import DataLossPolicy
 from aeron_spark.connector.source.offsets import EARLIEST, LATEST, RecordingPositions
 from aeron_spark.connector.source.options import PositionSpec, SourceOptions
 from aeron_spark.connector.source.partition_planner import RecordingLayout
+from aeron_spark.connector.source.recording_selection import RecordingDiscovery
 from aeron_spark.connector.source.sink_visibility import SinkVisibility, is_sink_recording
 
 
@@ -35,7 +37,7 @@ class OffsetReader:
         self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000.0)
         self._policy = DataLossPolicy(options.fail_on_data_loss)
         self.descriptors: dict[int, RecordingDescriptor] = {}
-        self._next_discovery_id = 0
+        self._discovery = RecordingDiscovery(options.selection) if options.subscribes_to_channel else None
         self._last_discovery_ms: float | None = None
         self._sink_visibility = SinkVisibility(options.replay)
         self._stopped_checked_ms: dict[int, float] = {}
@@ -69,11 +71,8 @@ class OffsetReader:
         due = (self._last_discovery_ms is None
                or now - self._last_discovery_ms >= self.options.discovery_interval_ms)
         if force_discovery or due:
-            found = self.access.list_matching(self.options.channel or "", self.options.stream_id or 0,
-                                              self._next_discovery_id)
-            for descriptor in found:
+            for descriptor in self._discovery.discover(self.access):
                 self.descriptors.setdefault(descriptor.recording_id, descriptor)
-                self._next_discovery_id = max(self._next_discovery_id, descriptor.recording_id + 1)
             self._last_discovery_ms = now
         return dict(self.descriptors)
 
@@ -166,7 +165,7 @@ class OffsetReader:
             raise RecordingNotFound(
                 f"option {option_name} names recording(s) {unknown}, which "
                 + ("are not in the archive" if self.options.recording_ids is not None
-                   else f"do not match channel={self.options.channel!r} streamId={self.options.stream_id}"))
+                   else f"do not match {self.options.selection.describe()}"))
         default = EARLIEST if option_name == "startingPositions" else LATEST
         wanted = {rid: spec.for_recording(rid, default) for rid in recordings}
         is_ending = option_name == "endingPositions"

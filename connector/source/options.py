@@ -23,6 +23,8 @@ from aeron_spark.connector.options import (
     DRIVER_MODES,
     DEFAULT_REPLAY_STREAM_ID,
     DEFAULT_RESPONSE_STREAM_ID,
+    INT32_MAX,
+    INT32_MIN,
     INT64_MAX,
     SPARK_SUPPLIED_OPTIONS,
     ArchiveConnection,
@@ -38,6 +40,7 @@ from aeron_spark.connector.options import (
     parse_size,
 )
 from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, parse_position_spec
+from aeron_spark.connector.source.recording_selection import RecordingSelection
 
 
 class ReadMode(Enum):
@@ -68,7 +71,13 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("channel", "a channel fragment, e.g. aeron:udp?endpoint=host:40123", None, _BOTH,
                "With streamId: read every recording whose original channel contains this fragment "
                "(Aeron ListRecordingsForUri); streams also pick up recordings that start later."),
-    OptionSpec("streamId", "an int", None, _BOTH, "Stream id matched together with channel."),
+    OptionSpec("streamId", "an int32, or a comma list or JSON list of them, e.g. 1001 or 1001,1002 or [1001,1002]",
+               None, _BOTH,
+               "Stream id(s) matched together with channel or channelPattern (optional with channelPattern: "
+               "any stream id)."),
+    OptionSpec("channelPattern", "a Python regular expression, e.g. endpoint=10\\.0\\.0\\.\\d+:4012[0-9]", None, _BOTH,
+               "Read every recording whose original channel matches (re.search); exclusive with channel. "
+               "Streams also pick up recordings that start later (Kafka's subscribePattern)."),
     OptionSpec("archive.dir", "a directory holding archive-mark.dat", None, _BOTH,
                "Find the archive's control channel, control stream id and aeron dir from its mark "
                "file. `path` (the argument of load()) is an alias."),
@@ -106,6 +115,13 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("replay.idleTimeoutMs", "an int > 0 (milliseconds)", "30000", _BOTH,
                "A partition fails when its replay makes no progress for this long (an error the "
                "archive reports for the replay fails it at once)."),
+    OptionSpec("archive.credentials", "principal:secret", None, _BOTH,
+               "For an archive with authentication: the client sends the principal and answers the archive's "
+               "challenge with an HMAC of the secret. Never printed; exclusive with archive.credentialsFile."),
+    OptionSpec("archive.credentialsFile", "a path or URI (file:, s3:, gs:, abfs:, hdfs:) of a file holding one "
+               "line principal:secret", None, _BOTH,
+               "Like archive.credentials, read by each process when it connects: the secret stays off the "
+               "query's options and plan."),
     OptionSpec("startingPositions", "earliest | latest | JSON {\"<recordingId>\": position|-2|-1}",
                "latest (stream), earliest (batch)", _BOTH,
                "Where a new query starts. Resumed queries use their checkpoint."),
@@ -205,7 +221,7 @@ class SourceOptions:
     mode: ReadMode
     recording_ids: tuple[int, ...] | None
     channel: str | None
-    stream_id: int | None
+    stream_ids: tuple[int, ...] | None  # None: any stream id (channelPattern without streamId)
     connection: ArchiveConnection
     replay: ReplaySettings
     starting: PositionSpec
@@ -228,16 +244,29 @@ class SourceOptions:
     ending_time: TimeSpec | None = None
     starting_time_strategy: str = "error"
 
+    channel_pattern: str | None = None
+
     @property
     def subscribes_to_channel(self) -> bool:
         return self.recording_ids is None
 
+    @property
+    def selection(self) -> RecordingSelection:
+        """channel or channelPattern + streamId (only when recordingIds is not set)."""
+        return RecordingSelection(self.channel, self.channel_pattern, self.stream_ids)
+
     def selection_identity(self) -> str:
         """What this source reads, for keying persisted state (not where the archive is)."""
+        stream_ids = self.stream_ids
+        # One stream id keys as it did before lists were accepted (existing checkpoints match).
+        stream_key = stream_ids[0] if stream_ids is not None and len(stream_ids) == 1 else (
+            list(stream_ids) if stream_ids is not None else None)
         if self.recording_ids is not None:
             selected = {"recordingIds": list(self.recording_ids)}
+        elif self.channel_pattern is not None:
+            selected = {"channelPattern": self.channel_pattern, "streamId": stream_key}
         else:
-            selected = {"channel": self.channel, "streamId": self.stream_id}
+            selected = {"channel": self.channel, "streamId": stream_key}
         identity = {**selected, "startingPositions": self.starting.describe()}
         if self.starting_time is not None:  # only when set: existing checkpoints keep their key
             identity["startingTime"] = self.starting_time.describe()
@@ -247,7 +276,7 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str], mode: ReadMode) -> "SourceOptions":
         raw = _canonical_options(options)
         _reject_wrong_mode(raw, mode)
-        recording_ids, channel, stream_id = _parse_selection(raw)
+        recording_ids, channel, stream_ids, channel_pattern = _parse_selection(raw)
         starting = _parse_starting(raw, mode, recording_ids)
         ending = _parse_ending(raw, mode, recording_ids)
         starting_time, ending_time, time_strategy = _parse_time_options(raw, recording_ids)
@@ -268,7 +297,8 @@ class SourceOptions:
             mode=mode,
             recording_ids=recording_ids,
             channel=channel,
-            stream_id=stream_id,
+            stream_ids=stream_ids,
+            channel_pattern=channel_pattern,
             connection=parse_connection(raw),
             replay=parse_replay(raw),
             starting=starting,
@@ -345,23 +375,70 @@ def _mode_name(mode: ReadMode) -> str:
     return "spark.readStream" if mode is ReadMode.STREAM else "spark.read (batch)"
 
 
-def _parse_selection(raw: dict[str, str]) -> tuple[tuple[int, ...] | None, str | None, int | None]:
+def _parse_selection(raw: dict[str, str]) -> tuple[
+        tuple[int, ...] | None, str | None, tuple[int, ...] | None, str | None]:
+    """(recordingIds, channel, streamId(s), channelPattern): recordingIds, or a subscription."""
     ids_text = raw.get("recordingIds")
     channel = raw.get("channel")
+    pattern = raw.get("channelPattern")
     stream_text = raw.get("streamId")
-    if ids_text is not None and (channel is not None or stream_text is not None):
-        raise OptionError("set either recordingIds or channel + streamId, not both")
+    if ids_text is not None and (channel is not None or pattern is not None or stream_text is not None):
+        raise OptionError("set either recordingIds or channel/channelPattern + streamId, not both")
     if ids_text is not None:
-        return _parse_recording_ids(ids_text), None, None
-    if channel is None and stream_text is None:
+        return _parse_recording_ids(ids_text), None, None, None
+    if channel is not None and pattern is not None:
+        raise OptionError("options channel and channelPattern are exclusive; set one: channel matches a fragment of "
+                          "the original channel (Aeron ListRecordingsForUri), channelPattern a regular expression")
+    if channel is None and pattern is None and stream_text is None:
         raise OptionError(
             "nothing to read: set recordingIds (e.g. 1,2 or [1,2]) or channel + streamId "
-            "(every recording of that stream whose original channel contains the fragment)")
+            "(every recording of that stream whose original channel contains the fragment) or channelPattern "
+            "(+ streamId: every recording whose original channel matches the regular expression)")
+    if channel is None and pattern is None:
+        raise OptionError("option streamId needs channel (a channel fragment; \"\" matches every channel) "
+                          "or channelPattern (a regular expression) too")
+    if pattern is not None:
+        _check_channel_pattern(pattern)
+        return None, None, _parse_stream_ids(stream_text) if stream_text is not None else None, pattern
     if stream_text is None:
-        raise OptionError("option channel needs streamId too (an int)")
-    if channel is None:
-        raise OptionError("option streamId needs channel too (a channel fragment; \"\" matches every channel)")
-    return None, channel, parse_stream_id(raw, "streamId", 0)
+        raise OptionError("option channel needs streamId too (an int, or a list like 1001,1002)")
+    return None, channel, _parse_stream_ids(stream_text), None
+
+
+def _parse_stream_ids(text: str) -> tuple[int, ...]:
+    accepted = f"a stream id, an int32 ({INT32_MIN}..{INT32_MAX}), or a comma list or JSON list of them, e.g. 1001,1002"
+    if not text.startswith("[") and "," not in text:
+        return (parse_stream_id({"streamId": text}, "streamId", 0),)  # one id: its own, precise errors
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError:
+            raise OptionError(f"option streamId={text!r} is not a JSON list; accepted: {accepted}") from None
+        if not isinstance(items, list):
+            raise OptionError(f"option streamId={text!r} is not valid; accepted: {accepted}")
+    else:
+        items = [item.strip() for item in text.split(",")]
+    ids: list[int] = []
+    for item in items:
+        is_int = (isinstance(item, int) and not isinstance(item, bool)) or (
+            isinstance(item, str) and re.fullmatch(r"-?\d+", item) is not None)
+        if not is_int or not INT32_MIN <= int(item) <= INT32_MAX:
+            raise OptionError(f"option streamId={text!r}: {item!r} is not a stream id; accepted: {accepted}")
+        ids.append(int(item))
+    if not ids:
+        raise OptionError(f"option streamId is empty; accepted: {accepted}")
+    if len(set(ids)) != len(ids):
+        raise OptionError(f"option streamId={text!r} lists a stream id twice")
+    return tuple(ids)
+
+
+def _check_channel_pattern(pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        raise OptionError(f"option channelPattern={pattern!r} is not a valid regular expression ({error}); accepted: "
+                          "a Python regular expression matched with re.search against each recording's original "
+                          "channel, e.g. endpoint=10\\.0\\.0\\.5:4012[0-9]") from None
 
 
 def _parse_recording_ids(text: str) -> tuple[int, ...]:

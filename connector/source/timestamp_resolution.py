@@ -60,7 +60,7 @@ def _resolve(options: SourceOptions, offset_reader: OffsetReader, spec: TimeSpec
         raise RecordingNotFound(
             f"option {spec.option_name} names recording(s) {unknown}, which "
             + ("are not in the archive" if options.recording_ids is not None
-               else f"do not match channel={options.channel!r} streamId={options.stream_id}"))
+               else f"do not match {options.selection.describe()}"))
     latest, vanished = offset_reader.latest_positions(sorted(recordings))
     message_time = message_time_for(options)
     positions: dict[int, int] = {}

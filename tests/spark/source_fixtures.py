@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aeron_spark.archive.client import SecretCredentials
 from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
 from aeron_spark.driver_integration import AeronClient
 
@@ -72,10 +73,13 @@ class Recorded:
 class RecordingArchive:
     """One running sidecar, a client of it, and publications recorded by it."""
 
-    def __init__(self, sidecar: Sidecar) -> None:
+    def __init__(self, sidecar: Sidecar, credentials: SecretCredentials | None = None) -> None:
         self.sidecar = sidecar
         self.aeron = AeronClient(sidecar.driver_dir, client_name="spark-source-tests")
-        self.client = ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=self.aeron)
+        self.client = ArchiveClient.connect(
+            control_channel=sidecar.control_channel, aeron=self.aeron,
+            credentials=credentials.connect_credentials() if credentials else None,
+            on_challenge=credentials.on_challenge if credentials else None)
         self._stream_ids = itertools.count(3001)
         self._publications: list[object] = []
         self._lock = threading.Lock()  # the ArchiveClient is one-thread-at-a-time

@@ -74,6 +74,10 @@ class FakeArchive:
         return [r.descriptor() for rid, r in sorted(self.recordings.items())
                 if rid >= from_recording_id and r.log.stream_id == stream_id and channel_fragment in r.channel]
 
+    def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
+        self._count("list_from")
+        return [r.descriptor() for rid, r in sorted(self.recordings.items()) if rid >= from_recording_id]
+
     def live_position(self, recording_id: int) -> int | None:
         self._count("live_position")
         recording = self.recordings.get(recording_id)

@@ -191,6 +191,9 @@ class FakeSinkArchive:
         return [r.descriptor() for rid, r in sorted(self.recordings.items())
                 if rid >= from_recording_id and r.stream_id == stream_id and channel_fragment in r.channel]
 
+    def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
+        return [r.descriptor() for rid, r in sorted(self.recordings.items()) if rid >= from_recording_id]
+
     def live_position(self, recording_id: int) -> int | None:
         recording = self.recordings.get(recording_id)
         return recording.position if recording is not None and recording.active else None

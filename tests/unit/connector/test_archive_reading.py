@@ -104,6 +104,9 @@ class Client:
     def list_recordings_for_uri(self, from_id, count, fragment, stream_id):
         return self.fake.list_matching(fragment, stream_id, from_id)[:count]
 
+    def list_recordings(self, from_id, count):
+        return self.fake.list_from(from_id)[:count]
+
     def recording_position(self, recording_id):
         return -1
 
@@ -173,4 +176,5 @@ def test_list_matching_pages_through_the_catalog():
         client.fake.add(recording_id, log)
     found = access.list_matching("aeron:udp", 1001, 0)
     assert [d.recording_id for d in found] == list(range(1, 600))
+    assert [d.recording_id for d in access.list_from(7)] == list(range(7, 600))
     assert struct.calcsize("<q") == 8

@@ -47,7 +47,7 @@ def test_the_stream_id_of_source_and_sink_is_an_int32(value):
         source(**BY_STREAM, streamId=value)
     with pytest.raises(OptionError, match=rf"option streamId={value} is out of range for a stream id"):
         SinkOptions.parse({**SINK, "streamId": value}, streaming=True)
-    assert source(**BY_STREAM, streamId=str(INT32_MAX)).stream_id == INT32_MAX
+    assert source(**BY_STREAM, streamId=str(INT32_MAX)).stream_ids == (INT32_MAX,)
     assert SinkOptions.parse({**SINK, "streamId": str(INT32_MIN)}, streaming=True).stream_id == INT32_MIN
 
 

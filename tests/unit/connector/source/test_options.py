@@ -90,7 +90,7 @@ def test_sizes_durations_and_position_specs_parse():
     assert parsed.max_trigger_delay_ms == 30_000 and parsed.include_timestamp
     assert parsed.starting.for_recording(1, EARLIEST) == 64 and parsed.starting.for_recording(2, LATEST) == EARLIEST
     channel = parse(**{"archive.dir": "/arch", "channel": "aeron:udp?endpoint=h:1", "streamId": "7"})
-    assert channel.subscribes_to_channel and channel.stream_id == 7 and channel.connection.archive_dir == "/arch"
+    assert channel.subscribes_to_channel and channel.stream_ids == (7,) and channel.connection.archive_dir == "/arch"
     assert parse(**{"path": "/arch", "recordingIds": "1"}).connection.archive_dir == "/arch"
 
 

@@ -1,0 +1,110 @@
+"""Credentials for an archive with authentication: ``archive.credentials`` (``principal:secret``)
+or ``archive.credentialsFile`` (a path or URI of a file holding that line, read by each process
+when it connects, so the secret need not be in the Spark plan or options at all).
+
+Either way the client sends only the principal and answers the archive's challenge with an
+HMAC of the secret (archive/client/secret_credentials.py). ``ArchiveCredentials`` is part of
+``ArchiveConnection`` (the connection cache's key, pickled to executors); its ``repr``/``str``
+never show the secret, it is not a dataclass (``dataclasses.asdict`` cannot expand it), and no
+error raised here quotes an option value or a file's content.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+from aeron_spark.archive.client import SecretCredentials
+
+CREDENTIALS_OPTION = "archive.credentials"
+CREDENTIALS_FILE_OPTION = "archive.credentialsFile"
+ACCEPTED = "principal:secret (the principal ASCII without ':', the secret non-empty)"
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+class CredentialsUnavailable(ValueError):
+    """The credentials cannot be read or are malformed (the message never holds the secret)."""
+
+
+class ArchiveCredentials:
+    """What ``archive.credentials`` / ``archive.credentialsFile`` said; ``load()`` gives the
+    principal and secret where the connection is made."""
+
+    __slots__ = ("_text", "file")
+
+    def __init__(self, *, text: str | None = None, file: str | None = None) -> None:
+        if (text is None) == (file is None):
+            raise ValueError("ArchiveCredentials takes exactly one of text and file")
+        self._text = text
+        self.file = file
+        if text is not None:
+            _split(text, f"option {CREDENTIALS_OPTION}")  # malformed: fails when the options are parsed
+
+    def load(self) -> SecretCredentials:
+        if self._text is not None:
+            return _split(self._text, f"option {CREDENTIALS_OPTION}")
+        return _split(_first_line(read_credentials_file(self.file), self.file), f"option {self.describe()}: its line")
+
+    def describe(self) -> str:
+        """Which option gave them, as an error message may say (never the secret)."""
+        return CREDENTIALS_OPTION if self.file is None else f"{CREDENTIALS_FILE_OPTION}={self.file}"
+
+    def _key(self) -> tuple[str | None, str | None]:
+        return (self._text, self.file)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ArchiveCredentials) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        if self._text is not None:
+            return f"ArchiveCredentials({CREDENTIALS_OPTION}=<redacted>)"
+        return f"ArchiveCredentials({CREDENTIALS_FILE_OPTION}={self.file!r})"
+
+    __str__ = __repr__
+
+    def __getstate__(self):
+        return self._key()
+
+    def __setstate__(self, state) -> None:
+        self._text, self.file = state
+
+
+def _split(text: str, where: str) -> SecretCredentials:
+    principal, colon, secret = text.strip().partition(":")
+    if not colon or not principal or not secret or not principal.isascii():
+        raise CredentialsUnavailable(f"{where} is not valid (its value is not shown: it holds a secret); "
+                                     f"accepted: {ACCEPTED}")
+    return SecretCredentials(principal, secret)
+
+
+def _first_line(content: str, file: str) -> str:
+    lines = [line.strip() for line in content.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if len(lines) != 1:
+        raise CredentialsUnavailable(f"option {CREDENTIALS_FILE_OPTION}={file}: the file must hold exactly one "
+                                     f"line {ACCEPTED} (blank lines and # comments aside); it holds {len(lines)}")
+    return lines[0]
+
+
+def read_credentials_file(file: str) -> str:
+    """The file's text: a local path (or file: URI), else any URI pyarrow.fs opens (s3:, gs:,
+    abfs:, hdfs:), so executors on other hosts read the same secret from shared storage."""
+    try:
+        if file.startswith("file:"):
+            file_path = urlparse(file).path
+        elif _URI.match(file):
+            from pyarrow import fs  # imported late: only URIs need it
+            filesystem, path = fs.FileSystem.from_uri(file)
+            with filesystem.open_input_stream(path) as stream:
+                return stream.read().decode("utf-8")
+        else:
+            file_path = file
+        with open(file_path, encoding="utf-8") as local:
+            return local.read()
+    except (OSError, ValueError) as error:
+        # OSError texts name the path, never the content.
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else type(error).__name__
+        raise CredentialsUnavailable(f"option {CREDENTIALS_FILE_OPTION}={file}: cannot read it ({reason})") from None
