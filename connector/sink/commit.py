@@ -291,6 +291,7 @@ class SinkCommitter:
                             self.sink_id, recording_id)
                 self.archive.stop_active(recording_id)
                 stopped_it = True
+                continue  # read it again before judging the deadline (a stalled process may be past it)
             if now >= deadline:
                 raise SinkCommitError(f"sink {self.sink_id}: recording {recording_id} is still being recorded after "
                                       f"{self.timeout_s} s; is another writer using sink.id {self.sink_id}?")
