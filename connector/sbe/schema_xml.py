@@ -252,7 +252,12 @@ class _SchemaReader:
         for child in element.children:
             if child.tag != "validValue":
                 raise self.fail(child, "unsupported element inside <enum> (expected validValue)")
-            values.append((self._required(child, "name"), int(self._literal(child, encoding.primitive, child.text))))
+            text = child.text.strip()
+            if encoding.primitive.name == "char" and len(text) == 1:
+                value = ord(text)  # a char enum's valid values are characters, "0" included
+            else:
+                value = int(self._literal(child, encoding.primitive, text))
+            values.append((self._required(child, "name"), value))
         if not values:
             raise self.fail(element, "an enum needs at least one validValue")
         presence = self._presence(element)
