@@ -83,6 +83,13 @@ class _Level:
     def count(self) -> int:
         return int(self.starts.size)
 
+    @property
+    def stride(self) -> int | None:
+        """The fixed distance between consecutive records, if any (computed once per level)."""
+        if not hasattr(self, "_stride"):
+            self._stride = _uniform_stride(self.starts)
+        return self._stride
+
     def take(self, index: np.ndarray, starts: np.ndarray | None = None) -> "_Level":
         return _Level(self.starts[index] if starts is None else starts, self.block_lengths[index],
                       self.versions[index], self.ends[index], self.rows[index])
@@ -105,13 +112,14 @@ class SbeDecoder:
         data, starts, ends, valid = _payload_buffers(payloads)
         header = self.schema.header
         has_header = valid & (ends - starts >= header.size)
-        safe_starts = np.where(has_header, starts, 0)
+        safe_starts = np.where(has_header, starts, 0) if not has_header.all() else starts
         if data.size < header.size:
             data = np.zeros(header.size, dtype=np.uint8)
+        stride = _uniform_stride(safe_starts)
         template_ids = np.where(has_header, self._read_int(data, safe_starts + header.template_id.offset,
-                                                           header.template_id.type), NO_TEMPLATE).astype(np.int32)
-        block_lengths = self._read_int(data, safe_starts + header.block_length.offset, header.block_length.type)
-        versions = self._read_int(data, safe_starts + header.version.offset, header.version.type)
+                                                           header.template_id.type, stride), NO_TEMPLATE).astype(np.int32)
+        block_lengths = self._read_int(data, safe_starts + header.block_length.offset, header.block_length.type, stride)
+        versions = self._read_int(data, safe_starts + header.version.offset, header.version.type, stride)
         by_message = {}
         for message in self.messages:
             rows = np.flatnonzero(template_ids == message.template_id)
@@ -225,35 +233,38 @@ class SbeDecoder:
         if not present.any():
             return pa.nulls(level.count, type=arrow_type)
         positions = level.starts + field.offset
+        stride = level.stride
         if not present.all():
             positions = np.where(present, positions, level.starts[present][0] + field.offset)
+            stride = None
         optional = field.presence is Presence.OPTIONAL
-        return self._value(field.type, data, positions, ~present, optional, arrow_type)
+        return self._value(field.type, data, positions, ~present, optional, arrow_type, stride)
 
     def _value(self, field_type, data: np.ndarray, positions: np.ndarray, absent: np.ndarray, optional: bool,
-               arrow_type: pa.DataType) -> pa.Array:
+               arrow_type: pa.DataType, stride: int | None = None) -> pa.Array:
+        """One field's values; ``stride``: the records' fixed distance when known (None: check)."""
         if isinstance(field_type, EncodedType):
             if field_type.presence is Presence.CONSTANT:
                 return pa.array([_constant_value(field_type)] * positions.size, type=arrow_type)
             optional = optional or field_type.presence is Presence.OPTIONAL
             if field_type.is_string:
-                return _char_string(_bytes_at(data, positions, field_type.length), absent, optional)
+                return _char_string(_bytes_at(data, positions, field_type.length, stride), absent, optional)
             if field_type.is_array:
-                raw = _bytes_at(data, positions, field_type.size).view(self._order + field_type.primitive.numpy_code)
+                raw = _bytes_at(data, positions, field_type.size, stride).view(self._order + field_type.primitive.numpy_code)
                 flat = _to_arrow(raw.reshape(-1), field_type.primitive, None)
                 offsets = pa.array(np.arange(positions.size + 1, dtype=np.int32) * field_type.length)
                 return pa.ListArray.from_arrays(offsets, flat, type=arrow_type,
                                                 mask=pa.array(absent) if absent.any() else None)
-            values = self._read(data, positions, field_type)
+            values = self._read(data, positions, field_type, stride)
             nulls = absent
             if optional:
                 nulls = absent | _is_null(values, field_type.null_value)
             return _to_arrow(values, field_type.primitive, nulls)
         if isinstance(field_type, EnumType):
-            raw = self._read(data, positions, field_type.encoding)
+            raw = self._read(data, positions, field_type.encoding, stride)
             return _enum_names(raw, field_type, absent)
         if isinstance(field_type, SetType):
-            raw = self._read(data, positions, field_type.encoding)
+            raw = self._read(data, positions, field_type.encoding, stride)
             return _set_names(raw, field_type, absent)
         if isinstance(field_type, CompositeType):
             members, fields = [], []
@@ -261,17 +272,20 @@ class SbeDecoder:
                 if isinstance(member.type, EncodedType) and member.type.length == 0:
                     continue
                 member_type = type_arrow_type(member.type)
-                members.append(self._value(member.type, data, positions + member.offset, absent, optional, member_type))
+                members.append(self._value(member.type, data, positions + member.offset, absent, optional, member_type,
+                                           stride))
                 fields.append(pa.field(member.name, member_type))
             return pa.StructArray.from_arrays(members, fields=fields, mask=pa.array(absent) if absent.any() else None)
         raise TypeError(f"not an SBE field type: {field_type!r}")
 
-    def _read(self, data: np.ndarray, positions: np.ndarray, field_type: EncodedType) -> np.ndarray:
+    def _read(self, data: np.ndarray, positions: np.ndarray, field_type: EncodedType,
+              stride: int | None = None) -> np.ndarray:
         dtype = np.dtype(self._order + field_type.primitive.numpy_code)
-        return _scalars_at(data, positions, dtype)
+        return _scalars_at(data, positions, dtype, stride)
 
-    def _read_int(self, data: np.ndarray, positions: np.ndarray, field_type: EncodedType) -> np.ndarray:
-        return self._read(data, positions, field_type).astype(np.int64)
+    def _read_int(self, data: np.ndarray, positions: np.ndarray, field_type: EncodedType,
+                  stride: int | None = None) -> np.ndarray:
+        return self._read(data, positions, field_type, stride).astype(np.int64)
 
     # --- one field of one payload, for callers that need a single value cheaply ----------------
 
@@ -350,24 +364,21 @@ def _payload_buffers(payloads: pa.Array):
 
 
 def _uniform_stride(positions: np.ndarray) -> int | None:
+    """The fixed distance between consecutive positions, 0 for a single one, None when not fixed."""
     if positions.size < 2:
         return 0 if positions.size == 1 else None
     stride = int(positions[1] - positions[0])
-    if stride <= 0:
+    if stride <= 0 or int(positions[-1]) != int(positions[0]) + stride * (positions.size - 1):
         return None
-    # positions[i] == positions[0] + i * stride for all i, checked without a temporary per test
-    last = int(positions[0]) + stride * (positions.size - 1)
-    if int(positions[-1]) != last:
-        return None
-    return stride if np.array_equal(np.diff(positions), np.full(positions.size - 1, stride)) else None
+    return stride if bool((np.diff(positions) == stride).all()) else None
 
 
-def _scalars_at(data: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _scalars_at(data: np.ndarray, positions: np.ndarray, dtype: np.dtype, stride: int | None = None) -> np.ndarray:
     """data viewed as ``dtype`` at each position (native byte order copy)."""
     count = positions.size
     if count == 0:
         return np.empty(0, dtype=dtype.newbyteorder("="))
-    stride = _uniform_stride(positions)
+    stride = _uniform_stride(positions) if stride is None else stride
     if stride is not None and stride >= dtype.itemsize:
         # Blocks at a fixed stride: a strided (unaligned) view of the buffer, one field wide.
         view = np.ndarray(shape=(count,), dtype=dtype, buffer=data, offset=int(positions[0]), strides=(max(stride, 1),))
@@ -376,10 +387,10 @@ def _scalars_at(data: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.
     return raw.view(dtype).reshape(count).astype(dtype.newbyteorder("="))
 
 
-def _bytes_at(data: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray:
+def _bytes_at(data: np.ndarray, positions: np.ndarray, width: int, stride: int | None = None) -> np.ndarray:
     """(count, width) uint8: the bytes at each position (a copy)."""
     count = positions.size
-    stride = _uniform_stride(positions)
+    stride = _uniform_stride(positions) if stride is None else stride
     if count and stride is not None and stride >= width:
         view = np.lib.stride_tricks.as_strided(data[int(positions[0]):], shape=(count, width), strides=(stride, 1))
         return np.ascontiguousarray(view)
