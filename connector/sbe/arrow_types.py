@@ -18,6 +18,7 @@ from aeron_spark.connector.sbe.schema_model import (
     FieldType,
     Group,
     Message,
+    Presence,
     Primitive,
     SetType,
     VarData,
@@ -71,6 +72,27 @@ def _is_var_member(member_type: FieldType) -> bool:
 
 def field_arrow_type(field: Field) -> pa.DataType:
     return type_arrow_type(field.type)
+
+
+def never_null(node: Field | Group | VarData) -> bool:
+    """True when the decoder never gives NULL for this root element of a decoded message: it is in
+    every version (sinceVersion 0; the decoder refuses a block too short for it) and no value of it
+    means NULL. Spark converts non-nullable columns faster, so such columns are declared NOT NULL."""
+    if node.since_version != 0:
+        return False
+    if isinstance(node, (Group, VarData)):
+        return True
+    return node.presence is Presence.CONSTANT or (node.presence is Presence.REQUIRED and _type_never_null(node.type))
+
+
+def _type_never_null(field_type: FieldType) -> bool:
+    if isinstance(field_type, EncodedType):
+        return field_type.presence is not Presence.OPTIONAL
+    if isinstance(field_type, SetType):
+        return True
+    if isinstance(field_type, CompositeType):
+        return all(_type_never_null(m.type) for m in field_type.members)
+    return False  # an enum: a value the schema does not know is NULL
 
 
 def var_data_arrow_type(var_data: VarData) -> pa.DataType:

@@ -230,6 +230,11 @@ class SbeDecoder:
         if field.presence is Presence.CONSTANT:
             return _constant(field, arrow_type, level.count)
         present = (level.versions >= field.since_version) & (level.block_lengths >= field.offset + field.type.size)
+        if field.since_version == 0 and not present.all():
+            row = int(np.flatnonzero(~present)[0])
+            raise SbeDecodeError(f"{path}: payload {int(level.rows[row])} has blockLength {int(level.block_lengths[row])}, "
+                                 f"too short for this field of every version (it ends at {field.offset + field.type.size}): "
+                                 "the message is truncated or not of this schema")
         if not present.any():
             return pa.nulls(level.count, type=arrow_type)
         positions = level.starts + field.offset

@@ -1,9 +1,10 @@
 """The source's SBE mode (``sbe.schema``): its options, its row schema, and the decoding of each
 Arrow batch of whole messages into typed columns (docs/sbe.md).
 
-Rows: ``recording_id``, ``position``, ``template_id``, then the decoded message (one selected
-message: its fields as top-level columns; several: one struct column per message, named by the
-message), then ``payload`` (only with ``sbe.unselected=raw``: the bytes of each row not decoded),
+Rows: ``recording_id``, ``position``, ``template_id`` (left out when one message is selected and
+the others skipped: it would be constant), then the decoded message (one selected message: its
+fields as top-level columns, NOT NULL where no value can be NULL; several: one struct column per
+message, named by the message), then ``payload`` (only with ``sbe.unselected=raw``: the bytes of each row not decoded),
 then ``session_id``, ``stream_id``, ``reserved_value`` and ``timestamp`` as without SBE.
 """
 
@@ -17,7 +18,7 @@ import pyarrow.compute as pc
 
 from aeron_spark.connector.options import OptionError
 from aeron_spark.connector.sbe import SbeDecoder, SbeSchemaError, spread
-from aeron_spark.connector.sbe.arrow_types import block_fields, message_arrow_type
+from aeron_spark.connector.sbe.arrow_types import block_fields, message_arrow_type, never_null
 from aeron_spark.connector.sbe.schema_loading import parsed_schema, read_schema_text
 from aeron_spark.connector.source.message_batches import BASE_FIELDS, TIMESTAMP_FIELD
 
@@ -91,10 +92,14 @@ class SbeColumns:
         self.raw = settings.unselected == "raw"
         by_name = {f.name: f for f in BASE_FIELDS}
         if self.single:
-            decoded = [f.with_nullable(True) for f in block_fields(self.messages[0])]
+            message = self.messages[0]
+            elements = list(message.fields) + list(message.groups) + list(message.var_data)
+            decoded = [f.with_nullable(self.raw or not never_null(element))
+                       for f, element in zip(block_fields(message), elements)]
         else:
             decoded = [pa.field(m.name, message_arrow_type(m), nullable=True) for m in self.messages]
-        fields = [by_name[n] for n in _LEADING] + [TEMPLATE_ID_FIELD] + decoded
+        self.with_template_id = self.raw or not self.single
+        fields = [by_name[n] for n in _LEADING] + ([TEMPLATE_ID_FIELD] if self.with_template_id else []) + decoded
         fields += [RAW_PAYLOAD_FIELD] if self.raw else []
         fields += [by_name[n] for n in _TRAILING] + ([TIMESTAMP_FIELD] if include_timestamp else [])
         names = [f.name for f in fields]
@@ -115,8 +120,9 @@ class SbeColumns:
         everything = kept.size == batch.num_rows
         take = (lambda column: column) if everything else (lambda column: column.take(pa.array(kept)))
         columns: dict[str, pa.Array] = {name: take(batch.column(name)) for name in _LEADING + _TRAILING}
-        kept_templates = templates[kept]
-        columns["template_id"] = pa.array(kept_templates, type=pa.int32(), mask=kept_templates < 0)
+        if self.with_template_id:
+            kept_templates = templates[kept]
+            columns["template_id"] = pa.array(kept_templates, type=pa.int32(), mask=kept_templates < 0)
         placed = {}
         for message in self.messages:
             found = decoded.by_message[message.name]

@@ -132,6 +132,12 @@ def test_a_block_shorter_than_its_header_says_fails():
         reader_decoder().decode(pa.array([payload], pa.binary()))
 
 
+def test_a_block_length_too_short_for_a_version_0_field_fails_naming_the_field():
+    payload = header(20, 1) + b"\x00" * 43
+    with pytest.raises(SbeDecodeError, match=r"Trade.quantity: payload 0 has blockLength 20"):
+        reader_decoder().decode(pa.array([payload], pa.binary()))
+
+
 def test_large_binary_payloads_and_null_payloads():
     payload = refresh(5, [(10, -1, 3, 9, b"1", [(1, 2)])])
     decoder = reader_decoder()
