@@ -21,7 +21,7 @@ from pyspark.sql.types import (
 )
 
 from aeron_spark.connector.options import OptionError
-from aeron_spark.connector.source.options import ReadMode, SourceOptions, validate_common
+from aeron_spark.connector.source.options import ReadMode, SourceOptions, sbe_settings, validate_common
 from aeron_spark.connector.sink.options import reject_sink_options_on_read, without_sink_options
 
 FORMAT_NAME = "aeron-archive"
@@ -57,6 +57,9 @@ class AeronArchiveDataSource(DataSource):
 
     def schema(self) -> StructType:
         include = str(self.options.get("includeTimestamp", "false")).lower() == "true"
+        sbe = sbe_settings(without_sink_options(self.options))
+        if sbe is not None:
+            return sbe_schema(sbe, include)
         return source_schema(include)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -86,10 +89,24 @@ class AeronArchiveDataSource(DataSource):
         return AeronArchiveStreamWriter(SinkOptions.parse(self.options, streaming=True), sink_columns(schema))
 
 
+def sbe_schema(sbe, include_timestamp: bool) -> StructType:
+    """The rows of an sbe.schema read: the standard columns around the decoded ones (docs/sbe.md)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from aeron_spark.connector.source.sbe_columns import SbeColumns
+    return from_arrow_schema(SbeColumns(sbe, include_timestamp).arrow_schema)
+
+
 def select_columns(schema: StructType | None, options: SourceOptions) -> SourceOptions:
     """The options with the columns a user schema (``.schema(...)``) asks for: any of the source's
     columns, in any order, each with its own type, nullable or not (no value is ever null).
     Reading fewer columns is the only column pruning a Python source gets, and it is cheaper."""
+    if options.sbe is not None:
+        expected = sbe_schema(options.sbe, options.include_timestamp)
+        if schema is not None and schema != expected:
+            raise OptionError(f"format {FORMAT_NAME}: with sbe.schema the rows have the decoded schema "
+                              f"{expected.simpleString()}; a different .schema(...) is not accepted (select columns "
+                              "after load() instead)")
+        return options
     if schema is None or schema == source_schema(options.include_timestamp):
         return options
     known = {f.name: f.dataType for f in SOURCE_FIELDS}

@@ -54,6 +54,7 @@ SOURCE_ONLY_OPTIONS = ("recordingIds", "startingPositions", "endingPositions", "
                        "channelPattern")
 SOURCE_ONLY_OPTIONS += ("startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
                         "endingTimestamp", "endingPositionsByTimestamp")
+SOURCE_ONLY_OPTIONS += ("sbe.schema", "sbe.messages", "sbe.unselected")
 # Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
 SPARK_SUPPLIED_OPTIONS = frozenset({"queryname"})
 

@@ -41,6 +41,7 @@ from aeron_spark.connector.options import (
 )
 from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, parse_position_spec
 from aeron_spark.connector.source.recording_selection import RecordingSelection
+from aeron_spark.connector.source.sbe_columns import SbeSettings, parse_sbe_options
 
 
 class ReadMode(Enum):
@@ -163,6 +164,13 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("checkpointLocation", "a directory path or URI (file:, s3:, hdfs:, ...)", None, _STREAM,
                "Required for readStream: where the source keeps its resolved starting positions; use "
                "the query's own checkpointLocation."),
+    OptionSpec("sbe.schema", "a path or URI (file:, s3:, gs:, abfs:, hdfs:, ...) of an SBE schema XML", None, _BOTH,
+               "Decode each message with this SBE schema into typed columns (docs/sbe.md)."),
+    OptionSpec("sbe.messages", "a comma list of message names or template ids", "every message of the schema",
+               _BOTH, "The messages to decode: one gives its fields as columns, several one struct column each."),
+    OptionSpec("sbe.unselected", "skip | raw", "skip", _BOTH,
+               "Messages of another template (or none): skip drops them; raw keeps them with NULL decoded "
+               "columns and their bytes in a nullable payload column."),
 )
 
 _SPECS_BY_LOWER: dict[str, OptionSpec] = {spec.name.lower(): spec for spec in OPTION_SPECS}
@@ -245,6 +253,7 @@ class SourceOptions:
     starting_time_strategy: str = "error"
 
     channel_pattern: str | None = None
+    sbe: SbeSettings | None = None  # sbe.schema: decode the payloads (docs/sbe.md)
 
     @property
     def subscribes_to_channel(self) -> bool:
@@ -315,6 +324,7 @@ class SourceOptions:
             starting_time=starting_time,
             ending_time=ending_time,
             starting_time_strategy=time_strategy,
+            sbe=parse_sbe_options(raw),
         )
 
 
@@ -332,6 +342,12 @@ def validate_common(options: Mapping[str, str]) -> None:
     parse_int(raw, "discoveryIntervalMs", 0, minimum=0)
     parse_duration_ms(raw, "maxTriggerDelay", 0)
     parse_replay(raw)
+    parse_sbe_options(raw)
+
+
+def sbe_settings(options: Mapping[str, str]) -> SbeSettings | None:
+    """The sbe.* options alone (DataSource.schema needs them before the read mode is known)."""
+    return parse_sbe_options(_canonical_options(options))
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from aeron_spark.connector.source.data_loss import DataLossPolicy
 from aeron_spark.connector.source.message_batches import MessageBatchBuilder, OutputColumns, first_frame_continues_a_message
 from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
+from aeron_spark.connector.source.sbe_columns import SbeColumns
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
 
 LOG = logging.getLogger("aeron_spark.connector")
@@ -62,9 +63,13 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
     if readable is None or descriptor is None:
         return
     if getattr(access, "replay_pump", None) is not None:
-        builder = yield from _read_pumped(readable, descriptor, options, access)
+        batches = _read_pumped(readable, descriptor, options, access)
     else:
-        builder = yield from _read_blocks(readable, descriptor, options, access)
+        batches = _read_blocks(readable, descriptor, options, access)
+    if options.sbe is None:
+        builder = yield from batches
+    else:
+        builder = yield from _decoded(batches, SbeColumns(options.sbe, options.include_timestamp))
     recording_id, start, end = readable.recording_id, readable.start, readable.end
     stats = builder.stats
     if stats.dropped_fragments:
@@ -73,6 +78,19 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
     if stats.leading_fragments:
         LOG.info("recording %d: dropped %d fragment(s) of a message begun before the recording started",
                  recording_id, stats.leading_fragments)
+
+
+def _decoded(batches: Generator[pa.RecordBatch, None, MessageBatchBuilder],
+             columns: SbeColumns) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
+    """sbe.schema: each batch of whole messages as decoded rows (batches left empty are dropped)."""
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration as done:
+            return done.value
+        decoded = columns.convert(batch)
+        if decoded.num_rows:
+            yield decoded
 
 
 def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,

@@ -1,0 +1,518 @@
+"""Vectorized SBE decoding: a pyarrow BinaryArray of payloads -> one StructArray per message type.
+
+No Python runs per message. Every payload's header is read at once; then, per message type,
+
+* each root-block field is read for all its messages in one numpy operation: when the messages
+  sit at a fixed stride in the payload buffer (fixed-size messages back to back, the common case)
+  through a strided view of the buffer at the field's offset, otherwise by gathering the field's
+  bytes with ``start + offset + arange(size)``; the byte order is the schema's;
+* repeating groups and var data have variable offsets, so they are walked level by level with a
+  cursor array (one cursor per message, or per group entry): a group whose entries are fixed-size
+  is read in one step for all entries of all messages; a group whose entries hold nested groups or
+  var data is walked entry index by entry index, each step vectorized over every message.
+
+Evolution follows the SBE spec: a field is read only when the message's header version is at least
+its ``sinceVersion`` and it lies inside the producer's blockLength (else NULL); the next part
+always starts at the producer's blockLength (a newer producer's extra fields are skipped), and a
+group's entries advance by the blockLength in that group's own dimension header.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aeron_spark.connector.sbe.arrow_types import (
+    UINT64_TYPE,
+    block_fields,
+    message_arrow_type,
+    primitive_arrow_type,
+    type_arrow_type,
+)
+from aeron_spark.connector.sbe.schema_model import (
+    CompositeType,
+    EncodedType,
+    EnumType,
+    Field,
+    Group,
+    Message,
+    Presence,
+    Schema,
+    SetType,
+    VarData,
+)
+
+NO_TEMPLATE = -1  # template id of a null payload or one too short for the message header
+
+
+class SbeDecodeError(ValueError):
+    """A message's bytes contradict its schema (truncated block, group or var data)."""
+
+
+@dataclass(frozen=True)
+class DecodedMessages:
+    """One message type's decoded rows: ``rows`` are the indices of its payloads in the input."""
+
+    message: Message
+    rows: np.ndarray
+    values: pa.StructArray
+
+
+@dataclass(frozen=True)
+class DecodedPayloads:
+    template_ids: np.ndarray  # int32 per payload; NO_TEMPLATE when it has no header
+    by_message: dict[str, DecodedMessages]
+
+
+@dataclass
+class _Level:
+    """The records of one level (messages, or entries of one group) being decoded."""
+
+    starts: np.ndarray  # int64 offset of each record's block in the buffer
+    block_lengths: np.ndarray  # int64 acting block length of each record
+    versions: np.ndarray  # int64 producer's schema version (from the message header)
+    ends: np.ndarray  # int64 end of the enclosing payload (bounds)
+    rows: np.ndarray  # int64 payload index of each record (for error messages)
+
+    @property
+    def count(self) -> int:
+        return int(self.starts.size)
+
+    @property
+    def stride(self) -> int | None:
+        """The fixed distance between consecutive records, if any (computed once per level)."""
+        if not hasattr(self, "_stride"):
+            self._stride = _uniform_stride(self.starts)
+        return self._stride
+
+    def take(self, index: np.ndarray, starts: np.ndarray | None = None) -> "_Level":
+        return _Level(self.starts[index] if starts is None else starts, self.block_lengths[index],
+                      self.versions[index], self.ends[index], self.rows[index])
+
+
+class SbeDecoder:
+    """Decodes the messages of a schema (optionally only some of them)."""
+
+    def __init__(self, schema: Schema, messages: list[Message] | None = None) -> None:
+        self.schema = schema
+        self.messages = list(schema.messages if messages is None else messages)
+        self._order = schema.byte_order
+
+    def arrow_type(self, message: Message) -> pa.StructType:
+        return message_arrow_type(message)
+
+    # --- the whole batch -----------------------------------------------------------------------
+
+    def decode(self, payloads: pa.Array) -> DecodedPayloads:
+        data, starts, ends, valid = _payload_buffers(payloads)
+        header = self.schema.header
+        has_header = valid & (ends - starts >= header.size)
+        safe_starts = np.where(has_header, starts, 0) if not has_header.all() else starts
+        if data.size < header.size:
+            data = np.zeros(header.size, dtype=np.uint8)
+        stride = _uniform_stride(safe_starts)
+        template_ids = np.where(has_header, self._read_int(data, safe_starts + header.template_id.offset,
+                                                           header.template_id.type, stride), NO_TEMPLATE).astype(np.int32)
+        block_lengths = self._read_int(data, safe_starts + header.block_length.offset, header.block_length.type, stride)
+        versions = self._read_int(data, safe_starts + header.version.offset, header.version.type, stride)
+        by_message = {}
+        for message in self.messages:
+            rows = np.flatnonzero(template_ids == message.template_id)
+            level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
+                           versions[rows].astype(np.int64), ends[rows], rows.astype(np.int64))
+            columns, _ = self._decode_level(message, data, level, message.name)
+            values = pa.StructArray.from_arrays(columns, fields=block_fields(message)) if columns \
+                else pa.array([{}] * level.count, type=pa.struct([]))
+            by_message[message.name] = DecodedMessages(message, rows, values)
+        return DecodedPayloads(template_ids, by_message)
+
+    def decode_message(self, payloads: pa.Array, message: Message) -> pa.StructArray:
+        """Every payload as ``message``: NULL where a payload holds another template (or none)."""
+        decoded = SbeDecoder(self.schema, [message]).decode(payloads)
+        found = decoded.by_message[message.name]
+        return spread(found.values, found.rows, len(payloads))
+
+    # --- one level: fields, then groups, then var data -----------------------------------------
+
+    def _decode_level(self, node: Message | Group, data: np.ndarray, level: _Level, path: str):
+        _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
+        columns = [self._field(field, data, level, f"{path}.{field.name}") for field in node.fields]
+        cursor = level.starts + level.block_lengths
+        for group in node.groups:
+            column, cursor = self._group(group, data, level, cursor, f"{path}.{group.name}")
+            columns.append(column)
+        for var_data in node.var_data:
+            column, cursor = self._var_data(var_data, data, level, cursor, f"{path}.{var_data.name}")
+            columns.append(column)
+        return columns, cursor
+
+    def _group(self, group: Group, data: np.ndarray, level: _Level, cursor: np.ndarray, path: str):
+        present = level.versions >= group.since_version
+        dimension = group.dimension
+        _check_bounds(np.where(present, cursor + dimension.size, 0), level, f"{path}: the group header")
+        at = np.where(present, cursor, 0)
+        entry_lengths = np.where(present, self._read_int(data, at + dimension.member("blockLength").offset,
+                                                         dimension.member("blockLength").type), 0)
+        counts = np.where(present, self._read_int(data, at + dimension.member("numInGroup").offset,
+                                                  dimension.member("numInGroup").type), 0).astype(np.int64)
+        first = cursor + np.where(present, dimension.size, 0)
+        total = int(counts.sum())
+        if not group.has_variable_parts:
+            parents = np.repeat(np.arange(level.count), counts)
+            list_offsets = np.zeros(level.count + 1, dtype=np.int64)
+            np.cumsum(counts, out=list_offsets[1:])
+            index_in_group = np.arange(total, dtype=np.int64) - list_offsets[:-1][parents]
+            entry_starts = first[parents] + index_in_group * entry_lengths[parents]
+            entries = _Level(entry_starts, entry_lengths[parents], level.versions[parents], level.ends[parents],
+                             level.rows[parents])
+            columns, _ = self._decode_level(group, data, entries, path)
+            end = first + counts * entry_lengths
+        else:
+            columns, end = self._nested_group(group, data, level, first, entry_lengths, counts, path)
+        _check_bounds(end, level, f"{path}: the group's entries")
+        list_offsets = np.zeros(level.count + 1, dtype=np.int32)
+        np.cumsum(counts, out=list_offsets[1:])
+        struct_type = pa.struct(block_fields(group))
+        values = pa.StructArray.from_arrays(columns, fields=list(struct_type)) if columns \
+            else pa.array([{}] * total, type=struct_type)
+        column = pa.ListArray.from_arrays(pa.array(list_offsets), values, type=type_arrow_type_of_group(struct_type),
+                                          mask=pa.array(~present) if not present.all() else None)
+        return column, end
+
+    def _nested_group(self, group: Group, data: np.ndarray, level: _Level, first: np.ndarray,
+                      entry_lengths: np.ndarray, counts: np.ndarray, path: str):
+        """Entries holding groups or var data: one step per entry index, vectorized over messages."""
+        cursor = first.copy()
+        pieces: list[list[pa.Array]] = []
+        keys: list[np.ndarray] = []
+        most = int(counts.max()) if counts.size else 0
+        for index in range(most):
+            active = np.flatnonzero(counts > index)
+            entries = _Level(cursor[active], entry_lengths[active], level.versions[active], level.ends[active],
+                             level.rows[active])
+            columns, end = self._decode_level(group, data, entries, f"{path}[{index}]")
+            cursor[active] = end
+            pieces.append(columns)
+            keys.append(active * max(most, 1) + index)
+        fields = block_fields(group)
+        if not pieces:
+            return [pa.array([], type=f.type) for f in fields], cursor
+        order = pa.array(np.argsort(np.concatenate(keys), kind="stable"))
+        columns = [pc.take(pa.concat_arrays([piece[i] for piece in pieces]), order) for i in range(len(fields))]
+        return columns, cursor
+
+    def _var_data(self, var_data: VarData, data: np.ndarray, level: _Level, cursor: np.ndarray, path: str):
+        present = level.versions >= var_data.since_version
+        _check_bounds(np.where(present, cursor + var_data.data_offset, 0), level, f"{path}: the length")
+        at = np.where(present, cursor, 0)
+        lengths = np.where(present, self._read_int(data, at + var_data.length_offset,
+                                                   EncodedType("length", var_data.length_type)), 0).astype(np.int64)
+        starts = cursor + var_data.data_offset
+        end = np.where(present, starts + lengths, cursor)
+        _check_bounds(end, level, f"{path}: the data")
+        values = _binary_array(data, starts, lengths, ~present)
+        if var_data.is_string:
+            try:
+                values = values.cast(pa.string())
+            except pa.ArrowInvalid as error:
+                raise SbeDecodeError(f"{path}: not valid UTF-8 ({error})") from None
+        return values, end
+
+    # --- one field for every record of a level -------------------------------------------------
+
+    def _field(self, field: Field, data: np.ndarray, level: _Level, path: str) -> pa.Array:
+        arrow_type = type_arrow_type(field.type)
+        if field.presence is Presence.CONSTANT:
+            return _constant(field, arrow_type, level.count)
+        present = (level.versions >= field.since_version) & (level.block_lengths >= field.offset + field.type.size)
+        if field.since_version == 0 and not present.all():
+            row = int(np.flatnonzero(~present)[0])
+            raise SbeDecodeError(f"{path}: payload {int(level.rows[row])} has blockLength {int(level.block_lengths[row])}, "
+                                 f"too short for this field of every version (it ends at {field.offset + field.type.size}): "
+                                 "the message is truncated or not of this schema")
+        if not present.any():
+            return pa.nulls(level.count, type=arrow_type)
+        positions = level.starts + field.offset
+        stride = level.stride
+        if not present.all():
+            positions = np.where(present, positions, level.starts[present][0] + field.offset)
+            stride = None
+        optional = field.presence is Presence.OPTIONAL
+        return self._value(field.type, data, positions, ~present, optional, arrow_type, stride)
+
+    def _value(self, field_type, data: np.ndarray, positions: np.ndarray, absent: np.ndarray, optional: bool,
+               arrow_type: pa.DataType, stride: int | None = None) -> pa.Array:
+        """One field's values; ``stride``: the records' fixed distance when known (None: check)."""
+        if isinstance(field_type, EncodedType):
+            if field_type.presence is Presence.CONSTANT:
+                return pa.array([_constant_value(field_type)] * positions.size, type=arrow_type)
+            optional = optional or field_type.presence is Presence.OPTIONAL
+            if field_type.is_string:
+                return _char_string(_bytes_at(data, positions, field_type.length, stride), absent, optional)
+            if field_type.is_array:
+                raw = _bytes_at(data, positions, field_type.size, stride).view(self._order + field_type.primitive.numpy_code)
+                flat = _to_arrow(raw.reshape(-1), field_type.primitive, None)
+                offsets = pa.array(np.arange(positions.size + 1, dtype=np.int32) * field_type.length)
+                return pa.ListArray.from_arrays(offsets, flat, type=arrow_type,
+                                                mask=pa.array(absent) if absent.any() else None)
+            values = self._read(data, positions, field_type, stride)
+            nulls = absent
+            if optional:
+                nulls = absent | _is_null(values, field_type.null_value)
+            return _to_arrow(values, field_type.primitive, nulls)
+        if isinstance(field_type, EnumType):
+            raw = self._read(data, positions, field_type.encoding, stride)
+            return _enum_names(raw, field_type, absent)
+        if isinstance(field_type, SetType):
+            raw = self._read(data, positions, field_type.encoding, stride)
+            return _set_names(raw, field_type, absent)
+        if isinstance(field_type, CompositeType):
+            members, fields = [], []
+            for member in field_type.members:
+                if isinstance(member.type, EncodedType) and member.type.length == 0:
+                    continue
+                member_type = type_arrow_type(member.type)
+                members.append(self._value(member.type, data, positions + member.offset, absent, optional, member_type,
+                                           stride))
+                fields.append(pa.field(member.name, member_type))
+            return pa.StructArray.from_arrays(members, fields=fields, mask=pa.array(absent) if absent.any() else None)
+        raise TypeError(f"not an SBE field type: {field_type!r}")
+
+    def _read(self, data: np.ndarray, positions: np.ndarray, field_type: EncodedType,
+              stride: int | None = None) -> np.ndarray:
+        dtype = np.dtype(self._order + field_type.primitive.numpy_code)
+        return _scalars_at(data, positions, dtype, stride)
+
+    def _read_int(self, data: np.ndarray, positions: np.ndarray, field_type: EncodedType,
+                  stride: int | None = None) -> np.ndarray:
+        return self._read(data, positions, field_type, stride).astype(np.int64)
+
+    # --- one field of one payload, for callers that need a single value cheaply ----------------
+
+    def root_field_reader(self, message: Message | str, name: str) -> Callable[[bytes], int | None]:
+        """A function payload -> the integer value of one root-block field of ``message`` (an int or
+        uint, e.g. a time in nanoseconds), or None when the payload is another template, too short,
+        older than the field, or holds the field's null value. One ``struct.unpack_from`` call each."""
+        message = self.schema.message(message) if isinstance(message, (str, int)) else message
+        field = message.field(name)
+        if field is None or not isinstance(field.type, EncodedType) or field.type.is_string \
+                or field.type.is_array or field.type.primitive.numpy_code[0] not in "iu" \
+                or field.presence is Presence.CONSTANT:
+            known = ", ".join(f.name for f in message.fields)
+            raise KeyError(f"message {message.name} has no integer root field {name!r}; its fields: {known}")
+        header = self.schema.header
+        header_offsets = (header.block_length.offset, header.template_id.offset, header.version.offset)
+        codes = [_struct_code(m.type.primitive.numpy_code) for m in (header.block_length, header.template_id, header.version)]
+        header_structs = [struct.Struct(self._order + code) for code in codes]
+        value_struct = struct.Struct(self._order + _struct_code(field.type.primitive.numpy_code))
+        value_offset = header.size + field.offset
+        end = field.offset + field.type.size
+        null = field.type.null_value if field.presence is Presence.OPTIONAL or field.type.presence is Presence.OPTIONAL \
+            else None
+
+        def read(payload: bytes) -> int | None:
+            if len(payload) < header.size:
+                return None
+            block_length, template_id, version = (s.unpack_from(payload, o)[0]
+                                                  for s, o in zip(header_structs, header_offsets))
+            if template_id != message.template_id or version < field.since_version or block_length < end \
+                    or len(payload) < value_offset + value_struct.size:
+                return None
+            value = value_struct.unpack_from(payload, value_offset)[0]
+            return None if value == null else value
+
+        return read
+
+
+def type_arrow_type_of_group(struct_type: pa.StructType) -> pa.DataType:
+    return pa.list_(pa.field("element", struct_type, nullable=True))
+
+
+def spread(values: pa.Array, rows: np.ndarray, count: int) -> pa.Array:
+    """``values`` placed at ``rows`` of an array of ``count`` (NULL elsewhere)."""
+    if rows.size == count:
+        return values
+    index = np.zeros(count, dtype=np.int64)
+    index[rows] = np.arange(rows.size)
+    taken = np.zeros(count, dtype=bool)
+    taken[rows] = True
+    return pc.take(values, pa.array(index, mask=~taken)) if rows.size else pa.nulls(count, type=values.type)
+
+
+# --- buffers and gathers -----------------------------------------------------------------------
+
+
+def _payload_buffers(payloads: pa.Array):
+    """(data uint8, start int64, end int64, valid bool) of each payload, without copying data."""
+    if isinstance(payloads, pa.ChunkedArray):
+        payloads = payloads.combine_chunks() if payloads.num_chunks != 1 else payloads.chunk(0)
+    if pa.types.is_binary(payloads.type) or pa.types.is_string(payloads.type):
+        offset_type = np.int32
+    elif pa.types.is_large_binary(payloads.type) or pa.types.is_large_string(payloads.type):
+        offset_type = np.int64
+    else:
+        raise TypeError(f"SBE payloads must be binary, not {payloads.type}")
+    count = len(payloads)
+    _validity, offsets_buffer, data_buffer = payloads.buffers()
+    if count == 0:
+        empty = np.empty(0, np.int64)
+        return np.zeros(0, np.uint8), empty, empty, np.empty(0, bool)
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=count + 1, offset=payloads.offset * offset_type().itemsize)
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    valid = np.ones(count, dtype=bool) if payloads.null_count == 0 else payloads.is_valid().to_numpy(zero_copy_only=False)
+    return data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64), valid
+
+
+def _uniform_stride(positions: np.ndarray) -> int | None:
+    """The fixed distance between consecutive positions, 0 for a single one, None when not fixed."""
+    if positions.size < 2:
+        return 0 if positions.size == 1 else None
+    stride = int(positions[1] - positions[0])
+    if stride <= 0 or int(positions[-1]) != int(positions[0]) + stride * (positions.size - 1):
+        return None
+    return stride if bool((np.diff(positions) == stride).all()) else None
+
+
+def _scalars_at(data: np.ndarray, positions: np.ndarray, dtype: np.dtype, stride: int | None = None) -> np.ndarray:
+    """data viewed as ``dtype`` at each position (native byte order copy)."""
+    count = positions.size
+    if count == 0:
+        return np.empty(0, dtype=dtype.newbyteorder("="))
+    stride = _uniform_stride(positions) if stride is None else stride
+    if stride is not None and stride >= dtype.itemsize:
+        # Blocks at a fixed stride: a strided (unaligned) view of the buffer, one field wide.
+        view = np.ndarray(shape=(count,), dtype=dtype, buffer=data, offset=int(positions[0]), strides=(max(stride, 1),))
+        return view.astype(dtype.newbyteorder("="))
+    raw = _bytes_at(data, positions, dtype.itemsize)
+    return raw.view(dtype).reshape(count).astype(dtype.newbyteorder("="))
+
+
+def _bytes_at(data: np.ndarray, positions: np.ndarray, width: int, stride: int | None = None) -> np.ndarray:
+    """(count, width) uint8: the bytes at each position (a copy)."""
+    count = positions.size
+    stride = _uniform_stride(positions) if stride is None else stride
+    if count and stride is not None and stride >= width:
+        view = np.lib.stride_tricks.as_strided(data[int(positions[0]):], shape=(count, width), strides=(stride, 1))
+        return np.ascontiguousarray(view)
+    return data[positions[:, None] + np.arange(width, dtype=np.int64)]
+
+
+def _binary_array(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, nulls: np.ndarray) -> pa.Array:
+    count = starts.size
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total:
+        index = np.repeat(starts - offsets[:-1], lengths) + np.arange(total, dtype=np.int64)
+        values = data[index]
+    else:
+        values = np.zeros(0, np.uint8)
+    large = total >= (1 << 31) - 1
+    offset_array = offsets if large else offsets.astype(np.int32)
+    validity = None
+    if nulls.any():
+        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    array = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), count,
+                                  [validity, pa.py_buffer(offset_array), pa.py_buffer(values)])
+    return array.cast(pa.binary()) if large else array
+
+
+def _char_string(raw: np.ndarray, absent: np.ndarray, optional: bool) -> pa.Array:
+    """Fixed-length char arrays: the characters up to the first NUL; NULL when optional and empty."""
+    count, width = raw.shape
+    is_nul = raw == 0
+    lengths = np.where(is_nul.any(axis=1), is_nul.argmax(axis=1), width).astype(np.int64)
+    nulls = absent | (lengths == 0) if optional else absent
+    keep = np.arange(width) < lengths[:, None]
+    values = raw[keep]
+    offsets = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls.any() else None
+    binary = pa.Array.from_buffers(pa.binary(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(values)])
+    try:
+        return binary.cast(pa.string())
+    except pa.ArrowInvalid as error:
+        raise SbeDecodeError(f"a char field holds bytes that are not text: {error}") from None
+
+
+def _is_null(values: np.ndarray, null_value) -> np.ndarray:
+    if isinstance(null_value, float) and null_value != null_value:
+        return np.isnan(values)
+    return values == values.dtype.type(null_value)
+
+
+def _to_arrow(values: np.ndarray, primitive, nulls: np.ndarray | None) -> pa.Array:
+    target = primitive_arrow_type(primitive)
+    mask = nulls if nulls is not None and nulls.any() else None
+    if target == UINT64_TYPE:
+        return pa.array(values, type=pa.uint64(), mask=mask).cast(UINT64_TYPE)
+    wanted = np.dtype(target.to_pandas_dtype())
+    return pa.array(values.astype(wanted, copy=False), type=target, mask=mask)
+
+
+def _enum_names(raw: np.ndarray, enum: EnumType, absent: np.ndarray) -> pa.Array:
+    """Each raw value's validValue name; NULL for the null value and for values the schema lacks."""
+    known = np.array([value for _, value in enum.values], dtype=np.int64)
+    order = np.argsort(known)
+    sorted_values = known[order]
+    raw64 = raw.astype(np.int64)
+    slot = np.clip(np.searchsorted(sorted_values, raw64), 0, len(known) - 1)
+    found = (sorted_values[slot] == raw64) & ~absent
+    names = pa.array([name for name, _ in enum.values], type=pa.string())
+    return pc.take(names, pa.array(order[slot], mask=~found))
+
+
+def _set_names(raw: np.ndarray, choices: SetType, absent: np.ndarray) -> pa.Array:
+    """The names of the set's choices whose bits are set, in the schema's order."""
+    bits = np.array([bit for _, bit in choices.choices], dtype=np.uint64)
+    matrix = ((raw.astype(np.uint64)[:, None] >> bits[None, :]) & np.uint64(1)).astype(bool)
+    matrix[absent] = False
+    counts = matrix.sum(axis=1)
+    offsets = np.zeros(raw.size + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    _rows, columns = np.nonzero(matrix)
+    names = pc.take(pa.array([name for name, _ in choices.choices], type=pa.string()), pa.array(columns))
+    return pa.ListArray.from_arrays(pa.array(offsets), names, type=type_arrow_type(choices),
+                                    mask=pa.array(absent) if absent.any() else None)
+
+
+def _constant_value(field_type: EncodedType):
+    text = field_type.constant or ""
+    if field_type.is_string:
+        return text
+    if field_type.primitive.name in ("float", "double"):
+        return float(text)
+    return int(text, 0)
+
+
+def _constant(field: Field, arrow_type: pa.DataType, count: int) -> pa.Array:
+    if isinstance(field.type, EnumType):
+        value = field.constant
+    elif isinstance(field.type, EncodedType):
+        value = _constant_value(EncodedType(field.type.name, field.type.primitive, field.type.length,
+                                            Presence.CONSTANT, None, field.constant))
+    else:
+        raise TypeError(f"constant field {field.name} of type {field.type!r}")
+    return pa.array([value] * count, type=arrow_type)
+
+
+def _check_bounds(ends: np.ndarray, level: _Level, what: str) -> None:
+    beyond = ends > level.ends
+    if beyond.any():
+        row = int(np.flatnonzero(beyond)[0])
+        raise SbeDecodeError(f"{what} of payload {int(level.rows[row])} needs {int(ends[row] - level.ends[row])} "
+                             f"byte(s) more than the payload holds ({int(beyond.sum())} payload(s) affected): the "
+                             "message is truncated or not of this schema")
+
+
+def _struct_code(numpy_code: str) -> str:
+    return {"i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i", "u4": "I", "i8": "q", "u8": "Q"}[numpy_code]
+
+
+__all__ = ["SbeDecoder", "SbeDecodeError", "DecodedPayloads", "DecodedMessages", "NO_TEMPLATE", "spread",
+           "message_arrow_type"]

@@ -1,0 +1,142 @@
+"""The source's SBE mode (``sbe.schema``): its options, its row schema, and the decoding of each
+Arrow batch of whole messages into typed columns (docs/sbe.md).
+
+Rows: ``recording_id``, ``position``, ``template_id`` (left out when one message is selected and
+the others skipped: it would be constant), then the decoded message (one selected message: its
+fields as top-level columns, NOT NULL where no value can be NULL; several: one struct column per
+message, named by the message), then ``payload`` (only with ``sbe.unselected=raw``: the bytes of each row not decoded),
+then ``session_id``, ``stream_id``, ``reserved_value`` and ``timestamp`` as without SBE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aeron_spark.connector.options import OptionError
+from aeron_spark.connector.sbe import SbeDecoder, SbeSchemaError, spread
+from aeron_spark.connector.sbe.arrow_types import block_fields, message_arrow_type, never_null
+from aeron_spark.connector.sbe.schema_loading import parsed_schema, read_schema_text
+from aeron_spark.connector.source.message_batches import BASE_FIELDS, TIMESTAMP_FIELD
+
+UNSELECTED_MODES = ("skip", "raw")
+TEMPLATE_ID_FIELD = pa.field("template_id", pa.int32(), nullable=True)
+RAW_PAYLOAD_FIELD = pa.field("payload", pa.binary(), nullable=True)
+_LEADING = ("recording_id", "position")
+_TRAILING = ("session_id", "stream_id", "reserved_value")
+
+
+@dataclass(frozen=True)
+class SbeSettings:
+    """What ``sbe.*`` say, with the schema's text (shipped to executors, which need not reach the file)."""
+
+    location: str
+    xml_text: str
+    messages: tuple[str, ...]  # the selected messages' names, in the order asked for
+    unselected: str  # skip | raw
+
+    @property
+    def schema(self):
+        return parsed_schema(self.xml_text, self.location)
+
+
+def parse_sbe_options(raw: dict[str, str]) -> SbeSettings | None:
+    location = raw.get("sbe.schema")
+    if location is None:
+        for name in ("sbe.messages", "sbe.unselected"):
+            if name in raw:
+                raise OptionError(f"option {name} needs sbe.schema (the path or URI of the SBE schema XML)")
+        return None
+    if not location:
+        raise OptionError("option sbe.schema is empty; accepted: a path or URI (file:, s3:, ...) of an SBE schema XML")
+    try:
+        text = read_schema_text(location)
+    except (OSError, ValueError) as error:
+        raise OptionError(f"option sbe.schema={location!r} cannot be read: {error}") from None
+    try:
+        schema = parsed_schema(text, location)
+    except SbeSchemaError as error:
+        raise OptionError(f"option sbe.schema: {error}") from None
+    if not schema.messages:
+        raise OptionError(f"option sbe.schema={location!r}: the schema has no message")
+    messages = tuple(m.name for m in schema.messages)
+    if raw.get("sbe.messages"):
+        wanted = [item.strip() for item in raw["sbe.messages"].split(",") if item.strip()]
+        try:
+            messages = tuple(dict.fromkeys(schema.message(item).name for item in wanted))
+        except SbeSchemaError as error:
+            raise OptionError(f"option sbe.messages={raw['sbe.messages']!r}: {error}") from None
+        if not messages:
+            raise OptionError("option sbe.messages is empty; accepted: a comma list of message names or template ids")
+    unselected = raw.get("sbe.unselected", "skip").lower()
+    if unselected not in UNSELECTED_MODES:
+        raise OptionError(f"option sbe.unselected={raw['sbe.unselected']!r} is not valid; accepted: "
+                          f"{' | '.join(UNSELECTED_MODES)}")
+    settings = SbeSettings(location, text, messages, unselected)
+    SbeColumns(settings, include_timestamp=True)  # raises when a decoded column clashes with a standard one
+    return settings
+
+
+class SbeColumns:
+    """The row schema of an SBE read, and batches of whole messages -> batches of decoded rows."""
+
+    def __init__(self, settings: SbeSettings, include_timestamp: bool) -> None:
+        self.settings = settings
+        schema = settings.schema
+        self.messages = [schema.message(name) for name in settings.messages]
+        self.decoder = SbeDecoder(schema, self.messages)
+        self.single = len(self.messages) == 1
+        self.raw = settings.unselected == "raw"
+        by_name = {f.name: f for f in BASE_FIELDS}
+        if self.single:
+            message = self.messages[0]
+            elements = list(message.fields) + list(message.groups) + list(message.var_data)
+            decoded = [f.with_nullable(self.raw or not never_null(element))
+                       for f, element in zip(block_fields(message), elements)]
+        else:
+            decoded = [pa.field(m.name, message_arrow_type(m), nullable=True) for m in self.messages]
+        self.with_template_id = self.raw or not self.single
+        fields = [by_name[n] for n in _LEADING] + ([TEMPLATE_ID_FIELD] if self.with_template_id else []) + decoded
+        fields += [RAW_PAYLOAD_FIELD] if self.raw else []
+        fields += [by_name[n] for n in _TRAILING] + ([TIMESTAMP_FIELD] if include_timestamp else [])
+        names = [f.name for f in fields]
+        clashes = sorted({n for n in names if names.count(n) > 1})
+        if clashes:
+            what = f"message {self.messages[0].name}'s field(s)" if self.single else "message name(s)"
+            raise OptionError(f"option sbe.schema: {what} {', '.join(clashes)} clash with the source's own columns "
+                              "of that name; select several messages (sbe.messages) to get one struct column per "
+                              "message, or rename the field in the schema")
+        self.arrow_schema = pa.schema(fields)
+        self._template_ids = np.array([m.template_id for m in self.messages], dtype=np.int32)
+
+    def convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        decoded = self.decoder.decode(batch.column("payload"))
+        templates = decoded.template_ids
+        selected = np.isin(templates, self._template_ids)
+        kept = np.arange(batch.num_rows) if self.raw else np.flatnonzero(selected)
+        everything = kept.size == batch.num_rows
+        take = (lambda column: column) if everything else (lambda column: column.take(pa.array(kept)))
+        columns: dict[str, pa.Array] = {name: take(batch.column(name)) for name in _LEADING + _TRAILING}
+        if self.with_template_id:
+            kept_templates = templates[kept]
+            columns["template_id"] = pa.array(kept_templates, type=pa.int32(), mask=kept_templates < 0)
+        placed = {}
+        for message in self.messages:
+            found = decoded.by_message[message.name]
+            rows = found.rows if everything else np.searchsorted(kept, found.rows)
+            placed[message.name] = spread(found.values, rows, kept.size)
+        if self.single:
+            struct = placed[self.messages[0].name]
+            for field, child in zip(block_fields(self.messages[0]), struct.flatten()):
+                columns[field.name] = child
+        else:
+            columns.update(placed)
+        if self.raw:
+            payload = take(batch.column("payload"))
+            columns["payload"] = pc.if_else(pa.array(selected[kept]), pa.nulls(kept.size, pa.binary()), payload)
+        if "timestamp" in self.arrow_schema.names:
+            columns["timestamp"] = take(batch.column("timestamp"))
+        return pa.RecordBatch.from_arrays([columns[f.name] for f in self.arrow_schema], schema=self.arrow_schema)
