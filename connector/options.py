@@ -54,7 +54,7 @@ SOURCE_ONLY_OPTIONS = ("recordingIds", "startingPositions", "endingPositions", "
                        "channelPattern")
 SOURCE_ONLY_OPTIONS += ("startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
                         "endingTimestamp", "endingPositionsByTimestamp")
-SOURCE_ONLY_OPTIONS += ("sbe.schema", "sbe.messages", "sbe.unselected")
+SOURCE_ONLY_OPTIONS += ("sbe.schema", "sbe.messages", "sbe.unselected", "sbe.timestampField", "sbe.timestampUnit")
 # Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
 SPARK_SUPPLIED_OPTIONS = frozenset({"queryname"})
 

@@ -46,6 +46,10 @@ def payload_field_time(field_time: Callable[[bytes], int | None]) -> MessageTime
 def message_time_for(options) -> MessageTime | None:
     """The time source the options configure; None: messages carry no time the source knows of,
     so only the recording descriptors' timestamps can place a time (timestamp_resolution)."""
+    sbe = getattr(options, "sbe", None)
+    field_time = sbe.field_time() if sbe is not None else None
+    if field_time is not None:  # a field the publisher wrote for this purpose wins over the reserved value
+        return payload_field_time(field_time)
     if getattr(options, "include_timestamp", False):
         return reserved_value_time
     return None

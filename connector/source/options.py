@@ -171,6 +171,10 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("sbe.unselected", "skip | raw", "skip", _BOTH,
                "Messages of another template (or none): skip drops them; raw keeps them with NULL decoded "
                "columns and their bytes in a nullable payload column."),
+    OptionSpec("sbe.timestampField", "<field> of the one selected message, or <message>.<field>", None, _BOTH,
+               "An integer root-block field holding the message's time since the epoch: startingTimestamp & co "
+               "find positions by it (it wins over includeTimestamp)."),
+    OptionSpec("sbe.timestampUnit", "ns | us | ms | s", "ns", _BOTH, "The unit of sbe.timestampField."),
 )
 
 _SPECS_BY_LOWER: dict[str, OptionSpec] = {spec.name.lower(): spec for spec in OPTION_SPECS}

@@ -23,6 +23,7 @@ from aeron_spark.connector.sbe.schema_loading import parsed_schema, read_schema_
 from aeron_spark.connector.source.message_batches import BASE_FIELDS, TIMESTAMP_FIELD
 
 UNSELECTED_MODES = ("skip", "raw")
+TIMESTAMP_UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 TEMPLATE_ID_FIELD = pa.field("template_id", pa.int32(), nullable=True)
 RAW_PAYLOAD_FIELD = pa.field("payload", pa.binary(), nullable=True)
 _LEADING = ("recording_id", "position")
@@ -37,6 +38,19 @@ class SbeSettings:
     xml_text: str
     messages: tuple[str, ...]  # the selected messages' names, in the order asked for
     unselected: str  # skip | raw
+    timestamp_field: tuple[str, str] | None = None  # sbe.timestampField: (message, root field)
+    timestamp_unit_ns: int = 1  # sbe.timestampUnit: nanoseconds per unit of that field
+
+    def field_time(self):
+        """``payload -> epoch ns | None`` from ``sbe.timestampField`` (None when not set)."""
+        if self.timestamp_field is None:
+            return None
+        message, field = self.timestamp_field
+        read = SbeDecoder(self.schema).root_field_reader(message, field)
+        unit = self.timestamp_unit_ns
+        if unit == 1:
+            return read
+        return lambda payload: None if (value := read(payload)) is None else value * unit
 
     @property
     def schema(self):
@@ -46,7 +60,7 @@ class SbeSettings:
 def parse_sbe_options(raw: dict[str, str]) -> SbeSettings | None:
     location = raw.get("sbe.schema")
     if location is None:
-        for name in ("sbe.messages", "sbe.unselected"):
+        for name in ("sbe.messages", "sbe.unselected", "sbe.timestampField", "sbe.timestampUnit"):
             if name in raw:
                 raise OptionError(f"option {name} needs sbe.schema (the path or URI of the SBE schema XML)")
         return None
@@ -75,9 +89,36 @@ def parse_sbe_options(raw: dict[str, str]) -> SbeSettings | None:
     if unselected not in UNSELECTED_MODES:
         raise OptionError(f"option sbe.unselected={raw['sbe.unselected']!r} is not valid; accepted: "
                           f"{' | '.join(UNSELECTED_MODES)}")
-    settings = SbeSettings(location, text, messages, unselected)
+    timestamp_field = _parse_timestamp_field(raw, schema, messages)
+    unit = raw.get("sbe.timestampUnit", "ns").lower()
+    if unit not in TIMESTAMP_UNITS_NS:
+        raise OptionError(f"option sbe.timestampUnit={raw['sbe.timestampUnit']!r} is not valid; accepted: "
+                          f"{' | '.join(TIMESTAMP_UNITS_NS)}")
+    if "sbe.timestampUnit" in raw and timestamp_field is None:
+        raise OptionError("option sbe.timestampUnit needs sbe.timestampField")
+    settings = SbeSettings(location, text, messages, unselected, timestamp_field, TIMESTAMP_UNITS_NS[unit])
     SbeColumns(settings, include_timestamp=True)  # raises when a decoded column clashes with a standard one
     return settings
+
+
+def _parse_timestamp_field(raw: dict[str, str], schema, messages: tuple[str, ...]) -> tuple[str, str] | None:
+    """``sbe.timestampField``: ``<field>`` of the one selected message, or ``<message>.<field>``;
+    an integer root-block field (checked now, so a typo fails at option time)."""
+    text = raw.get("sbe.timestampField")
+    if text is None:
+        return None
+    message, dot, field = text.strip().rpartition(".")
+    if not dot:
+        if len(messages) != 1:
+            raise OptionError(f"option sbe.timestampField={text!r}: several messages are selected; "
+                              f"accepted: <message>.<field>, a message among {', '.join(messages)}")
+        message = messages[0]
+    try:
+        SbeDecoder(schema).root_field_reader(message, field)
+    except (KeyError, SbeSchemaError) as error:
+        raise OptionError(f"option sbe.timestampField={text!r}: {error.args[0] if error.args else error}; "
+                          "accepted: an integer root-block field of a selected message") from None
+    return schema.message(message).name, field
 
 
 class SbeColumns:

@@ -2,6 +2,8 @@
 the strategy, and a stream's resolved start persisted as positions."""
 
 import json
+import struct
+from pathlib import Path
 
 import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
@@ -143,3 +145,34 @@ def test_a_stream_persists_the_resolved_positions_and_never_resolves_the_time_ag
     restarted = AeronArchiveStreamReader(options, driver_opener=lambda c: archive, executor_opener=lambda c: archive)
     assert restarted.initialOffset() == offset
     assert len(archive.replays) == replays
+
+
+SBE_SCHEMA = Path(__file__).parents[1] / "sbe" / "market_data_v1.xml"
+
+
+def sbe_trade_log(first_ms: int, count: int) -> SyntheticLog:
+    """SBE Trade messages whose transactTime (ms here) is the time; reserved values carry none."""
+    from aeron_spark.connector.sbe.schema_loading import parsed_schema
+
+    schema = parsed_schema(SBE_SCHEMA.read_text(), str(SBE_SCHEMA))
+    trade = schema.message("Trade")
+    time_offset = schema.header.size + trade.field("transactTime").offset
+    log = SyntheticLog(term_length=TERM, mtu=512)
+    for index in range(count):
+        payload = bytearray(schema.header.size + trade.block_length)
+        struct.pack_into("<HHHH", payload, 0, trade.block_length, trade.template_id, schema.id, schema.version)
+        struct.pack_into("<Q", payload, time_offset, first_ms + index)
+        log.append(bytes(payload), reserved_value=0)
+    return log
+
+
+def test_an_sbe_time_field_places_a_time_inside_a_recording(tmp_path):
+    archive = FakeArchive()
+    log = sbe_trade_log(T0_MS, 2000)
+    archive.add(1, log, CHANNEL).start_timestamp = T0_MS
+    options = parse(recordingIds="1", startingTimestamp=str(T0_MS + 1234), **{
+        "sbe.schema": str(SBE_SCHEMA), "sbe.messages": "Trade", "sbe.timestampField": "transactTime",
+        "sbe.timestampUnit": "ms"})
+    assert resolve_starting(options, reader_for(archive, options)).positions == {1: log.messages[1234].begin_position}
+    with pytest.raises(ValueError, match=r"sbe.timestampField='nope'.*accepted: an integer root-block field"):
+        parse(recordingIds="1", **{"sbe.schema": str(SBE_SCHEMA), "sbe.timestampField": "nope", "sbe.messages": "Trade"})
