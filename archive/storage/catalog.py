@@ -31,6 +31,7 @@ import numpy as np
 from aeron_spark.archive.codecs import descriptor_body
 from aeron_spark.archive.codecs.errors import CodecError, EncodeError
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, NULL_TIMESTAMP, RecordingDescriptor
+from aeron_spark.archive.storage.fault_injection import fault_point
 
 log = logging.getLogger(__name__)
 
@@ -375,6 +376,7 @@ class Catalog:
             # The body goes first and the length last: a slot with length 0 is empty, so a crash
             # in between leaves no half-written entry.
             try:
+                fault_point("catalog-add")
                 os.pwrite(self._fd, body, offset + DESCRIPTOR_HEADER_LENGTH)
                 os.pwrite(self._fd, _DESCRIPTOR_HEADER.pack(len(body), 1), offset)
                 self._sync()

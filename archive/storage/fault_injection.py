@@ -4,6 +4,7 @@ Tests that SIGKILL the sidecar in the middle of truncate, purge or a segment del
 sidecar's environment::
 
     AERON_ARCHIVE_STORAGE_FAULT=<point>:kill            the process SIGKILLs itself at <point>
+    AERON_ARCHIVE_STORAGE_FAULT=<point>:enospc          the write at <point> fails as on a full disk
     AERON_ARCHIVE_STORAGE_FAULT=<point>:<pause file>    creates <pause file> (holding its pid) and
                                                         waits while it exists (the test kills it)
 
@@ -16,6 +17,8 @@ Points (each fires at its first hit only):
 * ``purge-staged``: every segment renamed ``.rec.del``; the recording is still valid.
 * ``purge-committed``: the recording is invalid; its ``.del`` files are not deleted yet.
 * ``segment-renamed``: one segment of a delete (delete detached, truncate, purge) is ``.rec.del``.
+* ``catalog-add``: a new recording's descriptor is about to be written to the catalog (after
+  StartRecording was answered OK, when the first image arrives).
 
 Unset (production) each point costs one environment lookup. Used by
 ``tests/integration/test_storage_crash_safety.py``; restart repair is `recovery.repair_archive`.
@@ -23,6 +26,7 @@ Unset (production) each point costs one environment lookup. Used by
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
@@ -30,7 +34,7 @@ from pathlib import Path
 
 ENV_VAR = "AERON_ARCHIVE_STORAGE_FAULT"
 POINTS = ("truncate-staged", "truncate-committed", "truncate-cut", "purge-staged", "purge-committed",
-          "segment-renamed")
+          "segment-renamed", "catalog-add")
 POLL_S = 0.02
 _fired: set[str] = set()
 
@@ -38,7 +42,7 @@ _fired: set[str] = set()
 def parse_fault(text: str) -> tuple[str, str]:
     point, _, action = text.partition(":")
     if point not in POINTS or not action:
-        raise ValueError(f"{ENV_VAR}={text!r} is not valid; accepted: <point>:kill or <point>:<pause file> "
+        raise ValueError(f"{ENV_VAR}={text!r} is not valid; accepted: <point>:kill, <point>:enospc or <point>:<pause file> "
                          f"with <point> one of {', '.join(POINTS)}")
     return point, action
 
@@ -54,6 +58,8 @@ def fault_point(point: str) -> None:
     _fired.add(point)
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if action == "enospc":
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected at {point})")
     pause_file = Path(action)
     temporary = pause_file.with_name(pause_file.name + ".tmp")
     temporary.write_text(str(os.getpid()))

@@ -115,7 +115,7 @@ def record_ipc(archive: ArchiveClient, messages: list[bytes], stream_id: int = R
     The recording is stopped (and the publication closed) unless ``keep_open``."""
     subscription_id = archive.start_recording(IPC_RECORDED, stream_id, SourceLocation.LOCAL)
     publication = archive.aeron.add_exclusive_publication(IPC_RECORDED, stream_id)
-    started = archive.await_recording_signal(RecordingSignal.START, subscription_id=subscription_id)
+    started = await_recording_of(archive, subscription_id, publication.session_id)
     published = publish(publication, messages)
     await_recorded(archive, started.recording_id, published.end)
     if not keep_open:
@@ -124,6 +124,17 @@ def record_ipc(archive: ArchiveClient, messages: list[bytes], stream_id: int = R
         publication.close()
         publication = None
     return started.recording_id, published, publication
+
+
+def await_recording_of(archive: ArchiveClient, subscription_id: int, session_id: int):
+    """The START signal of the recording of this publication (``session_id``). A previous test
+    step's IPC publication that is closing (draining) can still be joined by a new recording
+    subscription: that image becomes a recording of its own, which ends at once; skip it."""
+    while True:
+        started = archive.await_recording_signal(RecordingSignal.START, subscription_id=subscription_id)
+        descriptor = archive.list_recording(started.recording_id)
+        if descriptor is not None and descriptor.session_id == session_id:
+            return started
 
 
 def error_of(call) -> ArchiveError:
