@@ -9,9 +9,9 @@ benchmark, so the catalog and segment files are written directly, in each archiv
   Slots, descriptor bodies and segment file names (``<id>-0.rec`` for a recording starting at
   position 0: base position and segment index are both 0) are the same in both layouts.
 
-Most recordings are stopped and empty (start = stop = 0, no segment file). The last ``active``
-ones are left active (stop position -1) with a segment file holding a few frames, as a crash
-leaves them: starting an archive on such a directory recovers each from its segment file.
+Every recording has one segment file holding a few frames (as a real archive has at least one
+file per recording). Most are stopped; the last ``active`` ones are left active (stop position -1),
+as a crash leaves them: starting an archive on such a directory recovers each from its segment file.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ EARLY_CHANNEL = "aeron:ipc?alias=early"
 EARLY_RECORDINGS = 5
 NEEDLE_STREAM_ID = 999  # one recording just before the active tail (a match near the end)
 NEEDLE_CHANNEL = "aeron:udp?endpoint=localhost:29999|alias=needle"
-FRAMES_PER_ACTIVE_RECORDING = 10
+FRAMES_PER_RECORDING = 10
 _FRAME_HEADER = struct.Struct("<iBBHiiiiq")  # frameLength, version, flags, type, termOffset, session, stream, term, reserved
 _PAYLOAD_LENGTH = 32
+RECORDED_BYTES = FRAMES_PER_RECORDING * (_FRAME_HEADER.size + _PAYLOAD_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -75,16 +76,15 @@ def build_our_archive_dir(directory: Path, shape: CatalogShape) -> None:
                 stripped_channel=channel.split("|")[0], original_channel=channel, source_identity="bench",
                 start_timestamp=1_700_000_000_000 + recording_id,
                 stop_timestamp=-1 if active else 1_700_000_000_000 + recording_id,
-                stop_position=NULL_POSITION if active else 0)
+                stop_position=NULL_POSITION if active else RECORDED_BYTES)
             assert added == recording_id
-            if active:
-                _write_segment(directory / f"{recording_id}-0.rec", session_id, stream_id)
+            _write_segment(directory / f"{recording_id}-0.rec", session_id, stream_id)
 
 
 def _write_segment(path: Path, session_id: int, stream_id: int) -> None:
     frame_length = _FRAME_HEADER.size + _PAYLOAD_LENGTH
     frames = bytearray()
-    for index in range(FRAMES_PER_ACTIVE_RECORDING):
+    for index in range(FRAMES_PER_RECORDING):
         frames += _FRAME_HEADER.pack(frame_length, 0, 0xC0, 1, index * frame_length, session_id, stream_id, 0, 0)
         frames += bytes(_PAYLOAD_LENGTH)
     with open(path, "wb") as segment:

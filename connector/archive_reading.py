@@ -27,7 +27,8 @@ Real-client facts used here:
 * a 1.15.x archive (no BoundedReplay) gets a plain Replay of exactly the range.
 
 The client calls (checked against ``ArchiveClient`` and the sidecar): ``list_recording``,
-``list_recordings(from, count)``, ``list_recordings_for_uri(from, count, fragment, stream_id)``, ``recording_position`` (-1 when
+``list_recordings(from, count)``, ``list_recordings_for_uri(from, count, fragment, stream_id)``,
+``list_recordings_for_uri_page`` (the same, with where the archive's scan ended), ``recording_position`` (-1 when
 not active), ``start_bounded_replay(recording_id, position, length, limit_counter_id, channel,
 stream_id)``, ``start_replay(recording_id, position, length, channel, stream_id)`` and
 ``is_legacy`` (1.15.x), ``check_replay_error(replay_session_id)``,
@@ -163,14 +164,21 @@ class ClientArchiveAccess:
         return self._client.list_recording(recording_id)
 
     def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
+        return self.list_matching_since(channel_fragment, stream_id, from_recording_id)[0]
+
+    def list_matching_since(self, channel_fragment: str, stream_id: int,
+                            from_recording_id: int) -> tuple[list[RecordingDescriptor], int]:
+        """The matching recordings from ``from_recording_id`` on, and the id the next listing starts
+        at: past the last match, or further, where the archive's scan ended (its RECORDING_UNKNOWN
+        says), so that recordings of other streams are not scanned again at the next discovery."""
         found: list[RecordingDescriptor] = []
         next_id = from_recording_id
         while True:
-            page = self._client.list_recordings_for_uri(next_id, LIST_PAGE_SIZE, channel_fragment, stream_id)
-            found.extend(page)
-            if len(page) < LIST_PAGE_SIZE:
-                return found
-            next_id = page[-1].recording_id + 1
+            page = self._client.list_recordings_for_uri_page(next_id, LIST_PAGE_SIZE, channel_fragment, stream_id)
+            found.extend(page.descriptors)
+            next_id = page.next_from(next_id)
+            if len(page.descriptors) < LIST_PAGE_SIZE:
+                return found, next_id
 
     def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
         found: list[RecordingDescriptor] = []

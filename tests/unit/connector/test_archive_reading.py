@@ -4,6 +4,7 @@ import struct
 
 import pytest
 
+from aeron_spark.archive.client.archive_client import ListingPage
 from aeron_spark.archive.codecs.recording_position import encode_key
 from aeron_spark.connector.archive_reading import ClientArchiveAccess, ReplayFailed
 from aeron_spark.connector.options import ReplaySettings
@@ -104,6 +105,12 @@ class Client:
     def list_recordings_for_uri(self, from_id, count, fragment, stream_id):
         return self.fake.list_matching(fragment, stream_id, from_id)[:count]
 
+    def list_recordings_for_uri_page(self, from_id, count, fragment, stream_id):
+        """As the archive: a short page ends with RECORDING_UNKNOWN at the end of the catalog."""
+        found = self.list_recordings_for_uri(from_id, count, fragment, stream_id)
+        catalog_end = max(self.fake.recordings, default=-1) + 1
+        return ListingPage(found, catalog_end if len(found) < count else None)
+
     def list_recordings(self, from_id, count):
         return self.fake.list_from(from_id)[:count]
 
@@ -178,3 +185,12 @@ def test_list_matching_pages_through_the_catalog():
     assert [d.recording_id for d in found] == list(range(1, 600))
     assert [d.recording_id for d in access.list_from(7)] == list(range(7, 600))
     assert struct.calcsize("<q") == 8
+
+
+def test_list_matching_since_continues_where_the_archive_scan_ended():
+    log, client, access = setup()
+    for recording_id in range(2, 300):
+        client.fake.add(recording_id, log, channel="aeron:ipc" if recording_id < 5 else "aeron:udp")
+    found, next_from = access.list_matching_since("aeron:ipc", 1001, 0)
+    assert [d.recording_id for d in found] == [2, 3, 4]
+    assert next_from == 300  # not 5: recordings 5..299 of other channels are not scanned again

@@ -135,3 +135,21 @@ def test_pattern_discovery_scans_only_recordings_created_since_the_last_scan():
     assert [d.recording_id for d in discovery.discover(listing)] == [4]
     # The cursor passes non-matching recordings too: each scan starts after the newest one seen.
     assert listing.requests == [("all", 0), ("all", 2), ("all", 4)]
+
+
+class ListingWithScanEnd(Listing):
+    """An archive access that also says where the archive's scan ended (connector/archive_reading)."""
+
+    def list_matching_since(self, fragment, stream_id, from_id):
+        return self.list_matching(fragment, stream_id, from_id), len(self.catalog)
+
+
+def test_channel_discovery_continues_where_the_archive_scan_ended():
+    listing = ListingWithScanEnd(descriptor(0, 1, "aeron:ipc"), *(descriptor(i, 9, "aeron:udp") for i in range(1, 50)))
+    discovery = RecordingDiscovery(RecordingSelection(channel="aeron:ipc", stream_ids=(1,)))
+    assert [d.recording_id for d in discovery.discover(listing)] == [0]
+    listing.catalog.append(descriptor(50, 1, "aeron:ipc"))
+    assert [d.recording_id for d in discovery.discover(listing)] == [50]
+    assert discovery.discover(listing) == []
+    # Recordings 1..49 of another stream are scanned once, not again at each discovery.
+    assert listing.requests == [("uri", 1, 0), ("uri", 1, 50), ("uri", 1, 51)]
