@@ -59,6 +59,9 @@ LOG = logging.getLogger(__name__)
 # Application counter type for our bounded-replay limits (Aeron reserves < 1000 for itself).
 REPLAY_LIMIT_COUNTER_TYPE_ID = 1_977_100
 LIST_PAGE_SIZE = 256
+# A recording whose counter is not in the index (not visible yet, or not active) falls back to a
+# RecordingPosition request; the index is rebuilt for it only when older than this.
+COUNTER_INDEX_MAX_AGE_S = 0.05
 REPLAY_BLOCK_LIMIT = 1 << 20
 #: A replay idle this long (at most half the idle timeout) is examined once per position: the
 #: frame there may cross the range end, which the archive never sends (a bounded replay sends
@@ -130,7 +133,9 @@ class ClientArchiveAccess:
         replays; None: those of the client's response channel."""
         self._client = client
         self._hosts = hosts
-        self._counter_ids: dict[int, int] = {}
+        self._counter_ids: dict[int, int] = {}  # recording id -> its rec-pos counter id, once read
+        self._counter_index: dict[int, int] | None = None
+        self._counter_index_built = 0.0
         self._recorded_stream_checks: dict[tuple[str, int], float] = {}
         self._endpoints: ReplayEndpoints | None = None
 
@@ -194,7 +199,7 @@ class ClientArchiveAccess:
         counters = self._client.aeron.counters_reader
         counter_id = self._counter_ids.get(recording_id)
         if counter_id is None:
-            counter_id = live_positions.find_counter_id_by_recording(counters, recording_id, self.archive_id)
+            counter_id = self._find_counter(counters, recording_id)
         if counter_id >= 0:
             value = live_positions.recorded_position(counters, counter_id)
             # Checked after reading: a freed counter id may be reused by another recording.
@@ -204,6 +209,16 @@ class ClientArchiveAccess:
         self._counter_ids.pop(recording_id, None)
         position = self._client.recording_position(recording_id)  # a counter not visible yet
         return None if position is None or position < 0 else position
+
+    def _find_counter(self, counters, recording_id: int) -> int:
+        """The recording's rec-pos counter id, from an index of every rec-pos counter of this
+        archive built in one pass and rebuilt at most every COUNTER_INDEX_MAX_AGE_S: a source's
+        first trigger over N live recordings then costs one pass over the counters, not N."""
+        now = time.monotonic()
+        if self._counter_index is None or now - self._counter_index_built >= COUNTER_INDEX_MAX_AGE_S:
+            self._counter_index = live_positions.counter_ids_by_recording(counters, self.archive_id)
+            self._counter_index_built = now
+        return self._counter_index.get(recording_id, live_positions.NULL_COUNTER_ID)
 
     @contextlib.contextmanager
     def replay(self, recording_id: int, start: int, end: int,

@@ -5,10 +5,40 @@ RecordingPosition request. The counter's key layout is ``aeron_spark.archive.cod
 """
 
 from aeron_spark.archive.codecs.recording_position import (
+    NULL_ARCHIVE_ID,
     NULL_COUNTER_ID,
+    RECORDING_POSITION_TYPE_ID,
+    CountersView,
+    RecordingPositionKey,
+    decode_key,
     find_counter_id_by_recording,
     is_active,
     recorded_position,
 )
 
-__all__ = ["NULL_COUNTER_ID", "find_counter_id_by_recording", "is_active", "recorded_position"]
+__all__ = ["NULL_COUNTER_ID", "counter_ids_by_recording", "find_counter_id_by_recording", "is_active",
+           "recorded_position"]
+
+
+def counter_ids_by_recording(reader: CountersView, archive_id: int = NULL_ARCHIVE_ID) -> dict[int, int]:
+    """Recording id -> rec-pos counter id of every live recording of the archive (the first counter
+    of a recording, as `find_counter_id_by_recording`), in one pass over the counters: finding N
+    recordings one at a time is N passes."""
+    keys: list[RecordingPositionKey] = []
+
+    def collect(key) -> bool:
+        try:
+            decoded = decode_key(key)
+        except ValueError:
+            return False
+        if archive_id != NULL_ARCHIVE_ID and decoded.archive_id != archive_id:
+            return False
+        keys.append(decoded)
+        return True
+
+    # find() asks the predicate about each candidate in counter id order and keeps those it accepts.
+    counter_ids = reader.find(RECORDING_POSITION_TYPE_ID, collect)
+    index: dict[int, int] = {}
+    for key, counter_id in zip(keys, counter_ids):
+        index.setdefault(key.recording_id, counter_id)
+    return index
