@@ -65,6 +65,7 @@ REPLAY_STREAM_ID = 6000
 RECORDED_STREAM_ID = 6100
 LIVE_PUBLICATION_CHANNEL = "aeron:ipc?term-length=64k"
 SIDECAR_TIMEOUT_S = 120.0
+REPLAY_SOCKET_BUFFER = 4 * 1024 * 1024  # /proc/sys/net/core/rmem_max here
 
 
 def load() -> str:
@@ -416,7 +417,10 @@ def concurrent_replays(control_channel: str, recording_ids: list[int]) -> dict[s
     """All replays requested back to back by one client to one UDP subscription, each replaying its
     whole recording; polls the images while requesting. Time to first byte: from the request to
     the first block of its image."""
-    replay_channel = udp_channel(free_udp_port())
+    # All replays share one socket: a receiver window per image small enough that together they
+    # fit its buffer, else loopback drops datagrams and NAK/retransmit sets the pace, not the archive.
+    receiver_window = max(32 * 1024, min(256 * 1024, REPLAY_SOCKET_BUFFER // (2 * len(recording_ids))))
+    replay_channel = f"{udp_channel(free_udp_port())}|so-rcvbuf={REPLAY_SOCKET_BUFFER}|rcv-wnd={receiver_window}"
     with udp_client(control_channel) as (client, aeron):
         descriptors = {rid: client.list_recording(rid) for rid in recording_ids}
         subscription = aeron.add_subscription(replay_channel, REPLAY_STREAM_ID)
@@ -450,7 +454,10 @@ def concurrent_replays(control_channel: str, recording_ids: list[int]) -> dict[s
         while any(counted.get(s, 0) < ends[s] for s in ends):
             if not poll_all():
                 if time.monotonic() > deadline:
-                    raise TimeoutError("replays did not finish")
+                    short = {s: (counted.get(s, 0), ends[s]) for s in ends if counted.get(s, 0) < ends[s]}
+                    images = {i.session_id: (i.position, i.is_closed) for i in subscription.images}
+                    raise TimeoutError(f"replays did not finish: (session: counted, length) {short}; "
+                                       f"images (position, closed) {images}")
                 os.sched_yield()
         elapsed = time.perf_counter() - began
         subscription.close()
@@ -507,22 +514,27 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="aeron-scaling-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"load_before": load(), "args": {k: str(v) for k, v in vars(args).items()}}
+    runs = {"catalog": lambda: part_catalog(args, work, installation), "live": lambda: part_live(args, work),
+            "replays": lambda: part_replays(args, work, installation)}
+    failed = False
     try:
-        if "catalog" in parts:
-            results["catalog"] = part_catalog(args, work, installation)
-        if "live" in parts:
-            results["live"] = part_live(args, work)
-        if "replays" in parts:
-            results["replays"] = part_replays(args, work, installation)
+        for name, run in runs.items():
+            if name not in parts:
+                continue
+            try:
+                results[name] = run()
+            except Exception as error:  # noqa: BLE001 - one part failing keeps the others' figures
+                failed = True
+                results[name] = {"error": f"{type(error).__name__}: {error}"}
+                log(f"part {name} failed: {error!r}")
+            if args.out is not None:  # after each part: a later failure keeps what was measured
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                dump_json(args.out, results)
     finally:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    text = json.dumps(results, indent=1)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        dump_json(args.out, results)
-    return 0
+    print(json.dumps(results, indent=1))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
