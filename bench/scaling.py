@@ -64,7 +64,7 @@ LIVE_STREAM_ID = 5000
 REPLAY_STREAM_ID = 6000
 RECORDED_STREAM_ID = 6100
 LIVE_PUBLICATION_CHANNEL = "aeron:ipc?term-length=64k"
-SIDECAR_TIMEOUT_S = 120.0
+SIDECAR_TIMEOUT_S = 600.0  # an old sidecar needed minutes to open 10,000 recordings
 REPLAY_SOCKET_BUFFER = 4 * 1024 * 1024  # /proc/sys/net/core/rmem_max here
 
 
