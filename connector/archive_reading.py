@@ -203,7 +203,7 @@ class ClientArchiveAccess:
         if counter_id >= 0:
             value = live_positions.recorded_position(counters, counter_id)
             # Checked after reading: a freed counter id may be reused by another recording.
-            if live_positions.is_active(counters, counter_id, recording_id):
+            if live_positions.is_counter_of(counters, counter_id, recording_id):
                 self._counter_ids[recording_id] = counter_id
                 return value
         self._counter_ids.pop(recording_id, None)

@@ -45,6 +45,7 @@ class OffsetReader:
         self._last_discovery_ms: float | None = None
         self._sink_visibility = SinkVisibility(options.replay)
         self._stopped_checked_ms: dict[int, float] = {}
+        self._sink_recordings: dict[int, bool] = {}  # a recording's channel never changes
         self._recheck_window_ms: float | None = None
         self._rechecks_in_window = 0
 
@@ -106,7 +107,7 @@ class OffsetReader:
         rechecks = self._stopped_rechecks_due(recording_ids)
         for recording_id in recording_ids:
             descriptor = self.describe(recording_id)
-            if descriptor is not None and is_sink_recording(descriptor):
+            if descriptor is not None and self._is_sink(descriptor):
                 # Written by the aeron-archive sink: readable up to its last commit marker only.
                 end = self._sink_committed_end(recording_id)
                 if end is None:
@@ -130,6 +131,13 @@ class OffsetReader:
                 latest[recording_id] = descriptor.stop_position
         return latest, vanished
 
+    def _is_sink(self, descriptor: RecordingDescriptor) -> bool:
+        """Whether the aeron-archive sink wrote it, from its channel (parsed once per recording)."""
+        known = self._sink_recordings.get(descriptor.recording_id)
+        if known is None:
+            known = self._sink_recordings[descriptor.recording_id] = is_sink_recording(descriptor)
+        return known
+
     def _stopped_rechecks_due(self, recording_ids: list[int]) -> set[int]:
         """Stopped recordings to describe again now: one may be extended later.
 
@@ -146,7 +154,7 @@ class OffsetReader:
         due: list[tuple[float, int]] = []
         for recording_id in recording_ids:
             descriptor = self.descriptors.get(recording_id)
-            if descriptor is None or descriptor.is_active or is_sink_recording(descriptor):
+            if descriptor is None or descriptor.is_active or self._is_sink(descriptor):
                 continue
             last = self._stopped_checked_ms.setdefault(recording_id, now)  # just described
             if now - last >= interval:
