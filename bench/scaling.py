@@ -252,7 +252,7 @@ def part_catalog(args: argparse.Namespace, work: Path, installation: PeerInstall
                     figures.update(listing_figures(control, clean_shape, args.repeats))
                 if discovery and repeat == 0:
                     figures.update(discovery_figures(directory, work, args.triggers))
-        return {"ready_s": summary_ms(ready), **figures}
+        return {"ready_ms": summary_ms(ready), **figures}
 
     def java_start(template: str, *, listings: bool = False) -> dict[str, Any]:
         ready, launch, figures = [], [], {}
@@ -264,7 +264,7 @@ def part_catalog(args: argparse.Namespace, work: Path, installation: PeerInstall
                 launch.append(server.ready.get("launchMs", 0) / 1000)
                 if listings and repeat == 0:
                     figures.update(listing_figures(control, clean_shape, args.repeats))
-        return {"ready_s": summary_ms(ready), "launch_s": summary_ms(launch), **figures}
+        return {"ready_ms": summary_ms(ready), "launch_ms": summary_ms(launch), **figures}
 
     log(f"part 1, ours (load {load()})")
     result["ours"] = {"empty": our_start("empty"), "catalog": our_start("ours-clean", listings=True, discovery=True),
