@@ -46,6 +46,7 @@ class OffsetReader:
         self._sink_visibility = SinkVisibility(options.replay)
         self._stopped_checked_ms: dict[int, float] = {}
         self._sink_recordings: dict[int, bool] = {}  # a recording's channel never changes
+        self._layouts: dict[int, tuple[RecordingDescriptor, RecordingLayout]] = {}
         self._recheck_window_ms: float | None = None
         self._rechecks_in_window = 0
 
@@ -183,9 +184,13 @@ class OffsetReader:
         layouts: dict[int, RecordingLayout] = {}
         for recording_id in recording_ids:
             descriptor = self.describe(recording_id)
-            if descriptor is not None:
-                layouts[recording_id] = RecordingLayout(recording_id, descriptor.start_position,
-                                                        descriptor.term_buffer_length)
+            if descriptor is None:
+                continue
+            cached = self._layouts.get(recording_id)
+            if cached is None or cached[0] is not descriptor:  # made once per descriptor
+                cached = self._layouts[recording_id] = (descriptor, RecordingLayout(
+                    recording_id, descriptor.start_position, descriptor.term_buffer_length))
+            layouts[recording_id] = cached[1]
         return layouts
 
     def resolve(self, spec: PositionSpec, option_name: str) -> RecordingPositions:
