@@ -193,7 +193,9 @@ def listing_figures(control_channel: str, shape: catalogs.CatalogShape, repeats:
         assert found is not None and found.recording_id == shape.recordings // 2
         everything, found = timed(lambda: client.list_recordings(0, None), repeats)
         assert len(found) == shape.recordings, len(found)
-    return {"listRecordingsForUri_match_near_end_ms": summary_ms(near_end),
+        # What discovery's cursor relies on: the listing's end says where the archive's scan stopped.
+        page = client.list_recordings_for_uri_page(0, 256, "no-such-channel", catalogs.BACKGROUND_STREAM_BASE)
+    return {"listing_end_relevant_id": page.scanned_to,"listRecordingsForUri_match_near_end_ms": summary_ms(near_end),
             "listRecordingsForUri_no_match_ms": summary_ms(none),
             "listRecording_one_ms": summary_ms(describe),
             "listRecordings_all_ms": summary_ms(everything)}
