@@ -185,6 +185,11 @@ class ClientArchiveAccess:
             if len(page.descriptors) < LIST_PAGE_SIZE:
                 return found, next_id
 
+    def has_recording_from(self, from_recording_id: int) -> bool:
+        """Whether the archive has any valid recording with id >= ``from_recording_id``: one
+        ListRecordings of one record (cheap for the archive: it stops at the first)."""
+        return bool(self._client.list_recordings(from_recording_id, 1))
+
     def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
         found: list[RecordingDescriptor] = []
         next_id = from_recording_id

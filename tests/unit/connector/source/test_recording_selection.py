@@ -153,3 +153,22 @@ def test_channel_discovery_continues_where_the_archive_scan_ended():
     assert discovery.discover(listing) == []
     # Recordings 1..49 of another stream are scanned once, not again at each discovery.
     assert listing.requests == [("uri", 1, 0), ("uri", 1, 50), ("uri", 1, 51)]
+
+
+class ListingWithProbe(ListingWithScanEnd):
+    def has_recording_from(self, from_id):
+        self.requests.append(("any", from_id))
+        return any(d.recording_id >= from_id for d in self.catalog)
+
+
+def test_discovery_over_many_stream_ids_that_finds_nothing_costs_one_request():
+    listing = ListingWithProbe(*(descriptor(i, 1 + i % 3, "aeron:ipc") for i in range(6)))
+    discovery = RecordingDiscovery(RecordingSelection(channel="aeron:ipc", stream_ids=(1, 2, 3)))
+    assert [d.recording_id for d in discovery.discover(listing)] == list(range(6))
+    listing.requests.clear()
+    assert discovery.discover(listing) == []
+    assert listing.requests == [("any", 6)]
+    listing.catalog.append(descriptor(6, 2, "aeron:ipc"))
+    listing.requests.clear()
+    assert [d.recording_id for d in discovery.discover(listing)] == [6]
+    assert listing.requests == [("any", 6), ("uri", 1, 6), ("uri", 2, 6), ("uri", 3, 6)]
