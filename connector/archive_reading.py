@@ -27,7 +27,8 @@ Real-client facts used here:
 * a 1.15.x archive (no BoundedReplay) gets a plain Replay of exactly the range.
 
 The client calls (checked against ``ArchiveClient`` and the sidecar): ``list_recording``,
-``list_recordings(from, count)``, ``list_recordings_for_uri(from, count, fragment, stream_id)``, ``recording_position`` (-1 when
+``list_recordings(from, count)``, ``list_recordings_for_uri(from, count, fragment, stream_id)``,
+``list_recordings_for_uri_page`` (the same, with where the archive's scan ended), ``recording_position`` (-1 when
 not active), ``start_bounded_replay(recording_id, position, length, limit_counter_id, channel,
 stream_id)``, ``start_replay(recording_id, position, length, channel, stream_id)`` and
 ``is_legacy`` (1.15.x), ``check_replay_error(replay_session_id)``,
@@ -58,6 +59,9 @@ LOG = logging.getLogger(__name__)
 # Application counter type for our bounded-replay limits (Aeron reserves < 1000 for itself).
 REPLAY_LIMIT_COUNTER_TYPE_ID = 1_977_100
 LIST_PAGE_SIZE = 256
+# A recording whose counter is not in the index (not visible yet, or not active) falls back to a
+# RecordingPosition request; the index is rebuilt for it only when older than this.
+COUNTER_INDEX_MAX_AGE_S = 0.05
 REPLAY_BLOCK_LIMIT = 1 << 20
 #: A replay idle this long (at most half the idle timeout) is examined once per position: the
 #: frame there may cross the range end, which the archive never sends (a bounded replay sends
@@ -129,7 +133,9 @@ class ClientArchiveAccess:
         replays; None: those of the client's response channel."""
         self._client = client
         self._hosts = hosts
-        self._counter_ids: dict[int, int] = {}
+        self._counter_ids: dict[int, int] = {}  # recording id -> its rec-pos counter id, once read
+        self._counter_index: dict[int, int] | None = None
+        self._counter_index_built = 0.0
         self._recorded_stream_checks: dict[tuple[str, int], float] = {}
         self._endpoints: ReplayEndpoints | None = None
 
@@ -163,14 +169,26 @@ class ClientArchiveAccess:
         return self._client.list_recording(recording_id)
 
     def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
+        return self.list_matching_since(channel_fragment, stream_id, from_recording_id)[0]
+
+    def list_matching_since(self, channel_fragment: str, stream_id: int,
+                            from_recording_id: int) -> tuple[list[RecordingDescriptor], int]:
+        """The matching recordings from ``from_recording_id`` on, and the id the next listing starts
+        at: past the last match, or further, where the archive's scan ended (its RECORDING_UNKNOWN
+        says), so that recordings of other streams are not scanned again at the next discovery."""
         found: list[RecordingDescriptor] = []
         next_id = from_recording_id
         while True:
-            page = self._client.list_recordings_for_uri(next_id, LIST_PAGE_SIZE, channel_fragment, stream_id)
-            found.extend(page)
-            if len(page) < LIST_PAGE_SIZE:
-                return found
-            next_id = page[-1].recording_id + 1
+            page = self._client.list_recordings_for_uri_page(next_id, LIST_PAGE_SIZE, channel_fragment, stream_id)
+            found.extend(page.descriptors)
+            next_id = page.next_from(next_id)
+            if len(page.descriptors) < LIST_PAGE_SIZE:
+                return found, next_id
+
+    def has_recording_from(self, from_recording_id: int) -> bool:
+        """Whether the archive has any valid recording with id >= ``from_recording_id``: one
+        ListRecordings of one record (cheap for the archive: it stops at the first)."""
+        return bool(self._client.list_recordings(from_recording_id, 1))
 
     def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
         found: list[RecordingDescriptor] = []
@@ -186,16 +204,26 @@ class ClientArchiveAccess:
         counters = self._client.aeron.counters_reader
         counter_id = self._counter_ids.get(recording_id)
         if counter_id is None:
-            counter_id = live_positions.find_counter_id_by_recording(counters, recording_id, self.archive_id)
+            counter_id = self._find_counter(counters, recording_id)
         if counter_id >= 0:
             value = live_positions.recorded_position(counters, counter_id)
             # Checked after reading: a freed counter id may be reused by another recording.
-            if live_positions.is_active(counters, counter_id, recording_id):
+            if live_positions.is_counter_of(counters, counter_id, recording_id):
                 self._counter_ids[recording_id] = counter_id
                 return value
         self._counter_ids.pop(recording_id, None)
         position = self._client.recording_position(recording_id)  # a counter not visible yet
         return None if position is None or position < 0 else position
+
+    def _find_counter(self, counters, recording_id: int) -> int:
+        """The recording's rec-pos counter id, from an index of every rec-pos counter of this
+        archive built in one pass and rebuilt at most every COUNTER_INDEX_MAX_AGE_S: a source's
+        first trigger over N live recordings then costs one pass over the counters, not N."""
+        now = time.monotonic()
+        if self._counter_index is None or now - self._counter_index_built >= COUNTER_INDEX_MAX_AGE_S:
+            self._counter_index = live_positions.counter_ids_by_recording(counters, self.archive_id)
+            self._counter_index_built = now
+        return self._counter_index.get(recording_id, live_positions.NULL_COUNTER_ID)
 
     @contextlib.contextmanager
     def replay(self, recording_id: int, start: int, end: int,

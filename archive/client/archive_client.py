@@ -39,6 +39,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Self
 
@@ -122,6 +123,38 @@ AUTO_FALLBACK_SHARE = 0.5
 
 SignalCallback = Callable[[RecordingSignalEvent], object]
 ChallengeCallback = Callable[[bytes], bytes]
+
+
+
+@dataclass(frozen=True)
+class ListingPage:
+    """One ListRecordings / ListRecordingsForUri answer.
+
+    ``scanned_to``: the relevantId of the RECORDING_UNKNOWN that ended the listing, i.e. the id where
+    the archive's scan of its catalog stopped (every archive, 1.15.1 included, sends the first id
+    past its catalog there); None when the listing ended with ``count`` descriptors.
+    """
+
+    descriptors: list[RecordingDescriptor]
+    scanned_to: int | None
+
+    def next_from(self, from_id: int) -> int:
+        """Where the next listing continues: past every recording this one returned or scanned."""
+        after_listed = self.descriptors[-1].recording_id + 1 if self.descriptors else from_id
+        return max(from_id, after_listed, self.scanned_to if self.scanned_to is not None else from_id)
+
+
+@dataclass
+class _AwaitListingPage(AwaitDescriptors):
+    scanned_to: int | None = None
+
+    def on_control_response(self, response) -> None:
+        if response.code == codecs.ControlResponseCode.RECORDING_UNKNOWN and not self.done:
+            self.scanned_to = response.relevant_id
+        super().on_control_response(response)
+
+    def value(self) -> ListingPage:  # type: ignore[override]
+        return ListingPage(list(self.descriptors), self.scanned_to)
 
 
 class ArchiveClient:
@@ -496,6 +529,18 @@ class ArchiveClient:
         return self._all_pages(
             lambda start: self.list_recordings_for_uri(start, LIST_PAGE_SIZE, channel_fragment,
                                                        stream_id), from_id)
+
+    def list_recordings_page(self, from_id: int, count: int) -> ListingPage:
+        """`list_recordings` of at most ``count``, with where the archive's scan ended (`ListingPage`)."""
+        return self._call(lambda s, c: codecs.ListRecordingsRequest(s, c, from_id, count),
+                          _AwaitListingPage, count=count)
+
+    def list_recordings_for_uri_page(self, from_id: int, count: int, channel_fragment: str,
+                                     stream_id: int) -> ListingPage:
+        """`list_recordings_for_uri` of at most ``count``, with where the archive's scan ended, so
+        that the next listing need not make the archive scan the same recordings again."""
+        return self._call(lambda s, c: codecs.ListRecordingsForUriRequest(
+            s, c, from_id, count, stream_id, channel_fragment), _AwaitListingPage, count=count)
 
     @staticmethod
     def _all_pages(page: Callable[[int], list[RecordingDescriptor]], from_id: int) -> list[RecordingDescriptor]:

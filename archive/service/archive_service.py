@@ -235,14 +235,14 @@ def recover_active_recordings(catalog: Catalog, archive_dir: Path, *, checksum: 
                               file_sync: int = 0) -> list[recovery.RecoveryReport]:
     """Gives every recording left active (stop position -1) its recovered stop position."""
     reports = []
-    for descriptor in list(catalog.descriptors()):
-        if not descriptor.is_active:
-            continue
+    files = recovery.ArchiveFiles(archive_dir)  # one listing of the directory for all of them
+    for recording_id in catalog.active_recording_ids():
+        descriptor = catalog.descriptor(recording_id)
         report = recovery.recover_recording(
             archive_dir, descriptor.recording_id, descriptor.start_position,
             descriptor.term_buffer_length, descriptor.segment_file_length,
             initial_term_id=descriptor.initial_term_id, stream_id=descriptor.stream_id,
-            checksum=checksum)
+            checksum=checksum, files=files)
         recovery.apply_recovery(report, file_sync=file_sync)
         catalog.recording_stopped(descriptor.recording_id, report.stop_position)
         level = logging.INFO if report.is_clean else logging.WARNING

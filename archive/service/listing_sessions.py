@@ -30,40 +30,51 @@ LISTING_BATCH = 64  # descriptors scanned per session per duty cycle, as Aeron
 
 
 class RecordingListingSession:
-    """One ListRecordings / ListRecordingsForUri in progress: a cursor over the catalog."""
+    """One ListRecordings / ListRecordingsForUri in progress: a cursor over the catalog.
 
-    __slots__ = ("session", "catalog", "correlation_id", "next_recording_id", "remaining", "matches")
+    The catalog's in-memory index picks the candidates (valid, and of ``stream_id`` when given), so
+    recordings of other streams cost nothing; only candidates are read and matched, at most
+    `LISTING_BATCH` per duty cycle."""
+
+    __slots__ = ("session", "catalog", "correlation_id", "next_recording_id", "remaining", "matches",
+                 "stream_id")
 
     def __init__(self, session: ControlSession, catalog: Catalog, correlation_id: int,
                  from_recording_id: int, count: int,
-                 matches: Callable[[RecordingDescriptor], bool]) -> None:
+                 matches: Callable[[RecordingDescriptor], bool], stream_id: int | None = None) -> None:
         self.session = session
         self.catalog = catalog
         self.correlation_id = correlation_id
         self.next_recording_id = max(0, from_recording_id)
         self.remaining = count
         self.matches = matches
+        self.stream_id = stream_id
 
     def do_work(self) -> int:
-        """Scans up to `LISTING_BATCH` recordings; at the end leaves the session's listing slot."""
+        """Reads up to `LISTING_BATCH` candidates; at the end leaves the session's listing slot."""
         session = self.session
-        scanned = 0
         end = self.catalog.next_recording_id
-        while scanned < LISTING_BATCH:
-            if self.remaining <= 0:
-                session.active_listing = None
-                return scanned + 1
-            if self.next_recording_id >= end:
-                session.send_recording_unknown(self.correlation_id, self.next_recording_id)
-                session.active_listing = None
-                return scanned + 1
-            descriptor = self.catalog.descriptor(self.next_recording_id)
-            self.next_recording_id += 1
-            scanned += 1
+        if self.remaining <= 0:
+            session.active_listing = None
+            return 1
+        candidates = self.catalog.listable_ids(self.next_recording_id, end, self.stream_id)
+        batch = candidates[:LISTING_BATCH].tolist()
+        for read, recording_id in enumerate(batch, start=1):
+            self.next_recording_id = recording_id + 1
+            descriptor = self.catalog.descriptor(recording_id)
             if descriptor is not None and self.matches(descriptor):
                 session.send_descriptor(self.correlation_id, descriptor)
                 self.remaining -= 1
-        return scanned
+                if self.remaining <= 0:
+                    session.active_listing = None
+                    return read + 1
+        if len(candidates) > LISTING_BATCH:
+            return LISTING_BATCH
+        # The scan reached the end of the catalog: say where, as Aeron does.
+        self.next_recording_id = max(self.next_recording_id, end)
+        session.send_recording_unknown(self.correlation_id, self.next_recording_id)
+        session.active_listing = None
+        return len(batch) + 1
 
 
 class ListingRequests:
@@ -85,7 +96,7 @@ class ListingRequests:
                                                  or fragment in d.stripped_channel)
 
         self._begin_listing(session, message.correlation_id, message.from_recording_id,
-                            message.record_count, matches)
+                            message.record_count, matches, stream_id)
 
     def list_recording(self, session: ControlSession, message: Any) -> None:
         _no_listing_in_progress(session)
@@ -113,10 +124,11 @@ class ListingRequests:
         session.send_subscription_unknown(message.correlation_id)
 
     def _begin_listing(self, session: ControlSession, correlation_id: int, from_recording_id: int,
-                       count: int, matches: Callable[[RecordingDescriptor], bool]) -> None:
+                       count: int, matches: Callable[[RecordingDescriptor], bool],
+                       stream_id: int | None = None) -> None:
         _no_listing_in_progress(session)
         session.active_listing = RecordingListingSession(session, self.catalog, correlation_id,
-                                                         from_recording_id, count, matches)
+                                                         from_recording_id, count, matches, stream_id)
 
 
 def _no_listing_in_progress(session: ControlSession) -> None:

@@ -55,7 +55,9 @@ class RecordingQueries:
                                       f"minRecordingId={message.min_recording_id} < 0")
         fragment = message.channel
         found = NULL_VALUE
-        for recording_id in range(self.catalog.next_recording_id - 1, message.min_recording_id - 1, -1):
+        # Newest first, over the recordings of this stream only (the catalog's index picks them).
+        for recording_id in reversed(self.catalog.listable_ids(message.min_recording_id, None,
+                                                               message.stream_id).tolist()):
             d = self.catalog.descriptor(recording_id)
             if d is not None and d.session_id == message.session_id and d.stream_id == message.stream_id \
                     and fragment in d.original_channel:

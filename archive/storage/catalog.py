@@ -156,6 +156,31 @@ class CatalogProblem:
         return f"{where}: {self.message}"
 
 
+class _ListingIndex:
+    """Per recording id, in memory: its stream id, whether listings may return it (valid and
+    readable) and whether it is active (stop position -1). Listings, finds and start-up select ids
+    with numpy instead of reading and decoding every 1 KiB slot; only the writer keeps one (it
+    sees every change)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.stream_ids = np.zeros(capacity, dtype=np.int32)
+        self.listable = np.zeros(capacity, dtype=bool)
+        self.active = np.zeros(capacity, dtype=bool)
+
+    def grow(self, capacity: int) -> None:
+        for name in ("stream_ids", "listable", "active"):
+            old = getattr(self, name)
+            new = np.zeros(capacity, dtype=old.dtype)
+            new[:len(old)] = old
+            setattr(self, name, new)
+
+    def store(self, descriptor: RecordingDescriptor, valid: bool) -> None:
+        recording_id = descriptor.recording_id
+        self.stream_ids[recording_id] = descriptor.stream_id
+        self.listable[recording_id] = valid
+        self.active[recording_id] = descriptor.stop_position == NULL_POSITION
+
+
 class Catalog:
     """The archive catalog. Open with `Catalog.open`; one writer per directory (see mark_file)."""
 
@@ -171,6 +196,7 @@ class Catalog:
         self.problems = problems
         self._damaged_ids: set[int | None] = set()
         self._lock = threading.Lock()
+        self._index = None if read_only else _ListingIndex(max_entries)
 
     # ---- opening
 
@@ -254,8 +280,10 @@ class Catalog:
             if isinstance(entry_or_problem, CatalogProblem):
                 self.problems.append(entry_or_problem)
                 self._damaged_ids.add(entry_or_problem.recording_id)
-            elif entry_or_problem.valid:
-                valid_count += 1
+            else:
+                if self._index is not None:
+                    self._index.store(entry_or_problem.descriptor, entry_or_problem.valid)
+                valid_count += entry_or_problem.valid
         self._next_recording_id = next_id
         self._valid_count = valid_count
 
@@ -291,6 +319,30 @@ class Catalog:
             return None
         result = _decode_slot(slot, recording_id)
         return result if isinstance(result, CatalogEntry) else None
+
+    def listable_ids(self, from_recording_id: int, end: int | None = None,
+                     stream_id: int | None = None) -> np.ndarray:
+        """Ids in [from_recording_id, end) of valid recordings (of ``stream_id`` only, if given), in
+        order: the ones a listing may return. The writer answers from its in-memory index."""
+        start = max(0, from_recording_id)
+        stop = self.next_recording_id if end is None else min(end, self.next_recording_id)
+        if start >= stop:
+            return np.empty(0, dtype=np.int64)
+        if self._index is None:
+            return np.array([d.recording_id for d in self.descriptors(start)
+                             if d.recording_id < stop and (stream_id is None or d.stream_id == stream_id)],
+                            dtype=np.int64)
+        wanted = self._index.listable[start:stop]
+        if stream_id is not None:
+            wanted = wanted & (self._index.stream_ids[start:stop] == stream_id)
+        return np.flatnonzero(wanted).astype(np.int64) + start
+
+    def active_recording_ids(self) -> list[int]:
+        """Valid recordings with stop position -1 (being recorded, or left so by a crash)."""
+        if self._index is None:
+            return [d.recording_id for d in self.descriptors() if d.is_active]
+        end = self._next_recording_id
+        return (np.flatnonzero(self._index.active[:end] & self._index.listable[:end])).tolist()
 
     def descriptors(self, from_recording_id: int = 0,
                     count: int | None = None) -> Iterator[RecordingDescriptor]:
@@ -390,6 +442,7 @@ class Catalog:
                 raise
             self._next_recording_id = recording_id + 1
             self._valid_count += 1
+            self._index.store(descriptor, True)
             return recording_id
 
     def update_stop_position(self, recording_id: int, stop_position: int) -> None:
@@ -436,6 +489,7 @@ class Catalog:
             os.pwrite(self._fd, bytes([1 if valid else 0]), _slot_offset(recording_id) + 4)
             self._sync()
             self._valid_count += 1 if valid else -1
+            self._index.store(entry.descriptor, valid)
 
     def _update_fields(self, recording_id: int, fields: tuple[tuple[int, int], ...]) -> None:
         self._require_writable("update a recording")
@@ -447,6 +501,8 @@ class Catalog:
             for field_offset, value in fields:
                 packer = _I32 if field_offset == _SESSION_ID else _I64
                 os.pwrite(self._fd, packer.pack(value), base + field_offset)
+                if field_offset == _STOP_POSITION:
+                    self._index.active[recording_id] = value == NULL_POSITION
             self._sync()
 
     def _is_valid_slot(self, recording_id: int) -> bool:
@@ -461,6 +517,7 @@ class Catalog:
         os.ftruncate(self._fd, (new_max + 1) * ENTRY_LENGTH)
         log.info("%s: grown from %d to %d entries", self.path, self._max_entries, new_max)
         self._max_entries = new_max
+        self._index.grow(new_max)
 
     def _sync(self) -> None:
         if self.file_sync == 1:
@@ -613,11 +670,12 @@ def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0
     try:
         now = _now_ms() if now_ms is None else now_ms
         reports = []
-        for d in [d for d in catalog.descriptors() if d.is_active]:
+        files = recovery.ArchiveFiles(directory)
+        for d in [catalog.descriptor(recording_id) for recording_id in catalog.active_recording_ids()]:
             report = recovery.recover_recording(
                 directory, d.recording_id, d.start_position, d.term_buffer_length,
                 d.segment_file_length, initial_term_id=d.initial_term_id, stream_id=d.stream_id,
-                checksum=checksum, on_unverified_straddle=on_unverified_straddle)
+                checksum=checksum, on_unverified_straddle=on_unverified_straddle, files=files)
             recovery.apply_recovery(report, file_sync=file_sync)
             catalog.recording_stopped(d.recording_id, report.stop_position, now)
             reports.append(report)

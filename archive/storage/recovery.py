@@ -116,6 +116,46 @@ class RecoveryReport:
         return "\n".join(lines)
 
 
+
+class ArchiveFiles:
+    """The archive directory's segment file names (``.rec`` and ``.rec.del``) grouped by recording
+    id, from one listing. Start-up looks at every recording; listing the directory for each one
+    made it quadratic in the number of recordings."""
+
+    def __init__(self, archive_dir: str | os.PathLike) -> None:
+        self.directory = Path(archive_dir)
+        self._names: dict[int, list[str]] = {}
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                head, dash, _ = entry.name.partition("-")
+                if dash and head.isdigit() and entry.name.endswith((".rec", ".rec" + DELETE_SUFFIX)):
+                    self._names.setdefault(int(head), []).append(entry.name)
+
+    def segment_files(self, recording_id: int) -> list[SegmentFile]:
+        """As `segment.list_segment_files`, from the listing."""
+        found = []
+        for name in self._names.get(recording_id, ()):
+            if name.endswith(".rec"):
+                try:
+                    file_recording_id, base = parse_segment_file_name(name)
+                except ValueError:
+                    continue
+                if file_recording_id == recording_id:
+                    found.append(SegmentFile(base, self.directory / name))
+        return sorted(found)
+
+    def staged_deletes(self, recording_id: int) -> list[str]:
+        """The recording's ``<id>-<base>.rec.del`` names, sorted."""
+        found = []
+        for name in self._names.get(recording_id, ()):
+            if name.endswith(".rec" + DELETE_SUFFIX):
+                try:
+                    if parse_segment_file_name(name[: -len(DELETE_SUFFIX)])[0] == recording_id:
+                        found.append(name)
+                except ValueError:
+                    continue
+        return sorted(found)
+
 @dataclass(frozen=True)
 class _Layout:
     recording_id: int
@@ -127,11 +167,12 @@ class _Layout:
     stream_id: int | None
 
 
-def _classify_files(archive_dir: Path, layout: _Layout, findings: list[Finding]) -> list[SegmentFile]:
+def _classify_files(archive_dir: Path, layout: _Layout, findings: list[Finding],
+                    files: ArchiveFiles) -> list[SegmentFile]:
     """On-grid segment files at or above the first segment; everything else becomes a finding."""
     start_base = start_term_base_position(layout.start_position, layout.term_length)
     grid: list[SegmentFile] = []
-    for segment in list_segment_files(archive_dir, layout.recording_id):
+    for segment in files.segment_files(layout.recording_id):
         if (segment.base_position - start_base) % layout.segment_length:
             findings.append(Finding(FindingKind.OFF_GRID_SEGMENT,
                                     f"{segment.path.name}: segments start at {start_base} + k * "
@@ -141,14 +182,8 @@ def _classify_files(archive_dir: Path, layout: _Layout, findings: list[Finding])
                                     segment.base_position))
         else:
             grid.append(segment)
-    prefix = f"{layout.recording_id}-"
-    for name in sorted(os.listdir(archive_dir)):
-        if name.startswith(prefix) and name.endswith(".rec" + DELETE_SUFFIX):
-            try:
-                if parse_segment_file_name(name[: -len(DELETE_SUFFIX)])[0] == layout.recording_id:
-                    findings.append(Finding(FindingKind.DELETE_LEFTOVER, name, archive_dir / name))
-            except ValueError:
-                pass
+    for name in files.staged_deletes(layout.recording_id):
+        findings.append(Finding(FindingKind.DELETE_LEFTOVER, name, archive_dir / name))
     if grid:
         present = {segment.base_position for segment in grid}
         for base in range(start_base, grid[-1].base_position, layout.segment_length):
@@ -325,11 +360,13 @@ def _has_data_after(fd: int, offset: int, limit: int) -> bool:
 def recover_recording(archive_dir: str | os.PathLike, recording_id: int, start_position: int,
                       term_length: int, segment_length: int, *, initial_term_id: int | None = None,
                       stream_id: int | None = None, checksum: FrameChecksum | None = None,
-                      on_unverified_straddle: Literal["exclude", "raise"] = "exclude") -> RecoveryReport:
+                      on_unverified_straddle: Literal["exclude", "raise"] = "exclude",
+                      files: ArchiveFiles | None = None) -> RecoveryReport:
     """Recovered stop position of an active recording and a report of what was found.
 
     Read-only. ``initial_term_id``/``stream_id`` (from the descriptor) enable the term id and
     stream id header checks; ``checksum`` is the record checksum the recording was written with.
+    ``files``: the directory's listing when recovering many recordings (default: listed here).
     """
     if on_unverified_straddle not in ("exclude", "raise"):
         raise ValueError(f"on_unverified_straddle {on_unverified_straddle!r} is invalid: accepted "
@@ -342,7 +379,7 @@ def recover_recording(archive_dir: str | os.PathLike, recording_id: int, start_p
     layout = _Layout(recording_id, start_position, term_length, segment_length,
                      position_bits_to_shift(term_length), initial_term_id, stream_id)
     findings: list[Finding] = []
-    segments = _classify_files(archive_dir, layout, findings)
+    segments = _classify_files(archive_dir, layout, findings, files or ArchiveFiles(archive_dir))
     if not segments:
         findings.append(Finding(FindingKind.NO_SEGMENT_FILES,
                                 f"no '{recording_id}-<base>.rec' file in {archive_dir}; stop = start"))
@@ -418,7 +455,7 @@ class Repair:
 
 
 def repair_recording(archive_dir: str | os.PathLike, descriptor, valid: bool, *,
-                     file_sync: int = 0) -> list[Repair]:
+                     file_sync: int = 0, files: ArchiveFiles | None = None) -> list[Repair]:
     """Brings a recording's files to what its catalog entry says, after a crash in maintenance.
 
     ``.rec.del`` files (a delete in progress) are renamed back when the valid entry still needs
@@ -427,7 +464,8 @@ def repair_recording(archive_dir: str | os.PathLike, descriptor, valid: bool, *,
     full length again (a kill between truncate's two ``ftruncate`` calls leaves it short) and
     zeroed past the stop if a frame is found there. Active recordings must be recovered first
     (`recover_recording`); invalid ones only lose their ``.del`` files (their ``.rec`` files are
-    the offline tool's business). Cheap: one listing and at most one 4-byte read per recording.
+    the offline tool's business). Cheap: at most one 4-byte read per recording, and one listing
+    of the directory (``files``; `repair_archive` lists it once for every recording).
     """
     d = descriptor
     directory = Path(archive_dir)
@@ -442,17 +480,10 @@ def repair_recording(archive_dir: str | os.PathLike, descriptor, valid: bool, *,
             return False
         return not stopped or (d.start_position < d.stop_position and base < d.stop_position)
 
-    prefix = f"{d.recording_id}-"
-    suffix = ".rec" + DELETE_SUFFIX
-    for name in sorted(os.listdir(directory)):
-        if not (name.startswith(prefix) and name.endswith(suffix)):
-            continue
-        try:
-            recording_id, base = parse_segment_file_name(name[: -len(DELETE_SUFFIX)])
-        except ValueError:
-            continue
-        if recording_id != d.recording_id:
-            continue
+    files = files or ArchiveFiles(directory)
+    staged_deletes = files.staged_deletes(d.recording_id)
+    for name in staged_deletes:
+        base = parse_segment_file_name(name[: -len(DELETE_SUFFIX)])[1]
         staged = directory / name
         original = staged.with_name(name[: -len(DELETE_SUFFIX)])
         if needed(base) and not original.exists():
@@ -463,7 +494,9 @@ def repair_recording(archive_dir: str | os.PathLike, descriptor, valid: bool, *,
             repairs.append(Repair(d.recording_id, "deleted (delete committed)", staged))
     if not (valid and stopped):
         return repairs
-    for segment in list_segment_files(directory, d.recording_id):
+    # A restored .del file is a segment again: list afresh (rare) rather than patch the listing.
+    segments = list_segment_files(directory, d.recording_id) if staged_deletes else files.segment_files(d.recording_id)
+    for segment in segments:
         if segment.base_position > holding:
             os.unlink(segment.path)
             repairs.append(Repair(d.recording_id, "deleted (past the stop position)", segment.path))
@@ -495,6 +528,7 @@ def repair_recording(archive_dir: str | os.PathLike, descriptor, valid: bool, *,
 def repair_archive(catalog, archive_dir: str | os.PathLike, *, file_sync: int = 0) -> list[Repair]:
     """`repair_recording` for every readable catalog entry; run at start, after active recovery."""
     repairs: list[Repair] = []
+    files = ArchiveFiles(archive_dir)
     for entry in list(catalog.entries()):
-        repairs += repair_recording(archive_dir, entry.descriptor, entry.valid, file_sync=file_sync)
+        repairs += repair_recording(archive_dir, entry.descriptor, entry.valid, file_sync=file_sync, files=files)
     return repairs

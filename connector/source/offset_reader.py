@@ -24,6 +24,10 @@ from aeron_spark.connector.source.recording_selection import RecordingDiscovery
 from aeron_spark.connector.source.sink_visibility import SinkVisibility, is_sink_recording
 
 
+# Stopped recordings described again (to see an extension) per discoveryIntervalMs, at most.
+STOPPED_RECHECKS_PER_INTERVAL = 32
+
+
 class RecordingNotFound(LookupError):
     pass
 
@@ -41,6 +45,10 @@ class OffsetReader:
         self._last_discovery_ms: float | None = None
         self._sink_visibility = SinkVisibility(options.replay)
         self._stopped_checked_ms: dict[int, float] = {}
+        self._sink_recordings: dict[int, bool] = {}  # a recording's channel never changes
+        self._layouts: dict[int, tuple[RecordingDescriptor, RecordingLayout]] = {}
+        self._recheck_window_ms: float | None = None
+        self._rechecks_in_window = 0
 
     @property
     def access(self) -> ArchiveAccess:
@@ -96,9 +104,11 @@ class OffsetReader:
         """Latest position per recording, and the recordings that left the catalog."""
         latest: dict[int, int] = {}
         vanished: set[int] = set()
+        recording_ids = list(recording_ids)
+        rechecks = self._stopped_rechecks_due(recording_ids)
         for recording_id in recording_ids:
             descriptor = self.describe(recording_id)
-            if descriptor is not None and is_sink_recording(descriptor):
+            if descriptor is not None and self._is_sink(descriptor):
                 # Written by the aeron-archive sink: readable up to its last commit marker only.
                 end = self._sink_committed_end(recording_id)
                 if end is None:
@@ -106,8 +116,8 @@ class OffsetReader:
                 else:
                     latest[recording_id] = end
                 continue
-            if descriptor is not None and not descriptor.is_active:
-                descriptor = self._recheck_stopped(recording_id, descriptor)
+            if descriptor is not None and not descriptor.is_active and recording_id in rechecks:
+                descriptor = self.refresh(recording_id)  # extended since?
             if descriptor is not None and descriptor.is_active:
                 live = self.access.live_position(recording_id)
                 if live is not None:
@@ -122,18 +132,41 @@ class OffsetReader:
                 latest[recording_id] = descriptor.stop_position
         return latest, vanished
 
-    def _recheck_stopped(self, recording_id: int, descriptor: RecordingDescriptor) -> RecordingDescriptor | None:
-        """A stopped recording may be extended later: describe it again, at most once per
-        discoveryIntervalMs (latestOffset is called many times a second)."""
+    def _is_sink(self, descriptor: RecordingDescriptor) -> bool:
+        """Whether the aeron-archive sink wrote it, from its channel (parsed once per recording)."""
+        known = self._sink_recordings.get(descriptor.recording_id)
+        if known is None:
+            known = self._sink_recordings[descriptor.recording_id] = is_sink_recording(descriptor)
+        return known
+
+    def _stopped_rechecks_due(self, recording_ids: list[int]) -> set[int]:
+        """Stopped recordings to describe again now: one may be extended later.
+
+        Each at most once per discoveryIntervalMs (latestOffset is called many times a second), and
+        at most STOPPED_RECHECKS_PER_INTERVAL of them per interval, longest unchecked first: a query
+        over thousands of stopped recordings must not send thousands of requests every interval
+        (an extension of one of them is then seen within ceil(stopped / that) intervals).
+        """
         now = self._clock_ms()
-        last = self._stopped_checked_ms.get(recording_id)
-        if last is None:
+        interval = self.options.discovery_interval_ms
+        if self._recheck_window_ms is None or now - self._recheck_window_ms >= interval:
+            self._recheck_window_ms, self._rechecks_in_window = now, 0
+        budget = STOPPED_RECHECKS_PER_INTERVAL - self._rechecks_in_window
+        due: list[tuple[float, int]] = []
+        for recording_id in recording_ids:
+            descriptor = self.descriptors.get(recording_id)
+            if descriptor is None or descriptor.is_active or self._is_sink(descriptor):
+                continue
+            last = self._stopped_checked_ms.setdefault(recording_id, now)  # just described
+            if now - last >= interval:
+                due.append((last, recording_id))
+        if budget <= 0 or not due:
+            return set()
+        chosen = {recording_id for _, recording_id in sorted(due)[:budget]}
+        for recording_id in chosen:
             self._stopped_checked_ms[recording_id] = now
-            return descriptor
-        if now - last < self.options.discovery_interval_ms:
-            return descriptor
-        self._stopped_checked_ms[recording_id] = now
-        return self.refresh(recording_id)
+        self._rechecks_in_window += len(chosen)
+        return chosen
 
     def _sink_committed_end(self, recording_id: int) -> int | None:
         """A sink recording is stopped between commits and extended by each: always re-described."""
@@ -151,9 +184,13 @@ class OffsetReader:
         layouts: dict[int, RecordingLayout] = {}
         for recording_id in recording_ids:
             descriptor = self.describe(recording_id)
-            if descriptor is not None:
-                layouts[recording_id] = RecordingLayout(recording_id, descriptor.start_position,
-                                                        descriptor.term_buffer_length)
+            if descriptor is None:
+                continue
+            cached = self._layouts.get(recording_id)
+            if cached is None or cached[0] is not descriptor:  # made once per descriptor
+                cached = self._layouts[recording_id] = (descriptor, RecordingLayout(
+                    recording_id, descriptor.start_position, descriptor.term_buffer_length))
+            layouts[recording_id] = cached[1]
         return layouts
 
     def resolve(self, spec: PositionSpec, option_name: str) -> RecordingPositions:

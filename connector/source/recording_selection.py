@@ -8,10 +8,16 @@ original channel), with ``streamId``: one or several stream ids (None: any, with
 ``RecordingDiscovery`` lists only what is new since its last listing, so no listing grows with
 recordings it has already seen:
 
-* ``channel``: one ListRecordingsForUri per stream id, each from its own cursor (one past the
-  newest recording it returned). The archive filters, so only matches cross the wire. Cursors are
-  per stream id because a shared one could skip a recording of one stream that started while
-  another stream was being listed.
+* ``channel``: one ListRecordingsForUri per stream id, each from its own cursor: where the
+  archive's scan ended (the relevantId of the RECORDING_UNKNOWN that ends a listing, which every
+  archive from 1.15.1 on sends; an access without ``list_matching_since``: one past the newest
+  recording returned). So each discovery makes the archive scan only recordings created since the
+  last one, not every recording after the stream's newest. The archive filters, so only matches
+  cross the wire. Cursors are per stream id because a shared one could skip a recording of one
+  stream that started while another stream was being listed. With several stream ids, one
+  ListRecordings of one record from the lowest cursor first asks whether any recording is new
+  (``has_recording_from``); if none is, the listings per stream id are skipped, so a discovery that
+  finds nothing costs one request, not one per stream id.
 * ``channelPattern``: the archive cannot match a regex, so one ListRecordings from one past the
   newest recording seen, of any channel, filtered here. After the first listing only recordings
   created since cross the wire, matching or not.
@@ -29,6 +35,10 @@ from aeron_spark.archive.client import RecordingDescriptor
 
 
 class ListingAccess(Protocol):
+    """What discovery lists with. May also have ``list_matching_since(channel_fragment, stream_id,
+    from_recording_id) -> (descriptors, next_from)`` (connector/archive_reading.py), which also
+    says where the archive's scan ended, and ``has_recording_from(recording_id) -> bool``."""
+
     def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
         ...
 
@@ -84,9 +94,17 @@ class RecordingDiscovery:
         """Matching recordings not returned by an earlier call, in recording id order."""
         found: list[RecordingDescriptor] = []
         if self.selection.channel is not None:
+            since = getattr(access, "list_matching_since", None)
+            any_from = getattr(access, "has_recording_from", None)
+            if len(self._cursors) > 1 and any_from is not None and not any_from(min(self._cursors.values())):
+                return []  # one request says no stream has a new recording: skip one listing per stream
             for stream_id, cursor in self._cursors.items():
-                listed = access.list_matching(self.selection.channel, stream_id, cursor)
-                self._cursors[stream_id] = _next_cursor(cursor, listed)
+                if since is not None:
+                    listed, scanned_to = since(self.selection.channel, stream_id, cursor)
+                else:
+                    listed = access.list_matching(self.selection.channel, stream_id, cursor)
+                    scanned_to = cursor
+                self._cursors[stream_id] = max(scanned_to, _next_cursor(cursor, listed))
                 found.extend(listed)
         else:
             cursor = self._cursors[None]

@@ -4,7 +4,9 @@ import struct
 
 import pytest
 
+from aeron_spark.archive.client.archive_client import ListingPage
 from aeron_spark.archive.codecs.recording_position import encode_key
+from aeron_spark.connector import archive_reading
 from aeron_spark.connector.archive_reading import ClientArchiveAccess, ReplayFailed
 from aeron_spark.connector.options import ReplaySettings
 from tests.support.fake_archive import FakeArchive
@@ -104,6 +106,12 @@ class Client:
     def list_recordings_for_uri(self, from_id, count, fragment, stream_id):
         return self.fake.list_matching(fragment, stream_id, from_id)[:count]
 
+    def list_recordings_for_uri_page(self, from_id, count, fragment, stream_id):
+        """As the archive: a short page ends with RECORDING_UNKNOWN at the end of the catalog."""
+        found = self.list_recordings_for_uri(from_id, count, fragment, stream_id)
+        catalog_end = max(self.fake.recordings, default=-1) + 1
+        return ListingPage(found, catalog_end if len(found) < count else None)
+
     def list_recordings(self, from_id, count):
         return self.fake.list_from(from_id)[:count]
 
@@ -132,7 +140,8 @@ def setup():
     return log, client, ClientArchiveAccess(client)
 
 
-def test_live_position_comes_from_the_rec_pos_counter_of_this_archive():
+def test_live_position_comes_from_the_rec_pos_counter_of_this_archive(monkeypatch):
+    monkeypatch.setattr(archive_reading, "COUNTER_INDEX_MAX_AGE_S", 0.0)  # each miss looks again
     log, client, access = setup()
     counters = client.aeron.counters_reader
     counters.counters[3] = (100, encode_key(1, 55, "src", archive_id=12), 999)  # another archive's
@@ -143,6 +152,20 @@ def test_live_position_comes_from_the_rec_pos_counter_of_this_archive():
     assert access.live_position(1) == 8192
     del counters.counters[4]  # recording stopped, counter freed
     assert access.live_position(1) is None
+
+
+def test_live_positions_of_many_recordings_cost_one_pass_over_the_counters(monkeypatch):
+    monkeypatch.setattr(archive_reading, "COUNTER_INDEX_MAX_AGE_S", 60.0)  # a slow machine stays in one window
+    log, client, access = setup()
+    counters = client.aeron.counters_reader
+    for recording_id in range(200):
+        counters.counters[10 + recording_id] = (100, encode_key(recording_id, 5, "src", archive_id=77), recording_id * 32)
+    passes = []
+    find = counters.find
+    counters.find = lambda *args: passes.append(1) or find(*args)
+    assert [access.live_position(rid) for rid in range(200)] == [rid * 32 for rid in range(200)]
+    assert len(passes) == 1
+    assert access.live_position(5) == 160 and len(passes) == 1  # known counters are read directly
 
 
 def test_replay_uses_a_private_session_and_a_limit_counter_and_cleans_up():
@@ -178,3 +201,12 @@ def test_list_matching_pages_through_the_catalog():
     assert [d.recording_id for d in found] == list(range(1, 600))
     assert [d.recording_id for d in access.list_from(7)] == list(range(7, 600))
     assert struct.calcsize("<q") == 8
+
+
+def test_list_matching_since_continues_where_the_archive_scan_ended():
+    log, client, access = setup()
+    for recording_id in range(2, 300):
+        client.fake.add(recording_id, log, channel="aeron:ipc" if recording_id < 5 else "aeron:udp")
+    found, next_from = access.list_matching_since("aeron:ipc", 1001, 0)
+    assert [d.recording_id for d in found] == [2, 3, 4]
+    assert next_from == 300  # not 5: recordings 5..299 of other channels are not scanned again

@@ -288,6 +288,18 @@ def test_list_recordings_for_uri_sends_the_fragment_and_stream() -> None:
     assert (request.channel, request.stream_id, request.record_count) == ("endpoint=x", 1001, 10)
 
 
+def test_a_listing_page_says_where_the_archive_scan_ended() -> None:
+    archive = FakeArchive()
+    archive.handlers[9] = lambda m: [descriptor(m, 4), archive.ok(m, 900, Code.RECORDING_UNKNOWN)]
+    archive.handlers[8] = lambda m: [descriptor(m, i) for i in range(m.from_recording_id, m.from_recording_id + 2)]
+    client = connect(archive)
+    page = client.list_recordings_for_uri_page(3, 10, "endpoint=x", 1001)
+    assert [d.recording_id for d in page.descriptors] == [4] and page.scanned_to == 900
+    assert page.next_from(3) == 900  # the next listing skips what the archive already scanned
+    full = client.list_recordings_page(7, 2)  # ended by its count: no scan end, continue after the last
+    assert (full.scanned_to, full.next_from(7)) == (None, 9)
+
+
 def test_errors_carry_the_archive_code_and_message() -> None:
     archive = FakeArchive()
     archive.handlers[15] = lambda m: [archive.ok(m, ArchiveErrorCode.UNKNOWN_RECORDING, Code.ERROR,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from aeron_spark.archive import codecs
@@ -25,6 +26,10 @@ class Catalog:
         if not 0 <= recording_id < self.next_recording_id:
             return None
         return SimpleNamespace(recording_id=recording_id, stream_id=recording_id % 2)
+
+    def listable_ids(self, from_recording_id: int, end: int, stream_id: int | None = None):
+        return np.array([i for i in range(max(0, from_recording_id), min(end, self.next_recording_id))
+                         if stream_id is None or i % 2 == stream_id], dtype=np.int64)
 
 
 def outbox(session: ControlSession) -> list:

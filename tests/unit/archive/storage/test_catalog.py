@@ -403,3 +403,23 @@ def test_open_archive_directory_on_a_clean_directory(tmp_path):
     catalog, report = open_archive_directory(tmp_path)
     catalog.close()
     assert report.catalog_created and report.is_clean and report.recovered == ()
+
+
+def test_listable_and_active_ids_follow_every_change_and_survive_reopen(tmp_path):
+    with Catalog.open(tmp_path, max_entries=2) as catalog:  # grows twice below
+        for index in range(6):
+            new_recording(catalog, stream_id=1001 + index % 2)
+        catalog.recording_stopped(0, 0)
+        catalog.recording_stopped(3, 0)
+        catalog.invalidate(4)
+        assert catalog.listable_ids(0).tolist() == [0, 1, 2, 3, 5]
+        assert catalog.listable_ids(1, 5, stream_id=1002).tolist() == [1, 3]
+        assert catalog.listable_ids(7).tolist() == []
+        assert catalog.active_recording_ids() == [1, 2, 5]
+        catalog.extend(3, control_session_id=1, correlation_id=2, session_id=3)
+        catalog.mark_valid(4)
+        assert catalog.active_recording_ids() == [1, 2, 3, 4, 5]
+    with Catalog.open(tmp_path) as reopened, Catalog.open(tmp_path, read_only=True) as reader:
+        for catalog in (reopened, reader):  # the writer's index, the reader's scan: same answers
+            assert catalog.listable_ids(0, 6, stream_id=1001).tolist() == [0, 2, 4]
+            assert catalog.active_recording_ids() == [1, 2, 3, 4, 5]

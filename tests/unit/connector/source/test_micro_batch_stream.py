@@ -12,6 +12,7 @@ from aeron_spark.connector.source.admission_control import Backlog, TriggerDelay
 from aeron_spark.connector.source.batch_reader import AeronArchiveBatchReader, EmptyPartition
 from aeron_spark.connector.source.data_loss import DataLossError
 from aeron_spark.connector.source.initial_offset_store import InitialOffsetStore, InitialOffsetStoreError
+from aeron_spark.connector.source.offset_reader import STOPPED_RECHECKS_PER_INTERVAL
 from aeron_spark.connector.source.micro_batch_stream import UNCAPPED_BYTES, AeronArchiveStreamReader
 from aeron_spark.connector.source.offsets import RecordingPositions
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
@@ -360,6 +361,33 @@ def test_a_stopped_recording_that_is_extended_later_is_read_on(tmp_path):
     extended = reader.latestOffset(end, ReadAllAvailable())
     assert extended == {"1": log.position}
     assert run_batch(reader, end, extended) == messages_of(1, log, end["1"])
+
+
+def test_stopped_recordings_are_described_again_a_bounded_number_per_interval(tmp_path):
+    archive = FakeArchive()
+    clock = Clock()
+    log = make_log(3)
+    stopped = 3 * STOPPED_RECHECKS_PER_INTERVAL
+    recordings = [archive.add(rid, log, CHANNEL, active=False) for rid in range(stopped)]
+    reader = stream_reader(archive, tmp_path, clock, startingPositions="earliest", discoveryIntervalMs="1000")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    described = []
+    for _ in range(3):  # three intervals: each describes at most the budget, and all get their turn
+        clock.now += 1000
+        before = archive.calls.get("describe", 0)
+        end = reader.latestOffset(end, ReadAllAvailable())
+        reader.latestOffset(end, ReadAllAvailable())  # a second trigger in the same interval: none
+        described.append(archive.calls.get("describe", 0) - before)
+    assert described == [STOPPED_RECHECKS_PER_INTERVAL] * 3
+    # an extension is seen once the recording's turn comes
+    for index in range(3):
+        log.append(bytes([index]) * 300)
+    recordings[-1].active = True
+    for _ in range(3):
+        clock.now += 1000
+        end = reader.latestOffset(end, ReadAllAvailable())
+    assert end[str(stopped - 1)] == log.position
 
 
 def test_batch_planning_keeps_its_cached_connection_and_retries_once_on_a_fresh_one():

@@ -135,3 +135,40 @@ def test_pattern_discovery_scans_only_recordings_created_since_the_last_scan():
     assert [d.recording_id for d in discovery.discover(listing)] == [4]
     # The cursor passes non-matching recordings too: each scan starts after the newest one seen.
     assert listing.requests == [("all", 0), ("all", 2), ("all", 4)]
+
+
+class ListingWithScanEnd(Listing):
+    """An archive access that also says where the archive's scan ended (connector/archive_reading)."""
+
+    def list_matching_since(self, fragment, stream_id, from_id):
+        return self.list_matching(fragment, stream_id, from_id), len(self.catalog)
+
+
+def test_channel_discovery_continues_where_the_archive_scan_ended():
+    listing = ListingWithScanEnd(descriptor(0, 1, "aeron:ipc"), *(descriptor(i, 9, "aeron:udp") for i in range(1, 50)))
+    discovery = RecordingDiscovery(RecordingSelection(channel="aeron:ipc", stream_ids=(1,)))
+    assert [d.recording_id for d in discovery.discover(listing)] == [0]
+    listing.catalog.append(descriptor(50, 1, "aeron:ipc"))
+    assert [d.recording_id for d in discovery.discover(listing)] == [50]
+    assert discovery.discover(listing) == []
+    # Recordings 1..49 of another stream are scanned once, not again at each discovery.
+    assert listing.requests == [("uri", 1, 0), ("uri", 1, 50), ("uri", 1, 51)]
+
+
+class ListingWithProbe(ListingWithScanEnd):
+    def has_recording_from(self, from_id):
+        self.requests.append(("any", from_id))
+        return any(d.recording_id >= from_id for d in self.catalog)
+
+
+def test_discovery_over_many_stream_ids_that_finds_nothing_costs_one_request():
+    listing = ListingWithProbe(*(descriptor(i, 1 + i % 3, "aeron:ipc") for i in range(6)))
+    discovery = RecordingDiscovery(RecordingSelection(channel="aeron:ipc", stream_ids=(1, 2, 3)))
+    assert [d.recording_id for d in discovery.discover(listing)] == list(range(6))
+    listing.requests.clear()
+    assert discovery.discover(listing) == []
+    assert listing.requests == [("any", 6)]
+    listing.catalog.append(descriptor(6, 2, "aeron:ipc"))
+    listing.requests.clear()
+    assert [d.recording_id for d in discovery.discover(listing)] == [6]
+    assert listing.requests == [("any", 6), ("uri", 1, 6), ("uri", 2, 6), ("uri", 3, 6)]
