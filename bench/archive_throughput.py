@@ -99,6 +99,7 @@ class Sample:
     operation: str  # "record" | "replay"
     mb_per_s: float
     detail: dict[str, Any] = field(repr=False)
+    repeat: int = 0
 
 
 def parse_messages(text: str) -> dict[int, int]:
@@ -138,32 +139,24 @@ def started(archive: str, installation, work_dir: Path, java_threading: str, our
         shutil.rmtree(archive_dir, ignore_errors=True)  # recordings are large; keep the disk tidy
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (``/proc/<pid>/stat`` utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # fields 14, 15 of proc(5)
+
+
 def run_case(clients: BenchClients, running: RunningArchive, transport: str, size: int,
-             messages: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One recording and its replay on one archive; returns the two result lines."""
-    aeron_dir = str(running.details["aeronDir"])
-    if transport == "udp":
-        recorded = clients.java("record", java_udp_connection(running.control_channel),
-                                "--channel", udp_channel(free_udp_port()), "--stream-id", str(STREAM_ID),
-                                "--messages", str(messages), "--size", str(size))
-        replayed = clients.java("replay", java_udp_connection(running.control_channel),
-                                "--recording-id", str(recorded["recordingId"]),
-                                "--replay-channel", udp_channel(free_udp_port()),
-                                "--replay-stream-id", str(REPLAY_STREAM_ID))
-    elif running.name == "java":
-        recorded = clients.java("record", java_ipc_connection(aeron_dir), "--channel", "aeron:ipc",
-                                "--publication-channel", f"aeron:ipc?term-length={IPC_TERM_LENGTH}",
-                                "--source-location", "local", "--stream-id", str(STREAM_ID),
-                                "--messages", str(messages), "--size", str(size))
-        replayed = clients.java("replay", java_ipc_connection(aeron_dir),
-                                "--recording-id", str(recorded["recordingId"]), "--replay-channel", "aeron:ipc",
-                                "--replay-stream-id", str(REPLAY_STREAM_ID))
-    else:
-        recorded = clients.python("record", aeron_dir, "--publication-channel",
-                                  f"aeron:ipc?term-length={IPC_TERM_LENGTH}", "--stream-id", str(STREAM_ID),
-                                  "--messages", str(messages), "--size", str(size))
-        replayed = clients.python("replay", aeron_dir, "--recording-id", str(recorded["recordingId"]),
-                                  "--replay-stream-id", str(REPLAY_STREAM_ID))
+             messages: int, publisher: str = "block") -> tuple[dict[str, Any], dict[str, Any]]:
+    """One recording and its replay on one archive; returns the two result lines, each with
+    ``archiveCpuSeconds``: the archive process's CPU time (for ours the sidecar with its embedded
+    driver, for Java the ArchivingMediaDriver) over the client command, and ``publisher``."""
+    cpu_before = process_cpu_seconds(running.pid)
+    recorded, cpu_after_record = _record(clients, running, transport, size, messages, publisher)
+    replayed = _replay(clients, running, transport, recorded)
+    cpu_after_replay = process_cpu_seconds(running.pid)
+    recorded["archiveCpuSeconds"] = cpu_after_record - cpu_before
+    replayed["archiveCpuSeconds"] = cpu_after_replay - cpu_after_record
+    recorded.setdefault("publisher", "java-per-message")  # the Java client offers message by message
     expected_end = recorded["startPosition"] + messages * framed_length(size)
     if not recorded["stopPosition"] >= expected_end or recorded["stopPosition"] != recorded["publicationPosition"]:
         raise RuntimeError(f"{running.name}: recording stopped at {recorded['stopPosition']}, expected the "
@@ -172,6 +165,43 @@ def run_case(clients: BenchClients, running: RunningArchive, transport: str, siz
         raise RuntimeError(f"{running.name}: replay delivered {replayed['countedBytes']} bytes of "
                            f"{recorded['stopPosition'] - recorded['startPosition']}")
     return recorded, replayed
+
+
+def _record(clients: BenchClients, running: RunningArchive, transport: str, size: int, messages: int,
+            publisher: str) -> tuple[dict[str, Any], float]:
+    """The recording on one archive; returns its result line and the archive's CPU time after it."""
+    aeron_dir = str(running.details["aeronDir"])
+    if transport == "udp":
+        recorded = clients.java("record", java_udp_connection(running.control_channel),
+                                "--channel", udp_channel(free_udp_port()), "--stream-id", str(STREAM_ID),
+                                "--messages", str(messages), "--size", str(size))
+    elif running.name == "java":
+        recorded = clients.java("record", java_ipc_connection(aeron_dir), "--channel", "aeron:ipc",
+                                "--publication-channel", f"aeron:ipc?term-length={IPC_TERM_LENGTH}",
+                                "--source-location", "local", "--stream-id", str(STREAM_ID),
+                                "--messages", str(messages), "--size", str(size))
+    else:
+        recorded = clients.python("record", aeron_dir, "--publication-channel",
+                                  f"aeron:ipc?term-length={IPC_TERM_LENGTH}", "--stream-id", str(STREAM_ID),
+                                  "--messages", str(messages), "--size", str(size), "--publisher", publisher)
+    return recorded, process_cpu_seconds(running.pid)
+
+
+def _replay(clients: BenchClients, running: RunningArchive, transport: str,
+            recorded: dict[str, Any]) -> dict[str, Any]:
+    """The whole recording replayed to the bench client; returns its result line."""
+    aeron_dir = str(running.details["aeronDir"])
+    if transport == "udp":
+        return clients.java("replay", java_udp_connection(running.control_channel),
+                            "--recording-id", str(recorded["recordingId"]),
+                            "--replay-channel", udp_channel(free_udp_port()),
+                            "--replay-stream-id", str(REPLAY_STREAM_ID))
+    if running.name == "java":
+        return clients.java("replay", java_ipc_connection(aeron_dir),
+                            "--recording-id", str(recorded["recordingId"]), "--replay-channel", "aeron:ipc",
+                            "--replay-stream-id", str(REPLAY_STREAM_ID))
+    return clients.python("replay", aeron_dir, "--recording-id", str(recorded["recordingId"]),
+                          "--replay-stream-id", str(REPLAY_STREAM_ID))
 
 
 def run(args: argparse.Namespace) -> list[Sample]:

@@ -9,11 +9,14 @@ polls RecordingPosition over the control protocol every ~0.5 ms. Throughput = by
 first observed position past the start and the first observation of the final position / time
 between those two observations.
 
-The publisher appends pre-framed blocks (``offer_block``, headers and the 8-byte message index
-stamped with numpy) instead of one ``offer`` per message: a Python per-message offer manages only
-~1-3 M offers/s, below what the archive records, and the log bytes are the same either way (at a
-term end, where fewer than one frame fits, a plain ``offer`` writes the PAD frame and rotates,
-exactly as a per-message publisher's offer does).
+``--publisher per-message`` (the fair benchmark, ``bench/fair_recording.py``) offers one message at
+a time, as the Java client does, through a loop in C (``bench/per_message_publisher.py``; a Python
+loop is the fallback and says so in the result's ``publisher`` field).
+``--publisher block`` (the default, ``bench/archive_throughput.py``'s tables) appends pre-framed
+blocks (``offer_block``, headers and the 8-byte message index stamped with numpy): the log bytes
+are the same (at a term end, where fewer than one frame fits, a plain ``offer`` writes the PAD
+frame and rotates, exactly as a per-message publisher's offer does), but the publisher's cost per
+message is far below a per-message offer's, so that comparison favours our archive's side.
 
 ``replay``: replays the whole recording to an ``aeron:ipc`` subscription in this process that
 block-polls the image and only counts bytes.
@@ -39,6 +42,7 @@ from aeron_spark.driver_integration.frame import (
     aligned_frame_length,
 )
 from aeron_spark.driver_integration.publication import ExclusivePublication
+from per_message_publisher import PerMessagePublisher  # bench/ is this script's sys.path[0]
 
 PROBE_INTERVAL_S = 0.0005
 BLOCK_BYTES = 256 * 1024
@@ -148,7 +152,7 @@ def connect(aeron: AeronClient) -> ArchiveClient:
 
 
 def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
-           publication_channel: str = "aeron:ipc") -> dict[str, object]:
+           publication_channel: str = "aeron:ipc", publisher_kind: str = "block") -> dict[str, object]:
     channel = "aeron:ipc"
     deadline = time.monotonic() + TIMEOUT_S
     with connect(aeron) as archive:
@@ -165,7 +169,13 @@ def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
             start_position = publication.position
             probe = PositionProbe(archive, recording_id)
             probe.start()
-            publisher = BlockPublisher(publication, size)
+            publisher: BlockPublisher | PerMessagePublisher
+            if publisher_kind == "block":
+                publisher = BlockPublisher(publication, size)
+                publisher_name = "python-block"
+            else:
+                publisher = PerMessagePublisher(publication, size)
+                publisher_name = f"{publisher.implementation}-per-message"
             began = time.perf_counter()
             publisher.publish(messages, deadline)
             publish_seconds = time.perf_counter() - began
@@ -185,7 +195,7 @@ def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
             "size": size, "measuredFromPosition": first_position, "measuredToPosition": last_position,
             "measuredBytes": last_position - first_position, "measuredSeconds": last_time - first_time,
             "probes": probe.probes, "publishSeconds": publish_seconds,
-            "backPressuredOffers": publisher.back_pressured}
+            "backPressuredOffers": publisher.back_pressured, "publisher": publisher_name}
 
 
 def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int) -> dict[str, object]:
@@ -237,12 +247,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="IPC channel of the publication (e.g. with term-length); recorded as aeron:ipc")
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--publisher", choices=("block", "per-message"), default="block",
+                        help="pre-framed blocks (offer_block) or one offer per message, in C")
     parser.add_argument("--recording-id", type=int)
     parser.add_argument("--replay-stream-id", type=int, default=2002)
     args = parser.parse_args(argv)
     with AeronClient(args.aeron_dir, client_name="archive-bench") as aeron:
         if args.command == "record":
-            result = record(aeron, args.stream_id, args.messages, args.size, args.publication_channel)
+            result = record(aeron, args.stream_id, args.messages, args.size, args.publication_channel,
+                            args.publisher)
         else:
             if args.recording_id is None:
                 parser.error("replay needs --recording-id")
