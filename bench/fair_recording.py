@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
+import json
 import re
 import shutil
 import statistics
@@ -115,8 +117,9 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
                                 print(f"repeat {repeat + 1}/{args.repeats} {archive:4} {transport} {size:5} B "
                                       f"{operation}: {sample.mb_per_s:8.1f} MB/s, archive CPU "
                                       f"{cpu_per_gb(sample):5.2f} s/GB"
-                                      + (f", back-pressured {refused_share(sample):.1%}, "
-                                         f"publisher {recorded['publisher']}" if operation == "record" else ""),
+                                      + (f", back-pressured {refused_share(sample):.1%}, publisher "
+                                         f"{recorded['publisher']} {offer_rate(sample):.2f} M offers/s"
+                                         if operation == "record" else ""),
                                       flush=True)
     return samples, idle
 
@@ -130,6 +133,11 @@ def archive_bytes(sample: Sample) -> int:
 
 def cpu_per_gb(sample: Sample) -> float:
     return sample.detail["archiveCpuSeconds"] / (archive_bytes(sample) / 1e9)
+
+
+def offer_rate(sample: Sample) -> float:
+    """The publisher's own pace, M messages offered per second of its publishing loop."""
+    return sample.detail["messages"] / sample.detail["publishSeconds"] / 1e6
 
 
 def refused_share(sample: Sample) -> float:
@@ -148,7 +156,7 @@ def spread(values: list[float], fmt: str) -> str:
 
 def table(samples: list[Sample], messages: dict[str, dict[int, int]]) -> str:
     lines = ["| transport | payload | messages | operation | Java 1.15.1 MB/s (M msg/s) | ours MB/s (M msg/s) "
-             "| ours/Java [per-repeat min–max] | target | back-pressured Java / ours "
+             "| ours/Java [per-repeat min–max] | target | back-pressured Java / ours (publisher M offers/s) "
              "| archive CPU s per GB Java / ours | publishers (Java / ours) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for transport in dict.fromkeys(s.transport for s in samples):
@@ -167,7 +175,8 @@ def table(samples: list[Sample], messages: dict[str, dict[int, int]]) -> str:
                 if operation == "record":
                     java_share = statistics.median(refused_share(s) for s in java)
                     ours_share = statistics.median(refused_share(s) for s in ours)
-                    pressure = f"{java_share:.1%} / {ours_share:.1%}"
+                    pressure = (f"{java_share:.1%} / {ours_share:.1%} ({statistics.median(map(offer_rate, java)):.2f} / "
+                                f"{statistics.median(map(offer_rate, ours)):.2f})")
                     if max(java_share, ours_share) < PUBLISHER_BOUND_SHARE:
                         pressure += " (publisher-bound)"
                     publishers = " / ".join(dict.fromkeys(s.detail["publisher"] for s in java)) + " / " + \
@@ -190,9 +199,9 @@ def idle_note(idle: dict[str, list[float]]) -> str:
                         for archive, shares in idle.items() if shares))
 
 
-def write_docs(results: str, command_line: str, notes: str) -> None:
+def write_docs(results: str, command_line: str, notes: str, finished: str) -> None:
     block = (f"{BEGIN_MARK}\n\nReproduce: `{command_line}`\n\nMachine: {notes}. "
-             f"Run {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC.\n\n{results}\n\n{END_MARK}")
+             f"Run finished {finished} UTC.\n\n{results}\n\n{END_MARK}")
     text = DOC.read_text()
     if BEGIN_MARK in text and END_MARK in text:
         text = re.sub(re.escape(BEGIN_MARK) + ".*?" + re.escape(END_MARK), lambda _: block, text, flags=re.DOTALL)
@@ -218,11 +227,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="where the archive directories go (default: a new temp dir, removed after)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy our sidecar; raw stacks go here")
+    parser.add_argument("--save-samples", type=Path, default=None,
+                        help="write every measurement (JSON) here, for --from-samples")
+    parser.add_argument("--from-samples", type=Path, default=None,
+                        help="print the table of a saved run instead of running (with --write-docs: the docs too)")
     parser.add_argument("--write-docs", action="store_true", help=f"write the table into {DOC.relative_to(REPO)}")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     args.messages = {"ipc": args.ipc_messages, "udp": args.udp_messages}
+    if args.from_samples is not None:
+        saved = json.loads(args.from_samples.read_text())
+        samples = [Sample(**sample) for sample in saved["samples"]]
+        messages = {transport: {int(size): count for size, count in by_size.items()}
+                    for transport, by_size in saved["messages"].items()}
+        results = table(samples, messages)
+        print(results, "\n\nMachine:", saved["notes"])
+        if args.write_docs:
+            write_docs(results, saved["command"], saved["notes"], saved["finished"])
+        return 0
     own_work_dir = args.work_dir is None
     args.work_dir = Path(tempfile.mkdtemp(prefix="fair-recording-", dir="/var/tmp")) if own_work_dir else args.work_dir
     args.work_dir.mkdir(parents=True, exist_ok=True)
@@ -233,6 +256,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if own_work_dir:
             shutil.rmtree(args.work_dir, ignore_errors=True)
+    given = list(argv if argv is not None else sys.argv[1:])
+    if "--save-samples" in given:  # where a run's samples went is no part of how to reproduce it
+        del given[given.index("--save-samples"):given.index("--save-samples") + 2]
+    shown = [a for a in given if a != "--write-docs"]
+    command_line = " ".join([".venv/bin/python bench/fair_recording.py", *shown])
+    finished = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
+    if args.save_samples is not None:
+        args.save_samples.write_text(json.dumps(
+            {"command": command_line, "notes": notes, "finished": finished, "messages": args.messages,
+             "samples": [dataclasses.asdict(sample) for sample in samples]}))
     print()
     print(results)
     print()
@@ -241,8 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nWhere our sidecar's py-spy samples land:")
         print(profile_summary(args.profile))
     if args.write_docs:
-        shown = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--write-docs"]
-        write_docs(results, " ".join([".venv/bin/python bench/fair_recording.py", *shown]), notes)
+        write_docs(results, command_line, notes, finished)
         print(f"\nwritten to {DOC}")
     return 0
 
