@@ -34,6 +34,8 @@ import time
 import numpy as np
 from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
 from aeron_spark.archive.client.replay_subscription import replay_image_session_id
+from aeron_spark.archive.client.response_routing import ArchiveError
+from aeron_spark.archive.codecs.constants import ArchiveErrorCode
 from aeron_spark.driver_integration.client import AeronClient
 from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA,
@@ -151,6 +153,18 @@ def connect(aeron: AeronClient) -> ArchiveClient:
                                  aeron=aeron, protocol="legacy")
 
 
+def find_recording(archive: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
+    """The recording of this publication, or -1 while the catalog does not list it yet."""
+    try:
+        return archive.find_last_matching_recording(0, channel, stream_id, session_id)
+    except ArchiveError as error:
+        # The Java 1.15.1 archive answers "min recording id outside valid range" while its catalog is
+        # still empty (as ArchiveBenchClient.findRecording handles it).
+        if error.error_code == ArchiveErrorCode.UNKNOWN_RECORDING:
+            return -1
+        raise
+
+
 def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
            publication_channel: str = "aeron:ipc", publisher_kind: str = "block") -> dict[str, object]:
     channel = "aeron:ipc"
@@ -163,8 +177,9 @@ def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
                 if time.monotonic() > deadline:
                     raise TimeoutError("the recording subscription did not connect")
                 time.sleep(0.001)
-            while (recording_id := archive.find_last_matching_recording(
-                    0, channel, stream_id, publication.session_id)) < 0:
+            while (recording_id := find_recording(archive, channel, stream_id, publication.session_id)) < 0:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the recording did not appear in the catalog")
                 time.sleep(0.001)
             start_position = publication.position
             probe = PositionProbe(archive, recording_id)
