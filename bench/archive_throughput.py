@@ -146,13 +146,18 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 def run_case(clients: BenchClients, running: RunningArchive, transport: str, size: int,
-             messages: int, publisher: str = "block") -> tuple[dict[str, Any], dict[str, Any]]:
+             messages: int, publisher: str = "block", ipc_program: str = "native") -> tuple[dict[str, Any], dict[str, Any]]:
     """One recording and its replay on one archive; returns the two result lines, each with
     ``archiveCpuSeconds``: the archive process's CPU time (for ours the sidecar with its embedded
-    driver, for Java the ArchivingMediaDriver) over the client command, and ``publisher``."""
+    driver, for Java the ArchivingMediaDriver) over the client command, and ``publisher``.
+
+    ``ipc_program``: over IPC, ``native`` drives the Java archive with the Java 1.15.1 bench client
+    and ours with ``python_bench_client.py``; ``python`` drives both with ``python_bench_client.py``
+    (our 1.53 C client attaches to the Java 1.15.1 driver; the reverse is refused)."""
     cpu_before = process_cpu_seconds(running.pid)
-    recorded, cpu_after_record = _record(clients, running, transport, size, messages, publisher)
-    replayed = _replay(clients, running, transport, recorded)
+    java_client = running.name == "java" and ipc_program == "native"
+    recorded, cpu_after_record = _record(clients, running, transport, size, messages, publisher, java_client)
+    replayed = _replay(clients, running, transport, recorded, java_client)
     cpu_after_replay = process_cpu_seconds(running.pid)
     recorded["archiveCpuSeconds"] = cpu_after_record - cpu_before
     replayed["archiveCpuSeconds"] = cpu_after_replay - cpu_after_record
@@ -168,14 +173,14 @@ def run_case(clients: BenchClients, running: RunningArchive, transport: str, siz
 
 
 def _record(clients: BenchClients, running: RunningArchive, transport: str, size: int, messages: int,
-            publisher: str) -> tuple[dict[str, Any], float]:
+            publisher: str, java_client: bool) -> tuple[dict[str, Any], float]:
     """The recording on one archive; returns its result line and the archive's CPU time after it."""
     aeron_dir = str(running.details["aeronDir"])
     if transport == "udp":
         recorded = clients.java("record", java_udp_connection(running.control_channel),
                                 "--channel", udp_channel(free_udp_port()), "--stream-id", str(STREAM_ID),
                                 "--messages", str(messages), "--size", str(size))
-    elif running.name == "java":
+    elif java_client:
         recorded = clients.java("record", java_ipc_connection(aeron_dir), "--channel", "aeron:ipc",
                                 "--publication-channel", f"aeron:ipc?term-length={IPC_TERM_LENGTH}",
                                 "--source-location", "local", "--stream-id", str(STREAM_ID),
@@ -188,7 +193,7 @@ def _record(clients: BenchClients, running: RunningArchive, transport: str, size
 
 
 def _replay(clients: BenchClients, running: RunningArchive, transport: str,
-            recorded: dict[str, Any]) -> dict[str, Any]:
+            recorded: dict[str, Any], java_client: bool) -> dict[str, Any]:
     """The whole recording replayed to the bench client; returns its result line."""
     aeron_dir = str(running.details["aeronDir"])
     if transport == "udp":
@@ -196,7 +201,7 @@ def _replay(clients: BenchClients, running: RunningArchive, transport: str,
                             "--recording-id", str(recorded["recordingId"]),
                             "--replay-channel", udp_channel(free_udp_port()),
                             "--replay-stream-id", str(REPLAY_STREAM_ID))
-    if running.name == "java":
+    if java_client:
         return clients.java("replay", java_ipc_connection(aeron_dir),
                             "--recording-id", str(recorded["recordingId"]), "--replay-channel", "aeron:ipc",
                             "--replay-stream-id", str(REPLAY_STREAM_ID))
