@@ -1,0 +1,60 @@
+"""The fair benchmark feeds the Java 1.15.1 archive over IPC with OUR bench program: our 1.53 C client
+attached to the Java 1.15.1 driver. That works only because the layouts it uses did not change, so
+check every frame the Java archive recorded: header fields, term offsets, PAD frames, payloads."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+sys.path.insert(0, str(BENCH))
+from archive_throughput import started  # noqa: E402 - bench/ is not a package
+from bench_processes import BenchClients  # noqa: E402
+
+from tests.interop.peer.interop_peer import ensure_peer_built  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.timeout(240)]
+
+TERM_LENGTH = 64 * 1024  # small terms: the run crosses many term ends (PAD frames, rotation)
+HEADER = struct.Struct("<iBBhiiii")  # frame length, version, flags, type, term offset, session, stream, term id
+
+
+@pytest.mark.parametrize(("size", "messages"), [(32, 50_000), (1024, 5_000)])
+def test_our_c_client_records_correct_frames_into_the_java_archive(tmp_path, size, messages):
+    peer_installation = ensure_peer_built()
+    clients = BenchClients(peer_installation, tmp_path / "no-java-bench-client-needed")
+    with started("java", peer_installation, tmp_path, "dedicated") as java:
+        recorded = clients.python("record", str(java.details["aeronDir"]), "--publication-channel",
+                                  f"aeron:ipc?term-length={TERM_LENGTH}", "--stream-id", "1001",
+                                  "--messages", str(messages), "--size", str(size), "--publisher", "per-message")
+        assert recorded["publisher"] == "c-per-message"
+        assert recorded["stopPosition"] == recorded["publicationPosition"] > 0
+        replayed = clients.python("replay", str(java.details["aeronDir"]),
+                                  "--recording-id", str(recorded["recordingId"]), "--replay-stream-id", "2002")
+        assert replayed["countedBytes"] == recorded["stopPosition"]
+        (segment,) = sorted(java.archive_dir.glob("*.rec"))
+        log = np.fromfile(segment, dtype=np.uint8)[:recorded["stopPosition"]].tobytes()
+    offset, index, pads, sessions = 0, 0, 0, set()
+    initial_term_id = HEADER.unpack_from(log, 0)[7]
+    while offset < len(log):
+        length, version, flags, frame_type, term_offset, session, stream, term_id = HEADER.unpack_from(log, offset)
+        assert (version, term_offset, stream, term_id - initial_term_id) == \
+            (0, offset % TERM_LENGTH, 1001, offset // TERM_LENGTH), offset
+        if frame_type == 0:  # PAD to the term end
+            assert (offset + length) % TERM_LENGTH == 0
+            pads += 1
+        else:
+            assert (length, flags, frame_type) == (32 + size, 0xC0, 1), offset
+            payload = bytearray((j * 7) & 0xFF for j in range(size))  # the Java client's payload
+            payload[:8] = struct.pack("<q", index)
+            assert log[offset + 32:offset + 32 + size] == payload, f"message {index}"
+            index += 1
+        sessions.add(session)
+        offset += (length + 31) & ~31
+    assert index == messages and len(sessions) == 1
+    assert pads > 0 or TERM_LENGTH % (32 + size + 31 & ~31) == 0
