@@ -16,7 +16,8 @@ Transports (what is fair, and what each measures):
 * ``ipc`` (default; measures the archives): the publisher and the replay subscriber sit in the
   archive's own media driver and talk IPC, the recording is LOCAL, the control session uses the
   archive's local IPC control channel. A 1.15.1 Java client cannot attach to our 1.53 C driver,
-  so the client programs differ by necessity: ``bench/java/.../ArchiveBenchClient.java`` (Java
+  so the client programs differ (``bench/fair_recording.py`` has the like-for-like comparison:
+  message-by-message publishers, one program for both archives): ``bench/java/.../ArchiveBenchClient.java`` (Java
   1.15.1 client) for the Java archive, ``bench/python_bench_client.py`` (our C client) for ours.
   They run the same algorithm. Each publisher writes the same log bytes (unfragmented messages,
   ``term-length`` 16 MiB for both; the Python one appends pre-framed blocks because per-message
