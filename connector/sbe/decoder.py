@@ -127,10 +127,19 @@ class _Level:
 class SbeDecoder:
     """Decodes the messages of a schema (optionally only some of them)."""
 
-    def __init__(self, schema: Schema, messages: list[Message] | None = None) -> None:
+    def __init__(self, schema: Schema, messages: list[Message] | None = None,
+                 wanted: dict[str, frozenset[str]] | None = None) -> None:
+        """``wanted``: per message name, the names of the fields, groups and var data to decode
+        (column pruning); a message not named there is decoded whole."""
         self.schema = schema
         self.messages = list(schema.messages if messages is None else messages)
         self._order = schema.byte_order
+        self._wanted = dict(wanted or {})
+
+    def decoded_fields(self, message: Message) -> list[pa.Field]:
+        """The Arrow fields of ``message``'s decoded struct: all of block_fields, or the wanted ones."""
+        wanted = self._wanted.get(message.name)
+        return [f for f in block_fields(message) if wanted is None or f.name in wanted]
 
     def arrow_type(self, message: Message) -> pa.StructType:
         return message_arrow_type(message)
@@ -161,8 +170,8 @@ class SbeDecoder:
                 rows = np.flatnonzero(matches)
                 level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
                                versions[rows].astype(np.int64), ends[rows], rows.astype(np.int64))
-            columns, _ = self._decode_level(message, data, level, message.name)
-            values = pa.StructArray.from_arrays(columns, fields=block_fields(message)) if columns \
+            columns, _ = self._decode_level(message, data, level, message.name, self._wanted.get(message.name))
+            values = pa.StructArray.from_arrays(columns, fields=self.decoded_fields(message)) if columns \
                 else pa.array([{}] * level.count, type=pa.struct([]))
             by_message[message.name] = DecodedMessages(message, rows, values)
         return DecodedPayloads(template_ids, by_message)
@@ -175,16 +184,24 @@ class SbeDecoder:
 
     # --- one level: fields, then groups, then var data -----------------------------------------
 
-    def _decode_level(self, node: Message | Group, data: np.ndarray, level: _Level, path: str):
+    def _decode_level(self, node: Message | Group, data: np.ndarray, level: _Level, path: str,
+                      wanted: frozenset[str] | None = None):
+        """The columns of a level (only the ``wanted`` ones when given) and the cursor after its
+        last walked part: groups and var data before a wanted one are walked, not kept."""
         _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
-        columns = [self._field(field, data, level, f"{path}.{field.name}") for field in node.fields]
+        columns = [self._field(field, data, level, f"{path}.{field.name}") for field in node.fields
+                   if wanted is None or field.name in wanted]
         cursor = level.starts + level.block_lengths
-        for group in node.groups:
-            column, cursor = self._group(group, data, level, cursor, f"{path}.{group.name}")
-            columns.append(column)
-        for var_data in node.var_data:
-            column, cursor = self._var_data(var_data, data, level, cursor, f"{path}.{var_data.name}")
-            columns.append(column)
+        parts = list(node.groups) + list(node.var_data)
+        walked = parts if wanted is None else parts[:max((i + 1 for i, part in enumerate(parts) if part.name in wanted),
+                                                          default=0)]
+        for part in walked:
+            if isinstance(part, Group):
+                column, cursor = self._group(part, data, level, cursor, f"{path}.{part.name}")
+            else:
+                column, cursor = self._var_data(part, data, level, cursor, f"{path}.{part.name}")
+            if wanted is None or part.name in wanted:
+                columns.append(column)
         return columns, cursor
 
     def _group(self, group: Group, data: np.ndarray, level: _Level, cursor: np.ndarray, path: str):
