@@ -155,10 +155,22 @@ class SbeDecoder:
         if data.size < header.size:
             data = np.zeros(header.size, dtype=np.uint8)
         places = _Places.of(safe_starts)
-        template_ids = self._read_int(data, places.shifted(header.template_id.offset), header.template_id.type)
-        template_ids = (template_ids if every_header else np.where(has_header, template_ids, NO_TEMPLATE)).astype(np.int32)
-        block_lengths = self._read_int(data, places.shifted(header.block_length.offset), header.block_length.type)
-        versions = self._read_int(data, places.shifted(header.version.offset), header.version.type)
+        if every_header and _same_bytes_everywhere(data, places, header.size):
+            # One header repeated (one message type and version, the common case): read it once.
+            first = _Places(1, places.first if places.count else 0, 0)
+            count = places.count
+            template_ids = np.full(count, self._read_int(data, first.shifted(header.template_id.offset),
+                                                         header.template_id.type)[0], dtype=np.int32)
+            block_lengths = np.full(count, self._read_int(data, first.shifted(header.block_length.offset),
+                                                          header.block_length.type)[0], dtype=np.int64)
+            versions = np.full(count, self._read_int(data, first.shifted(header.version.offset),
+                                                     header.version.type)[0], dtype=np.int64)
+        else:
+            template_ids = self._read_int(data, places.shifted(header.template_id.offset), header.template_id.type)
+            template_ids = (template_ids if every_header else np.where(has_header, template_ids, NO_TEMPLATE)
+                            ).astype(np.int32)
+            block_lengths = self._read_int(data, places.shifted(header.block_length.offset), header.block_length.type)
+            versions = self._read_int(data, places.shifted(header.version.offset), header.version.type)
         by_message = {}
         for message in self.messages:
             matches = template_ids == message.template_id
@@ -466,6 +478,16 @@ class _Places:
         if self.explicit is not None:
             return self.explicit
         return self.first + np.arange(self.count, dtype=np.int64) * (self.stride or 0)
+
+
+def _same_bytes_everywhere(data: np.ndarray, places: _Places, width: int) -> bool:
+    """Whether the ``width`` bytes at every place equal those at the first (one strided pass when
+    the places are at a fixed stride and ``width`` is 1, 2, 4 or 8; otherwise not checked: False)."""
+    if places.count == 0 or places.explicit is not None or width not in (1, 2, 4, 8) or places.stride < width:
+        return False
+    view = np.ndarray(shape=(places.count,), dtype=f"u{width}", buffer=data, offset=places.first,
+                      strides=(max(places.stride, 1),))
+    return bool((view == view[0]).all())
 
 
 def _scalars_at(data: np.ndarray, places: _Places, dtype: np.dtype) -> np.ndarray:
