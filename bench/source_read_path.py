@@ -141,12 +141,12 @@ def profile(archive_dir: str, recording_id: int, rows: int, repetitions: int, sc
         timed("4. read_range, default columns", repetitions, rows, reader(options))
         timed("4. read_range, payload only", repetitions, rows,
               reader(dataclasses.replace(options, output_columns=("payload",)), keep=True))
-        timed("5. Arrow IPC of payload-only batches", repetitions, rows, ipc)
+        timed("5. Arrow IPC framing (no socket), payload only", repetitions, rows, ipc)
         if schema_path is not None:
             sbe_options = SourceOptions.parse({**base, "sbe.schema": str(schema_path), "sbe.messages": "Tick"},
                                               ReadMode.BATCH)
             timed("4. read_range, sbe.schema decoded", repetitions, rows, reader(sbe_options, keep=True))
-            timed("5. Arrow IPC of decoded batches", repetitions, rows, ipc)
+            timed("5. Arrow IPC framing (no socket), decoded", repetitions, rows, ipc)
         sizes = [b.num_rows for b in captured]
         print(f"batches: {len(sizes)}, rows per batch {min(sizes):,}-{max(sizes):,}")
     finally:
