@@ -11,6 +11,12 @@ For each workload (default: 2,000,000 x 32 B and 500,000 x 1 KiB messages) it
    give the same answer,
 4. prints min / median seconds, rows/s and payload MB/s of each, and the ratio source/Parquet.
 
+The single-host layout also reads, alternating with the others, the ceiling of any Python source:
+an in-memory Python source yielding the very batches the source yields (bench/in_memory_source.py,
+read once through the source's own code in this process before Spark starts), with all columns
+and with the payload only. The gap between it and Parquet is Spark's Python Data Source hop; the
+gap between the source and it is ours.
+
 Run::
 
     .venv/bin/python bench/spark_source_vs_parquet.py                       # defaults
@@ -116,17 +122,43 @@ def _await_recording(archive, publication, timeout_s: float = 30.0):
 
 SOURCE_ALL = "source, all columns"
 SOURCE_PAYLOAD = "source, payload only"
+CEILING_ALL = "in-memory Python source, all columns"
+CEILING_PAYLOAD = "in-memory Python source, payload only"
 PARQUET = "Parquet scan"
+PAYLOAD_ONLY = "payload binary not null"
+
+
+def ceiling_files(archive_dir: str, recording_id: int, source_options: dict[str, str], work: Path,
+                  label: str) -> dict[str, list[str]]:
+    """The source's own batches (all columns, payload only), read once in this process and kept in
+    Arrow IPC files for the in-memory source (bench/in_memory_source.py)."""
+    from in_memory_source import materialize
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    options = {"archive.dir": archive_dir, "recordingIds": str(recording_id), **source_options}
+    files = {}
+    for name, schema in ((CEILING_ALL, None), (CEILING_PAYLOAD, StructType([StructField("payload", BinaryType(), False)]))):
+        started = time.perf_counter()
+        files[name], rows = materialize(dict(options), work, f"{label}-{len(files)}", schema)
+        progress(f"{name}: {rows:,} rows in {len(files[name])} partition file(s), read in "
+                 f"{time.perf_counter() - started:.1f} s")
+    return files
 
 
 def measure(spark, workload: Workload, connection: dict[str, str], recording_id: int, parquet: Path,
-            repetitions: int, source_options: dict[str, str], cpu: ProcessCpu) -> dict[str, Timings]:
-    """Alternates the three reads (the default schema, only the payload column, Parquet)."""
+            repetitions: int, source_options: dict[str, str], cpu: ProcessCpu,
+            ceiling: dict[str, list[str]] | None = None) -> dict[str, Timings]:
+    """Alternates the reads: the default schema, only the payload column, the in-memory source
+    with the same batches (when ``ceiling`` is given), Parquet."""
     source = (spark.read.format("aeron-archive").options(**connection)
               .option("recordingIds", str(recording_id)).options(**source_options))
     scans = {SOURCE_ALL: lambda: fingerprint(source.load()),
-             SOURCE_PAYLOAD: lambda: fingerprint(source.schema("payload binary not null").load()),
-             PARQUET: lambda: fingerprint(spark.read.parquet(str(parquet)))}
+             SOURCE_PAYLOAD: lambda: fingerprint(source.schema(PAYLOAD_ONLY).load())}
+    if ceiling is not None:
+        from in_memory_source import reader
+        for name, files in ceiling.items():
+            scans[name] = (lambda files: lambda: fingerprint(reader(spark, files).load()))(files)
+    scans[PARQUET] = lambda: fingerprint(spark.read.parquet(str(parquet)))
     answers = {}
     for name, scan in scans.items():  # warm-up, and the correctness check
         started = time.perf_counter()
@@ -193,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the source's minPartitions (default 2: the cores of local[2], as Parquet's split size)")
     parser.add_argument("--parquet-max-partition-bytes", default="32m",
                         help="spark.sql.files.maxPartitionBytes for the Parquet scan")
+    parser.add_argument("--no-ceiling", action="store_true",
+                        help="skip the in-memory Python source that yields the source's own batches (single-host only)")
     parser.add_argument("--record-mtu", type=int,
                         help="mtu of the recorded IPC channel (default: the driver's, 1408); a replay over UDP "
                              "sends datagrams of up to this size")
@@ -219,6 +253,13 @@ def main(argv: list[str] | None = None) -> int:
                 control_stream_id = 10
                 connection = {"archive.dir": str(sidecar.archive_dir)}
             recordings = record_all(sidecar.aeron_dir, control_stream_id, workloads, work, args.record_mtu)
+            source_options = {"minPartitions": args.min_partitions}
+            if args.max_bytes_per_partition:
+                source_options["maxBytesPerPartition"] = args.max_bytes_per_partition
+            with_ceiling = not cluster and not args.no_ceiling
+            ceilings = {recording_id: ceiling_files(str(sidecar.archive_dir), recording_id, source_options, work,
+                                                    f"ceiling-{recording_id}")
+                        for _workload, recording_id, _parquet in recordings} if with_ceiling else {}
             hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
             stack.enter_context(spark_processes_stopped())
             spark = spark_for_layout("spark-source-vs-parquet", args.layout, hosts, **{
@@ -230,18 +271,22 @@ def main(argv: list[str] | None = None) -> int:
             cpu = ProcessCpu(named, spark_jvm_pid(spark))
             from aeron_spark.connector import register
             register(spark)
-            source_options = {"minPartitions": args.min_partitions}
-            if args.max_bytes_per_partition:
-                source_options["maxBytesPerPartition"] = args.max_bytes_per_partition
+            if with_ceiling:
+                import in_memory_source
+                in_memory_source.register(spark)
             for workload, recording_id, parquet in recordings:
                 timings = measure(spark, workload, connection, recording_id, parquet, args.repetitions,
-                                  source_options, cpu)
+                                  source_options, cpu, ceilings.get(recording_id))
                 print(f"\n{workload.label} ({args.repetitions} repetitions, {master}, layout {args.layout}, "
                       f"source options {source_options})")
                 for name, timing in timings.items():
                     print(timing.line(name, workload))
-                for name in (SOURCE_ALL, SOURCE_PAYLOAD):
-                    print(timings[name].ratio_line(name, timings[PARQUET], "Parquet"))
+                for name in (SOURCE_ALL, SOURCE_PAYLOAD, CEILING_ALL, CEILING_PAYLOAD):
+                    if name in timings:
+                        print(timings[name].ratio_line(name, timings[PARQUET], "Parquet"))
+                for name, ceiling in ((SOURCE_ALL, CEILING_ALL), (SOURCE_PAYLOAD, CEILING_PAYLOAD)):
+                    if ceiling in timings:
+                        print(timings[name].ratio_line(name, timings[ceiling], "its in-memory ceiling"))
                 print("\n".join(line for line in cpu.lines() if workload.label in line), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -101,12 +101,7 @@ def select_columns(schema: StructType | None, options: SourceOptions) -> SourceO
     columns, in any order, each with its own type, nullable or not (no value is ever null).
     Reading fewer columns is the only column pruning a Python source gets, and it is cheaper."""
     if options.sbe is not None:
-        expected = sbe_schema(options.sbe, options.include_timestamp)
-        if schema is not None and schema != expected:
-            raise OptionError(f"format {FORMAT_NAME}: with sbe.schema the rows have the decoded schema "
-                              f"{expected.simpleString()}; a different .schema(...) is not accepted (select columns "
-                              "after load() instead)")
-        return options
+        return _select_decoded_columns(schema, options)
     if schema is None or schema == source_schema(options.include_timestamp):
         return options
     known = {f.name: f.dataType for f in SOURCE_FIELDS}
@@ -120,6 +115,28 @@ def select_columns(schema: StructType | None, options: SourceOptions) -> SourceO
         raise OptionError(
             f"format {FORMAT_NAME}: the schema {schema.simpleString()} is not accepted ({what}); a schema may "
             f"select any of these columns, in any order, each at most once: {accepted}")
+    return dataclasses.replace(options, output_columns=tuple(names),
+                               nullable_columns=frozenset(f.name for f in schema.fields if f.nullable))
+
+
+def _select_decoded_columns(schema: StructType | None, options: SourceOptions) -> SourceOptions:
+    """With sbe.schema a user schema may select any of the decoded rows' columns, in any order, with
+    their types; a column that can be NULL must be declared nullable. Only those are decoded and
+    built (column pruning a Python source otherwise never gets)."""
+    expected = sbe_schema(options.sbe, options.include_timestamp)
+    if schema is None or schema == expected:
+        return options
+    known = {f.name: f for f in expected.fields}
+    names = [f.name for f in schema.fields]
+    problems = [f"{f.name} {f.dataType.simpleString()}" + (" NOT NULL" if not f.nullable else "")
+                for f in schema.fields
+                if f.name not in known or known[f.name].dataType != f.dataType or (known[f.name].nullable and not f.nullable)]
+    if problems or not names or len(set(names)) != len(names):
+        what = (f"unknown column, wrong type or NOT NULL where values can be NULL: {', '.join(problems)}" if problems
+                else "no columns" if not names else "a column is named twice")
+        raise OptionError(f"format {FORMAT_NAME}: with sbe.schema the schema {schema.simpleString()} is not accepted "
+                          f"({what}); a schema may select any of the decoded rows' columns, in any order, each at "
+                          f"most once: {expected.simpleString()}")
     return dataclasses.replace(options, output_columns=tuple(names),
                                nullable_columns=frozenset(f.name for f in schema.fields if f.nullable))
 

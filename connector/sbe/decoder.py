@@ -90,6 +90,35 @@ class _Level:
             self._stride = _uniform_stride(self.starts)
         return self._stride
 
+    @property
+    def uniform(self) -> bool:
+        """Every record has the same block length and version (the common case, computed once):
+        then whether a field is present is one answer for all records."""
+        if not hasattr(self, "_uniform"):
+            count = self.count
+            self._uniform = count > 0 and bool((self.block_lengths == self.block_lengths[0]).all()) \
+                and bool((self.versions == self.versions[0]).all())
+        return self._uniform
+
+    @property
+    def nothing_absent(self) -> np.ndarray:
+        if not hasattr(self, "_nothing_absent"):
+            self._nothing_absent = np.zeros(self.count, dtype=bool)
+        return self._nothing_absent
+
+    def present(self, since_version: int, end: int) -> np.ndarray | bool:
+        """Which records hold a field that needs ``since_version`` and ends at ``end`` in the
+        block; a bool when the level is uniform."""
+        if self.uniform:
+            return bool(self.versions[0] >= since_version and self.block_lengths[0] >= end)
+        return (self.versions >= since_version) & (self.block_lengths >= end)
+
+    def places(self, offset: int) -> "_Places":
+        """Where the field at ``offset`` in the block sits in each record."""
+        if self.stride is not None and self.count:
+            return _Places(self.count, int(self.starts[0]) + offset, self.stride)
+        return _Places(self.count, explicit=self.starts + offset)
+
     def take(self, index: np.ndarray, starts: np.ndarray | None = None) -> "_Level":
         return _Level(self.starts[index] if starts is None else starts, self.block_lengths[index],
                       self.versions[index], self.ends[index], self.rows[index])
@@ -98,10 +127,19 @@ class _Level:
 class SbeDecoder:
     """Decodes the messages of a schema (optionally only some of them)."""
 
-    def __init__(self, schema: Schema, messages: list[Message] | None = None) -> None:
+    def __init__(self, schema: Schema, messages: list[Message] | None = None,
+                 wanted: dict[str, frozenset[str]] | None = None) -> None:
+        """``wanted``: per message name, the names of the fields, groups and var data to decode
+        (column pruning); a message not named there is decoded whole."""
         self.schema = schema
         self.messages = list(schema.messages if messages is None else messages)
         self._order = schema.byte_order
+        self._wanted = dict(wanted or {})
+
+    def decoded_fields(self, message: Message) -> list[pa.Field]:
+        """The Arrow fields of ``message``'s decoded struct: all of block_fields, or the wanted ones."""
+        wanted = self._wanted.get(message.name)
+        return [f for f in block_fields(message) if wanted is None or f.name in wanted]
 
     def arrow_type(self, message: Message) -> pa.StructType:
         return message_arrow_type(message)
@@ -112,21 +150,40 @@ class SbeDecoder:
         data, starts, ends, valid = _payload_buffers(payloads)
         header = self.schema.header
         has_header = valid & (ends - starts >= header.size)
-        safe_starts = np.where(has_header, starts, 0) if not has_header.all() else starts
+        every_header = bool(has_header.all())
+        safe_starts = starts if every_header else np.where(has_header, starts, 0)
         if data.size < header.size:
             data = np.zeros(header.size, dtype=np.uint8)
-        stride = _uniform_stride(safe_starts)
-        template_ids = np.where(has_header, self._read_int(data, safe_starts + header.template_id.offset,
-                                                           header.template_id.type, stride), NO_TEMPLATE).astype(np.int32)
-        block_lengths = self._read_int(data, safe_starts + header.block_length.offset, header.block_length.type, stride)
-        versions = self._read_int(data, safe_starts + header.version.offset, header.version.type, stride)
+        places = _Places.of(safe_starts)
+        if every_header and _same_bytes_everywhere(data, places, header.size):
+            # One header repeated (one message type and version, the common case): read it once.
+            first = _Places(1, places.first if places.count else 0, 0)
+            count = places.count
+            template_ids = np.full(count, self._read_int(data, first.shifted(header.template_id.offset),
+                                                         header.template_id.type)[0], dtype=np.int32)
+            block_lengths = np.full(count, self._read_int(data, first.shifted(header.block_length.offset),
+                                                          header.block_length.type)[0], dtype=np.int64)
+            versions = np.full(count, self._read_int(data, first.shifted(header.version.offset),
+                                                     header.version.type)[0], dtype=np.int64)
+        else:
+            template_ids = self._read_int(data, places.shifted(header.template_id.offset), header.template_id.type)
+            template_ids = (template_ids if every_header else np.where(has_header, template_ids, NO_TEMPLATE)
+                            ).astype(np.int32)
+            block_lengths = self._read_int(data, places.shifted(header.block_length.offset), header.block_length.type)
+            versions = self._read_int(data, places.shifted(header.version.offset), header.version.type)
         by_message = {}
         for message in self.messages:
-            rows = np.flatnonzero(template_ids == message.template_id)
-            level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
-                           versions[rows].astype(np.int64), ends[rows], rows.astype(np.int64))
-            columns, _ = self._decode_level(message, data, level, message.name)
-            values = pa.StructArray.from_arrays(columns, fields=block_fields(message)) if columns \
+            matches = template_ids == message.template_id
+            if matches.all():  # one message type in the batch (the common case): no gathers
+                rows = np.arange(template_ids.size, dtype=np.int64)
+                level = _Level(starts + header.size, block_lengths, versions, ends, rows)
+                level._stride = places.stride  # the blocks sit where the payloads do
+            else:
+                rows = np.flatnonzero(matches)
+                level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
+                               versions[rows].astype(np.int64), ends[rows], rows.astype(np.int64))
+            columns, _ = self._decode_level(message, data, level, message.name, self._wanted.get(message.name))
+            values = pa.StructArray.from_arrays(columns, fields=self.decoded_fields(message)) if columns \
                 else pa.array([{}] * level.count, type=pa.struct([]))
             by_message[message.name] = DecodedMessages(message, rows, values)
         return DecodedPayloads(template_ids, by_message)
@@ -139,16 +196,24 @@ class SbeDecoder:
 
     # --- one level: fields, then groups, then var data -----------------------------------------
 
-    def _decode_level(self, node: Message | Group, data: np.ndarray, level: _Level, path: str):
+    def _decode_level(self, node: Message | Group, data: np.ndarray, level: _Level, path: str,
+                      wanted: frozenset[str] | None = None):
+        """The columns of a level (only the ``wanted`` ones when given) and the cursor after its
+        last walked part: groups and var data before a wanted one are walked, not kept."""
         _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
-        columns = [self._field(field, data, level, f"{path}.{field.name}") for field in node.fields]
+        columns = [self._field(field, data, level, f"{path}.{field.name}") for field in node.fields
+                   if wanted is None or field.name in wanted]
         cursor = level.starts + level.block_lengths
-        for group in node.groups:
-            column, cursor = self._group(group, data, level, cursor, f"{path}.{group.name}")
-            columns.append(column)
-        for var_data in node.var_data:
-            column, cursor = self._var_data(var_data, data, level, cursor, f"{path}.{var_data.name}")
-            columns.append(column)
+        parts = list(node.groups) + list(node.var_data)
+        walked = parts if wanted is None else parts[:max((i + 1 for i, part in enumerate(parts) if part.name in wanted),
+                                                          default=0)]
+        for part in walked:
+            if isinstance(part, Group):
+                column, cursor = self._group(part, data, level, cursor, f"{path}.{part.name}")
+            else:
+                column, cursor = self._var_data(part, data, level, cursor, f"{path}.{part.name}")
+            if wanted is None or part.name in wanted:
+                columns.append(column)
         return columns, cursor
 
     def _group(self, group: Group, data: np.ndarray, level: _Level, cursor: np.ndarray, path: str):
@@ -229,47 +294,56 @@ class SbeDecoder:
         arrow_type = type_arrow_type(field.type)
         if field.presence is Presence.CONSTANT:
             return _constant(field, arrow_type, level.count)
-        present = (level.versions >= field.since_version) & (level.block_lengths >= field.offset + field.type.size)
-        if field.since_version == 0 and not present.all():
-            row = int(np.flatnonzero(~present)[0])
-            raise SbeDecodeError(f"{path}: payload {int(level.rows[row])} has blockLength {int(level.block_lengths[row])}, "
-                                 f"too short for this field of every version (it ends at {field.offset + field.type.size}): "
-                                 "the message is truncated or not of this schema")
-        if not present.any():
+        present = level.present(field.since_version, field.offset + field.type.size)
+        if present is True:
+            absent, places = level.nothing_absent, level.places(field.offset)
+        elif present is False or not present.any():
+            if field.since_version == 0 and level.count:
+                row = 0 if present is False else int(np.flatnonzero(~present)[0])
+                self._too_short(field, level, row, path)
             return pa.nulls(level.count, type=arrow_type)
-        positions = level.starts + field.offset
-        stride = level.stride
-        if not present.all():
-            positions = np.where(present, positions, level.starts[present][0] + field.offset)
-            stride = None
+        elif present.all():
+            absent, places = level.nothing_absent, level.places(field.offset)
+        else:
+            if field.since_version == 0:
+                self._too_short(field, level, int(np.flatnonzero(~present)[0]), path)
+            absent = ~present
+            places = _Places(level.count, explicit=np.where(present, level.starts + field.offset,
+                                                            level.starts[present][0] + field.offset))
         optional = field.presence is Presence.OPTIONAL
-        return self._value(field.type, data, positions, ~present, optional, arrow_type, stride)
+        return self._value(field.type, data, places, absent, optional, arrow_type)
 
-    def _value(self, field_type, data: np.ndarray, positions: np.ndarray, absent: np.ndarray, optional: bool,
-               arrow_type: pa.DataType, stride: int | None = None) -> pa.Array:
-        """One field's values; ``stride``: the records' fixed distance when known (None: check)."""
+    @staticmethod
+    def _too_short(field: Field, level: _Level, row: int, path: str):
+        raise SbeDecodeError(f"{path}: payload {int(level.rows[row])} has blockLength {int(level.block_lengths[row])}, "
+                             f"too short for this field of every version (it ends at {field.offset + field.type.size}): "
+                             "the message is truncated or not of this schema")
+
+    def _value(self, field_type, data: np.ndarray, places: "_Places", absent: np.ndarray, optional: bool,
+               arrow_type: pa.DataType) -> pa.Array:
+        """One field's values at ``places`` (one per record)."""
         if isinstance(field_type, EncodedType):
             if field_type.presence is Presence.CONSTANT:
-                return pa.array([_constant_value(field_type)] * positions.size, type=arrow_type)
+                return pa.array([_constant_value(field_type)] * places.count, type=arrow_type)
             optional = optional or field_type.presence is Presence.OPTIONAL
             if field_type.is_string:
-                return _char_string(_bytes_at(data, positions, field_type.length, stride), absent, optional)
+                return _char_string(_bytes_at(data, places, field_type.length), absent, optional)
             if field_type.is_array:
-                raw = _bytes_at(data, positions, field_type.size, stride).view(self._order + field_type.primitive.numpy_code)
+                raw = _bytes_at(data, places, field_type.size).view(self._order + field_type.primitive.numpy_code)
                 flat = _to_arrow(raw.reshape(-1), field_type.primitive, None)
-                offsets = pa.array(np.arange(positions.size + 1, dtype=np.int32) * field_type.length)
+                offsets = pa.array(np.arange(places.count + 1, dtype=np.int32) * field_type.length)
                 return pa.ListArray.from_arrays(offsets, flat, type=arrow_type,
                                                 mask=pa.array(absent) if absent.any() else None)
-            values = self._read(data, positions, field_type, stride)
+            values = self._read(data, places, field_type)
             nulls = absent
             if optional:
                 nulls = absent | _is_null(values, field_type.null_value)
             return _to_arrow(values, field_type.primitive, nulls)
         if isinstance(field_type, EnumType):
-            raw = self._read(data, positions, field_type.encoding, stride)
+            raw = self._read(data, places, field_type.encoding)
             return _enum_names(raw, field_type, absent)
         if isinstance(field_type, SetType):
-            raw = self._read(data, positions, field_type.encoding, stride)
+            raw = self._read(data, places, field_type.encoding)
             return _set_names(raw, field_type, absent)
         if isinstance(field_type, CompositeType):
             members, fields = [], []
@@ -277,20 +351,18 @@ class SbeDecoder:
                 if isinstance(member.type, EncodedType) and member.type.length == 0:
                     continue
                 member_type = type_arrow_type(member.type)
-                members.append(self._value(member.type, data, positions + member.offset, absent, optional, member_type,
-                                           stride))
+                members.append(self._value(member.type, data, places.shifted(member.offset), absent, optional,
+                                           member_type))
                 fields.append(pa.field(member.name, member_type))
             return pa.StructArray.from_arrays(members, fields=fields, mask=pa.array(absent) if absent.any() else None)
         raise TypeError(f"not an SBE field type: {field_type!r}")
 
-    def _read(self, data: np.ndarray, positions: np.ndarray, field_type: EncodedType,
-              stride: int | None = None) -> np.ndarray:
+    def _read(self, data: np.ndarray, places: "_Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
         dtype = np.dtype(self._order + field_type.primitive.numpy_code)
-        return _scalars_at(data, positions, dtype, stride)
+        return _scalars_at(data, _Places.of(places), dtype)
 
-    def _read_int(self, data: np.ndarray, positions: np.ndarray, field_type: EncodedType,
-                  stride: int | None = None) -> np.ndarray:
-        return self._read(data, positions, field_type, stride).astype(np.int64)
+    def _read_int(self, data: np.ndarray, places: "_Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
+        return self._read(data, places, field_type).astype(np.int64, copy=False)
 
     # --- one field of one payload, for callers that need a single value cheaply ----------------
 
@@ -378,28 +450,67 @@ def _uniform_stride(positions: np.ndarray) -> int | None:
     return stride if bool((np.diff(positions) == stride).all()) else None
 
 
-def _scalars_at(data: np.ndarray, positions: np.ndarray, dtype: np.dtype, stride: int | None = None) -> np.ndarray:
-    """data viewed as ``dtype`` at each position (native byte order copy)."""
-    count = positions.size
+@dataclass(frozen=True)
+class _Places:
+    """The byte offset of one field in each record: ``first + i * stride`` when the records sit at
+    a fixed stride (no per-record array is built), else ``explicit``."""
+
+    count: int
+    first: int = 0
+    stride: int | None = None
+    explicit: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, positions: "_Places | np.ndarray") -> "_Places":
+        if isinstance(positions, _Places):
+            return positions
+        stride = _uniform_stride(positions)
+        if stride is not None:
+            return cls(int(positions.size), int(positions[0]), stride)
+        return cls(int(positions.size), explicit=positions)
+
+    def shifted(self, delta: int) -> "_Places":
+        if self.explicit is not None:
+            return _Places(self.count, explicit=self.explicit + delta)
+        return _Places(self.count, self.first + delta, self.stride)
+
+    def array(self) -> np.ndarray:
+        if self.explicit is not None:
+            return self.explicit
+        return self.first + np.arange(self.count, dtype=np.int64) * (self.stride or 0)
+
+
+def _same_bytes_everywhere(data: np.ndarray, places: _Places, width: int) -> bool:
+    """Whether the ``width`` bytes at every place equal those at the first (one strided pass when
+    the places are at a fixed stride and ``width`` is 1, 2, 4 or 8; otherwise not checked: False)."""
+    if places.count == 0 or places.explicit is not None or width not in (1, 2, 4, 8) or places.stride < width:
+        return False
+    view = np.ndarray(shape=(places.count,), dtype=f"u{width}", buffer=data, offset=places.first,
+                      strides=(max(places.stride, 1),))
+    return bool((view == view[0]).all())
+
+
+def _scalars_at(data: np.ndarray, places: _Places, dtype: np.dtype) -> np.ndarray:
+    """data viewed as ``dtype`` at each place (native byte order copy)."""
+    count = places.count
     if count == 0:
         return np.empty(0, dtype=dtype.newbyteorder("="))
-    stride = _uniform_stride(positions) if stride is None else stride
-    if stride is not None and stride >= dtype.itemsize:
+    if places.explicit is None and places.stride >= dtype.itemsize:
         # Blocks at a fixed stride: a strided (unaligned) view of the buffer, one field wide.
-        view = np.ndarray(shape=(count,), dtype=dtype, buffer=data, offset=int(positions[0]), strides=(max(stride, 1),))
+        view = np.ndarray(shape=(count,), dtype=dtype, buffer=data, offset=places.first, strides=(max(places.stride, 1),))
         return view.astype(dtype.newbyteorder("="))
-    raw = _bytes_at(data, positions, dtype.itemsize)
-    return raw.view(dtype).reshape(count).astype(dtype.newbyteorder("="))
+    raw = _bytes_at(data, places, dtype.itemsize)
+    return raw.view(dtype).reshape(count).astype(dtype.newbyteorder("="), copy=False)
 
 
-def _bytes_at(data: np.ndarray, positions: np.ndarray, width: int, stride: int | None = None) -> np.ndarray:
-    """(count, width) uint8: the bytes at each position (a copy)."""
-    count = positions.size
-    stride = _uniform_stride(positions) if stride is None else stride
-    if count and stride is not None and stride >= width:
-        view = np.lib.stride_tricks.as_strided(data[int(positions[0]):], shape=(count, width), strides=(stride, 1))
+def _bytes_at(data: np.ndarray, places: "_Places | np.ndarray", width: int) -> np.ndarray:
+    """(count, width) uint8: the bytes at each place (a copy)."""
+    places = _Places.of(places)
+    count = places.count
+    if count and places.explicit is None and places.stride >= width:
+        view = np.lib.stride_tricks.as_strided(data[places.first:], shape=(count, width), strides=(places.stride, 1))
         return np.ascontiguousarray(view)
-    return data[positions[:, None] + np.arange(width, dtype=np.int64)]
+    return data[places.array()[:, None] + np.arange(width, dtype=np.int64)]
 
 
 def _binary_array(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, nulls: np.ndarray) -> pa.Array:
@@ -457,14 +568,29 @@ def _to_arrow(values: np.ndarray, primitive, nulls: np.ndarray | None) -> pa.Arr
 
 def _enum_names(raw: np.ndarray, enum: EnumType, absent: np.ndarray) -> pa.Array:
     """Each raw value's validValue name; NULL for the null value and for values the schema lacks."""
+    names = pa.array([name for name, _ in enum.values], type=pa.string())
+    slot = _enum_slots(raw, enum)
+    missing = (slot < 0) | absent
+    if not missing.any():
+        return pc.take(names, pa.array(slot))
+    return pc.take(names, pa.array(np.where(missing, 0, slot), mask=missing))
+
+
+def _enum_slots(raw: np.ndarray, enum: EnumType) -> np.ndarray:
+    """Each raw value's index among the enum's validValues, -1 when it is none of them."""
     known = np.array([value for _, value in enum.values], dtype=np.int64)
-    order = np.argsort(known)
+    if raw.dtype.itemsize <= 2:
+        # One lookup in a table indexed by the value's bits (uint8/char/uint16 encodings: the usual).
+        unsigned = np.dtype(f"u{raw.dtype.itemsize}")
+        bits = known.astype(raw.dtype).view(unsigned).astype(np.int64)
+        table = np.full(1 << (8 * raw.dtype.itemsize), -1, dtype=np.int32)
+        table[bits[::-1]] = np.arange(known.size, dtype=np.int32)[::-1]  # the first of duplicate values wins
+        return table[raw.view(unsigned)]
+    order = np.argsort(known, kind="stable")
     sorted_values = known[order]
     raw64 = raw.astype(np.int64)
     slot = np.clip(np.searchsorted(sorted_values, raw64), 0, len(known) - 1)
-    found = (sorted_values[slot] == raw64) & ~absent
-    names = pa.array([name for name, _ in enum.values], type=pa.string())
-    return pc.take(names, pa.array(order[slot], mask=~found))
+    return np.where(sorted_values[slot] == raw64, order[slot], -1).astype(np.int32)
 
 
 def _set_names(raw: np.ndarray, choices: SetType, absent: np.ndarray) -> pa.Array:

@@ -423,19 +423,36 @@ def _gather(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarr
     return np.frombuffer(kept.buffers()[1], dtype=np.uint8, count=len(kept), offset=kept.offset)
 
 
+class ConstantColumns:
+    """Columns whose every value is the same (recording, session and stream id): one array per
+    column, grown when a batch is longer, and sliced for each batch (Arrow arrays are immutable,
+    so batches may share it) instead of a new filled array per batch."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[tuple[int, str], pa.Array] = {}
+
+    def get(self, value: int, dtype: str, count: int) -> pa.Array:
+        array = self._arrays.get((value, dtype))
+        if array is None or len(array) < count:
+            array = self._arrays[(value, dtype)] = pa.array(np.full(count, value, dtype=dtype))
+        return array.slice(0, count) if len(array) != count else array
+
+
 def to_record_batch(messages: AssembledMessages, *, recording_id: int, session_id: int, stream_id: int,
-                    include_timestamp: bool = False, columns: OutputColumns | None = None) -> pa.RecordBatch:
+                    include_timestamp: bool = False, columns: OutputColumns | None = None,
+                    constants: ConstantColumns | None = None) -> pa.RecordBatch:
     """The batch of ``columns`` (default: the source schema, with timestamp if asked for); only
-    the selected columns are built."""
+    the selected columns are built. ``constants``: a builder's cache of the constant columns."""
     selected = columns or OutputColumns.default(include_timestamp)
     count = messages.count
+    constant = (constants or ConstantColumns()).get
     builders = {
-        "recording_id": lambda: pa.array(np.full(count, recording_id, dtype=np.int64)),
+        "recording_id": lambda: constant(recording_id, "int64", count),
         "position": lambda: pa.array(messages.end_positions),
         "payload": lambda: pa.Array.from_buffers(
             pa.binary(), count, [None, pa.py_buffer(messages.value_offsets), pa.py_buffer(messages.payload)]),
-        "session_id": lambda: pa.array(np.full(count, session_id, dtype=np.int32)),
-        "stream_id": lambda: pa.array(np.full(count, stream_id, dtype=np.int32)),
+        "session_id": lambda: constant(session_id, "int32", count),
+        "stream_id": lambda: constant(stream_id, "int32", count),
         "reserved_value": lambda: pa.array(messages.reserved),
         "timestamp": lambda: pa.Array.from_buffers(
             TIMESTAMP_FIELD.type, count, [None, pa.py_buffer(messages.reserved // 1000)]),
@@ -480,6 +497,7 @@ class MessageBatchBuilder:
         self._staged = 0
         self._staging_position = self.start_position
         self._first_chunk = True
+        self._constants = ConstantColumns()
 
     @property
     def next_position(self) -> int:
@@ -540,7 +558,7 @@ class MessageBatchBuilder:
                 return []
         return [to_record_batch(messages, recording_id=self.recording_id, session_id=self.session_id,
                                 stream_id=self.stream_id, include_timestamp=self.include_timestamp,
-                                columns=self.columns)]
+                                columns=self.columns, constants=self._constants)]
 
 
 def _without_reserved_value(messages: AssembledMessages, reserved_value: int) -> AssembledMessages:

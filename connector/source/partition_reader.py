@@ -62,14 +62,17 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
     readable = available_range(replay_range, descriptor, policy)
     if readable is None or descriptor is None:
         return
+    sbe_columns = None if options.sbe is None else SbeColumns(
+        options.sbe, options.include_timestamp, options.output_columns, options.nullable_columns)
+    columns = _builder_columns(options, sbe_columns)
     if getattr(access, "replay_pump", None) is not None:
-        batches = _read_pumped(readable, descriptor, options, access)
+        batches = _read_pumped(readable, descriptor, options, access, columns)
     else:
-        batches = _read_blocks(readable, descriptor, options, access)
-    if options.sbe is None:
+        batches = _read_blocks(readable, descriptor, options, access, columns)
+    if sbe_columns is None:
         builder = yield from batches
     else:
-        builder = yield from _decoded(batches, SbeColumns(options.sbe, options.include_timestamp))
+        builder = yield from _decoded(batches, sbe_columns)
     recording_id, start, end = readable.recording_id, readable.start, readable.end
     stats = builder.stats
     if stats.dropped_fragments:
@@ -93,8 +96,18 @@ def _decoded(batches: Generator[pa.RecordBatch, None, MessageBatchBuilder],
             yield decoded
 
 
+def _builder_columns(options: SourceOptions, sbe_columns: SbeColumns | None) -> OutputColumns | None:
+    """The columns of the batches of whole messages: what the user schema selects, or with
+    sbe.schema the payload and the standard columns the decoded rows keep (None: the default)."""
+    if sbe_columns is not None:
+        return OutputColumns(sbe_columns.input_columns())
+    if options.output_columns is None:
+        return None
+    return OutputColumns(options.output_columns, options.nullable_columns)
+
+
 def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
-             first_block) -> tuple[MessageBatchBuilder, int]:
+             first_block, columns: OutputColumns | None) -> tuple[MessageBatchBuilder, int]:
     """The batch builder for a range, and where its feed starts (earlier than the range when the
     first block continues a message: its head is replayed from the start of the term)."""
     start = readable.start
@@ -109,8 +122,7 @@ def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: So
         start_position=feed_start,
         min_end_position=start,
         include_timestamp=options.include_timestamp,
-        columns=None if options.output_columns is None
-        else OutputColumns(options.output_columns, options.nullable_columns),
+        columns=columns,
         allow_leading_fragments=feed_start == descriptor.start_position,
         drop_reserved_value=MARKER_RESERVED_VALUE if is_sink_recording(descriptor) else None,
     )
@@ -122,7 +134,7 @@ def _copy(view, _position: int) -> bytes:
 
 
 def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
-                 access) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
+                 access, columns: OutputColumns | None) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
     """Each replayed block is copied once, from the term buffer straight into the builder's
     staging buffer (only the first block, needed before the builder exists, is copied twice)."""
     recording_id, start, end = readable.recording_id, readable.start, readable.end
@@ -130,7 +142,7 @@ def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options
         first = pump.next_block(_copy)
         if first is None:
             raise RuntimeError(f"recording {recording_id}: the replay of [{start}, {end}) delivered nothing")
-        builder, feed_start = _builder(readable, descriptor, options, first[1])
+        builder, feed_start = _builder(readable, descriptor, options, first[1], columns)
         if feed_start < start:
             with access.replay_pump(recording_id, feed_start, start, options.replay) as head:
                 while (batches := head.next_block(builder.add_block)) is not None:
@@ -146,14 +158,14 @@ def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options
 
 
 def _read_blocks(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
-                 access: ArchiveAccess) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
+                 access: ArchiveAccess, columns: OutputColumns | None) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
     recording_id, start, end = readable.recording_id, readable.start, readable.end
     with access.replay(recording_id, start, end, options.replay) as blocks:
         blocks = iter(blocks)
         first = next(blocks, None)
         if first is None:
             raise RuntimeError(f"recording {recording_id}: the replay of [{start}, {end}) delivered nothing")
-        builder, feed_start = _builder(readable, descriptor, options, first[1])
+        builder, feed_start = _builder(readable, descriptor, options, first[1], columns)
         if feed_start < start:
             with access.replay(recording_id, feed_start, start, options.replay) as head_blocks:
                 for position, block in head_blocks:

@@ -122,13 +122,17 @@ def _parse_timestamp_field(raw: dict[str, str], schema, messages: tuple[str, ...
 
 
 class SbeColumns:
-    """The row schema of an SBE read, and batches of whole messages -> batches of decoded rows."""
+    """The row schema of an SBE read, and batches of whole messages -> batches of decoded rows.
 
-    def __init__(self, settings: SbeSettings, include_timestamp: bool) -> None:
+    ``columns`` (a user schema's names, in its order; None: every column) prunes the rows: only
+    the selected fields are decoded and only the selected standard columns are built, which is
+    cheaper end to end because Spark converts every column a Python source returns."""
+
+    def __init__(self, settings: SbeSettings, include_timestamp: bool, columns: tuple[str, ...] | None = None,
+                 nullable: frozenset[str] = frozenset()) -> None:
         self.settings = settings
         schema = settings.schema
         self.messages = [schema.message(name) for name in settings.messages]
-        self.decoder = SbeDecoder(schema, self.messages)
         self.single = len(self.messages) == 1
         self.raw = settings.unselected == "raw"
         by_name = {f.name: f for f in BASE_FIELDS}
@@ -150,34 +154,58 @@ class SbeColumns:
             raise OptionError(f"option sbe.schema: {what} {', '.join(clashes)} clash with the source's own columns "
                               "of that name; select several messages (sbe.messages) to get one struct column per "
                               "message, or rename the field in the schema")
-        self.arrow_schema = pa.schema(fields)
+        self.full_schema = pa.schema(fields)
+        if columns is None:
+            self.arrow_schema = self.full_schema
+        else:
+            by_column = {f.name: f for f in fields}
+            unknown = [name for name in columns if name not in by_column]
+            if unknown or not columns or len(set(columns)) != len(columns):
+                raise OptionError(f"the schema's columns {', '.join(columns)} are not a selection of the decoded "
+                                  f"rows' columns {', '.join(names)} (each at most once)")
+            self.arrow_schema = pa.schema([by_column[name].with_nullable(by_column[name].nullable or name in nullable)
+                                           for name in columns])
+        selected = set(self.arrow_schema.names)
+        if self.single:
+            wanted = {self.messages[0].name: frozenset(f.name for f in decoded if f.name in selected)}
+            self.decoded_messages = self.messages if wanted[self.messages[0].name] else []
+        else:
+            wanted = {}
+            self.decoded_messages = [m for m in self.messages if m.name in selected]
+        self.decoder = SbeDecoder(schema, self.decoded_messages, wanted)
+        self.standard_columns = tuple(n for n in _LEADING + _TRAILING + ("timestamp",) if n in selected)
         self._template_ids = np.array([m.template_id for m in self.messages], dtype=np.int32)
+
+    def input_columns(self) -> tuple[str, ...]:
+        """The columns of the raw batches this needs: the payload and the selected standard columns."""
+        return ("payload",) + self.standard_columns
 
     def convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         decoded = self.decoder.decode(batch.column("payload"))
         templates = decoded.template_ids
-        selected = np.isin(templates, self._template_ids)
-        kept = np.arange(batch.num_rows) if self.raw else np.flatnonzero(selected)
-        everything = kept.size == batch.num_rows
+        selected = templates == self._template_ids[0] if self._template_ids.size == 1 \
+            else np.isin(templates, self._template_ids)
+        everything = self.raw or bool(selected.all())
+        kept = np.arange(batch.num_rows) if everything else np.flatnonzero(selected)
         take = (lambda column: column) if everything else (lambda column: column.take(pa.array(kept)))
-        columns: dict[str, pa.Array] = {name: take(batch.column(name)) for name in _LEADING + _TRAILING}
-        if self.with_template_id:
+        columns: dict[str, pa.Array] = {name: take(batch.column(name)) for name in self.standard_columns}
+        if self.with_template_id and "template_id" in self.arrow_schema.names:
             kept_templates = templates[kept]
             columns["template_id"] = pa.array(kept_templates, type=pa.int32(), mask=kept_templates < 0)
         placed = {}
-        for message in self.messages:
+        for message in self.decoded_messages:
             found = decoded.by_message[message.name]
             rows = found.rows if everything else np.searchsorted(kept, found.rows)
             placed[message.name] = spread(found.values, rows, kept.size)
         if self.single:
-            struct = placed[self.messages[0].name]
-            for field, child in zip(block_fields(self.messages[0]), struct.flatten()):
-                columns[field.name] = child
+            if self.decoded_messages:
+                message = self.messages[0]
+                struct = placed[message.name]
+                for field, child in zip(self.decoder.decoded_fields(message), struct.flatten()):
+                    columns[field.name] = child
         else:
             columns.update(placed)
-        if self.raw:
+        if self.raw and "payload" in self.arrow_schema.names:
             payload = take(batch.column("payload"))
             columns["payload"] = pc.if_else(pa.array(selected[kept]), pa.nulls(kept.size, pa.binary()), payload)
-        if "timestamp" in self.arrow_schema.names:
-            columns["timestamp"] = take(batch.column("timestamp"))
         return pa.RecordBatch.from_arrays([columns[f.name] for f in self.arrow_schema], schema=self.arrow_schema)

@@ -62,6 +62,16 @@ def test_a_batch_read_of_one_message_gives_its_fields_as_typed_columns(spark, re
     assert {r.position for r in rows} <= positions
 
 
+def test_a_user_schema_with_a_subset_of_the_decoded_columns_reads_only_those(spark, recorded):
+    archive, recording = recorded
+    frame = (spark.read.format("aeron-archive").option("archive.dir", archive.archive_dir)
+             .option("recordingIds", recording.recording_id).option("sbe.schema", str(READER_SCHEMA))
+             .option("sbe.messages", "Trade").schema("orderId bigint, tradeId bigint not null").load())
+    assert frame.columns == ["orderId", "tradeId"]
+    rows = sorted((r.tradeId, r.orderId) for r in frame.collect())
+    assert rows == [(i, expected_trade(i)[1]) for i in range(400) if i % 4 != 3]
+
+
 def test_a_stream_of_several_messages_gives_a_struct_column_each(spark, recorded, tmp_path):
     archive, recording = recorded
     run_available_now(spark, archive, tmp_path / "chk", query_name="sbe_stream",

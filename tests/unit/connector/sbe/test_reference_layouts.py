@@ -144,3 +144,15 @@ def test_large_binary_payloads_and_null_payloads():
     rows = decoder.decode_message(pa.array([payload, None, payload], pa.large_binary()),
                                   decoder.schema.message(2)).to_pylist()
     assert rows[1] is None and rows[0] == rows[2]
+
+
+def test_a_decoder_told_the_wanted_parts_decodes_only_those_and_walks_what_precedes_them():
+    payloads = [security(1, (1, 5, 25), b"USD", b"A", struct.pack("<d", 0.25), b"ES", b"\x07"),
+                security(2, (2, 4, 8), b"EU\x00", b"\x00", NAN_BITS, b"NQZ4", b"")]
+    whole = decode_rows(payloads, "SecurityDefinition")
+    schema = reader_decoder().schema
+    message = schema.message("SecurityDefinition")
+    pruned = SbeDecoder(schema, [message], {"SecurityDefinition": frozenset({"attachment", "lotSize"})})
+    values = pruned.decode(pa.array(payloads, pa.binary())).by_message["SecurityDefinition"].values
+    assert [f.name for f in pruned.decoded_fields(message)] == ["lotSize", "attachment"]
+    assert values.to_pylist() == [{"lotSize": row["lotSize"], "attachment": row["attachment"]} for row in whole]

@@ -62,3 +62,45 @@ def test_a_field_named_like_a_standard_column_is_refused(tmp_path):
     with pytest.raises(OptionError, match="field.*position clash"):
         parse_sbe_options({"sbe.schema": str(tmp_path / "clash.xml"), "sbe.messages": "Trade"})
     assert parse_sbe_options({"sbe.schema": str(tmp_path / "clash.xml")}).messages[0] == "Trade"
+
+
+def test_a_selection_of_columns_decodes_and_builds_only_those_in_its_order():
+    settings = parse_sbe_options({"sbe.schema": str(READER_SCHEMA), "sbe.messages": "Trade"})
+    whole = SbeColumns(settings, False).convert(base_batch(PAYLOADS))
+    pruned = SbeColumns(settings, False, ("side", "position", "price"), frozenset({"position"}))
+    assert pruned.input_columns() == ("payload", "position")  # the raw batches need no other column
+    assert pruned.decoder.decoded_fields(pruned.messages[0])[0].name == "price"  # schema order inside the decoder
+    batch = pruned.convert(base_batch(PAYLOADS).select(["payload", "position"]))
+    assert batch.schema.names == ["side", "position", "price"]
+    assert batch.schema.field("position").nullable and not batch.schema.field("price").nullable
+    for name in batch.schema.names:
+        assert batch.column(name).equals(whole.column(name))
+
+
+def test_a_selection_of_standard_columns_only_decodes_nothing():
+    settings = parse_sbe_options({"sbe.schema": str(READER_SCHEMA), "sbe.messages": "Trade,BookSnapshot"})
+    pruned = SbeColumns(settings, False, ("template_id", "Trade"))
+    assert [m.name for m in pruned.decoded_messages] == ["Trade"]
+    batch = pruned.convert(base_batch(PAYLOADS).select(["payload"]))
+    assert batch.column("template_id").to_pylist() == [1, 4, 1]
+    assert [t and t["tradeId"] for t in batch.column("Trade").to_pylist()] == [1, None, 2]
+    with pytest.raises(OptionError, match="not a selection"):
+        SbeColumns(settings, False, ("tradeId",))
+
+
+def test_a_user_schema_with_sbe_selects_decoded_columns_or_is_rejected_with_the_accepted_ones():
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from aeron_spark.connector.data_source import select_columns
+    options = SourceOptions.parse({"recordingIds": "1", "archive.dir": "/tmp", "sbe.schema": str(READER_SCHEMA),
+                                   "sbe.messages": "Trade"}, ReadMode.BATCH)
+    assert select_columns(None, options) is options
+    chosen = select_columns(StructType([StructField("side", StringType()),
+                                        StructField("tradeId", LongType(), nullable=False)]), options)
+    assert chosen.output_columns == ("side", "tradeId") and chosen.nullable_columns == {"side"}
+    for schema, what in ((StructType([StructField("side", StringType(), nullable=False)]), "side string NOT NULL"),
+                         (StructType([StructField("tradeId", StringType())]), "tradeId string"),
+                         (StructType([StructField("payload", LongType())]), "payload bigint")):
+        with pytest.raises(OptionError, match=what) as error:
+            select_columns(schema, options)
+        assert "tradeId:bigint" in str(error.value)
