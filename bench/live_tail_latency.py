@@ -1,0 +1,430 @@
+"""Benchmark: live-tail latency of `readStream.format("aeron-archive")`, against Spark's own floor.
+
+One command, one local[2] Spark session, one sidecar (`aeron-archive serve`, embedded driver):
+
+1. a publisher thread offers one 32-byte message every ``--interval-ms`` (5 ms) on ``aeron:ipc``,
+   recorded LOCAL by the sidecar; bytes 0-8 of each payload are its publish time (epoch ns),
+   bytes 8-16 its sequence number;
+2. **visible**: ``readStream`` (default trigger, startingPositions latest) → ``foreachBatch``, whose
+   function collects the batch's payloads; latency = the time the rows are in hand − publish time;
+3. **committed**: the same ``readStream`` → ``writeStream.format("aeron-archive")`` (IPC sink). A
+   watcher thread polls the sink recording's descriptor every ms; a batch is committed (readable)
+   when the recording stops at a new position (its commit marker is recorded and the recording
+   sealed, docs/exactly-once.md). Latency = the time the watcher saw the new stop − publish time
+   of each message in it (the new range is replayed afterwards, off the clock, to read them);
+4. **Spark's floor**, same session, same trigger and settings: ``rate`` (``--rate`` rows/s, one
+   partition) → ``noop``, the median ``triggerExecution`` of its batches; and the same query shape
+   over ``rate`` → ``foreachBatch`` collecting its rows.
+
+Each query runs ``--warmup`` s unmeasured, then ``--seconds`` s measured. Printed: p50/p95/p99/max of
+both latencies, the ratios of their p99 to the floor (targets: visible ≤ 2.5×, committed ≤ 3×),
+and per query the median of each of Spark's progress ``durationMs`` parts over batches with rows.
+With ``AERON_SPARK_TIMINGS`` set to a file path, the connector's driver-side and executor-side
+steps append their timings there (connector/step_timings.py) and their medians are printed too.
+
+Run (under the shared benchmark lock; it takes about 4 × (warm-up + seconds) plus ~30 s)::
+
+    flock /work/scratch/bench.lock .venv/bin/python bench/live_tail_latency.py --seconds 60
+    .venv/bin/python bench/live_tail_latency.py --seconds 15 --warmup 5      # a quick look
+    .venv/bin/python bench/live_tail_latency.py --conf spark.sql.streaming.noDataMicroBatches.enabled=false
+
+Every process started here is stopped by PID, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_bench_support import (
+    exit_on_sigterm,
+    local_spark,
+    progress,
+    running_sidecar,
+    spark_processes_stopped,
+    stop_session,
+)
+
+SOURCE_CHANNEL = "aeron:ipc"
+SOURCE_STREAM_ID = 7101
+SINK_STREAM_ID = 7102
+SINK_ID = "live-tail-latency"
+REPLAY_STREAM_ID = 7199
+MESSAGE_BYTES = 32
+PROGRESS_PARTS = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
+                  "triggerExecution")
+
+
+# --- the publisher ------------------------------------------------------------------------------
+
+
+class Publisher:
+    """One message every ``interval_s`` on a recorded IPC stream: publish time (ns) + sequence."""
+
+    def __init__(self, archive_dir: Path, interval_s: float) -> None:
+        from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
+
+        self.interval_s = interval_s
+        self.archive = ArchiveClient.from_mark_file(archive_dir)
+        self.archive.start_recording(SOURCE_CHANNEL, SOURCE_STREAM_ID, SourceLocation.LOCAL)
+        self.publication = self.archive.aeron.add_exclusive_publication(SOURCE_CHANNEL, SOURCE_STREAM_ID)
+        self.sent = 0
+        self.late = 0  # offers made more than one interval after their slot (the publisher fell behind)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
+
+    def start(self) -> None:
+        deadline = time.monotonic() + 30
+        while not self.archive.list_recordings_for_uri(0, None, SOURCE_CHANNEL, SOURCE_STREAM_ID):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the sidecar did not start recording the publisher's stream")
+            time.sleep(0.01)
+        self._thread.start()
+
+    def _run(self) -> None:
+        payload = bytearray(MESSAGE_BYTES)
+        next_slot = time.monotonic()
+        sequence = 0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now < next_slot:
+                time.sleep(next_slot - now)
+            elif now - next_slot > self.interval_s:
+                self.late += 1
+            struct.pack_into("<qq", payload, 0, time.time_ns(), sequence)
+            self.publication.offer_with_retry(bytes(payload))
+            sequence += 1
+            self.sent = sequence
+            next_slot += self.interval_s
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.publication.close()
+        self.archive.close()
+
+
+def publish_time_ns(payload: bytes) -> int:
+    return struct.unpack_from("<q", payload, 0)[0]
+
+
+# --- what each query measures ----------------------------------------------------------------
+
+
+@dataclass
+class LatencySamples:
+    """Publish → seen latencies (ms) of messages published inside the measured window."""
+
+    window_start_ns: int = 0
+    window_end_ns: int = 1 << 62
+    values_ms: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, published_ns: int, seen_ns: int) -> None:
+        if self.window_start_ns <= published_ns < self.window_end_ns:
+            with self.lock:
+                self.values_ms.append((seen_ns - published_ns) / 1e6)
+
+    def summary(self) -> dict[str, float]:
+        values = sorted(self.values_ms)
+        if not values:
+            return {}
+
+        def pct(p: float) -> float:
+            return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+        return {"n": len(values), "p50": pct(50), "p95": pct(95), "p99": pct(99), "max": values[-1]}
+
+
+def summary_line(name: str, summary: dict[str, float]) -> str:
+    if not summary:
+        return f"  {name:<34} no samples"
+    return (f"  {name:<34} p50 {summary['p50']:6.0f} ms  p95 {summary['p95']:6.0f} ms  "
+            f"p99 {summary['p99']:6.0f} ms  max {summary['max']:6.0f} ms  (n={summary['n']})")
+
+
+class SinkWatcher:
+    """Polls the sink recording's descriptor every ms; each new stop position is a commit made
+    visible: its messages' latency is measured at the poll that saw it (the replay reading the
+    messages comes after, off the clock)."""
+
+    def __init__(self, archive_dir: Path, samples: LatencySamples) -> None:
+        from aeron_spark.archive.client.archive_client import ArchiveClient
+
+        self.archive = ArchiveClient.from_mark_file(archive_dir)
+        self.samples = samples
+        self.commits = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sink-watcher", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._watch()
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            self.error = error
+
+    def _watch(self) -> None:
+        recording_id, seen_stop = None, None
+        while not self._stop.wait(0.001):
+            if recording_id is None:
+                found = self.archive.list_recordings_for_uri(0, None, f"alias=aeron-spark-sink:{SINK_ID}",
+                                                             SINK_STREAM_ID)
+                if not found:
+                    continue
+                recording_id, seen_stop = found[0].recording_id, found[0].start_position
+            descriptor = self.archive.list_recording(recording_id)
+            if descriptor is None or descriptor.is_active or descriptor.stop_position <= seen_stop:
+                continue
+            seen_ns = time.time_ns()
+            start, stop = seen_stop, descriptor.stop_position
+            seen_stop = stop
+            self.commits += 1
+            with self.archive.replay(recording_id, start, stop - start, "aeron:ipc", REPLAY_STREAM_ID) as replay:
+                for message in replay.messages(idle_timeout=10):
+                    if len(message.payload) == MESSAGE_BYTES:  # not a commit marker (64 bytes)
+                        self.samples.add(publish_time_ns(message.payload), seen_ns)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.archive.close()
+
+
+def progress_medians(query, window_start_ns: int, window_end_ns: int) -> tuple[int, dict[str, float]]:
+    """Batches with rows that began inside the window: their count and the median of each part."""
+    parts: dict[str, list[float]] = {}
+    batches = 0
+    for update in query.recentProgress:
+        begun = _iso_to_ns(update.timestamp)
+        if not window_start_ns <= begun < window_end_ns or not update.numInputRows:
+            continue
+        batches += 1
+        for key, value in update.durationMs.items():
+            parts.setdefault(key, []).append(value)
+    return batches, {key: statistics.median(values) for key, values in parts.items()}
+
+
+def _iso_to_ns(text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1e9)
+
+
+def parts_line(name: str, batches: int, medians: dict[str, float]) -> str:
+    shown = [f"{key} {medians[key]:.0f}" for key in PROGRESS_PARTS if key in medians]
+    others = [f"{key} {value:.0f}" for key, value in sorted(medians.items()) if key not in PROGRESS_PARTS]
+    return f"  {name:<26} {batches:4d} batches, median ms: {', '.join(shown + others)}"
+
+
+# --- the queries --------------------------------------------------------------------------------
+
+
+@dataclass
+class QueryResult:
+    name: str
+    batches: int
+    medians: dict[str, float]
+    latency: dict[str, float] | None = None
+
+
+def run_query(name: str, start_query, warmup_s: float, seconds: float,
+              samples: LatencySamples | None) -> QueryResult:
+    query = start_query()
+    try:
+        time.sleep(warmup_s)
+        window_start = time.time_ns()
+        if samples is not None:
+            samples.window_start_ns = window_start
+        time.sleep(seconds)
+        window_end = time.time_ns()
+        if samples is not None:
+            samples.window_end_ns = window_end
+            time.sleep(min(5.0, max(1.0, seconds / 10)))  # the window's last messages reach the end
+        if query.exception() is not None:
+            raise RuntimeError(f"{name}: the query failed: {query.exception()}")
+    finally:
+        query.stop()
+    batches, medians = progress_medians(query, window_start, window_end)
+    result = QueryResult(name, batches, medians, samples.summary() if samples is not None else None)
+    progress(parts_line(name, batches, medians))
+    if result.latency is not None:
+        progress(summary_line(name, result.latency))
+    return result
+
+
+def aeron_stream(spark, archive_dir: Path, checkpoint: Path):
+    return (spark.readStream.format("aeron-archive").option("archive.dir", str(archive_dir))
+            .option("channel", SOURCE_CHANNEL).option("streamId", str(SOURCE_STREAM_ID))
+            .option("startingPositions", "latest").option("checkpointLocation", str(checkpoint)).load())
+
+
+def with_options(writer, trigger_ms: int | None, query_options: dict[str, str]):
+    for key, value in query_options.items():
+        writer = writer.option(key, value)
+    return writer.trigger(processingTime=f"{trigger_ms} milliseconds") if trigger_ms else writer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per query (default 60)")
+    parser.add_argument("--warmup", type=float, default=10.0, help="unmeasured seconds per query first (default 10)")
+    parser.add_argument("--interval-ms", type=float, default=5.0, help="publish interval (default 5 ms)")
+    parser.add_argument("--rate", type=int, default=200, help="rows/s of the rate source for the floor (default 200)")
+    parser.add_argument("--trigger-ms", type=int, default=None,
+                        help="processingTime trigger for every query (default: the default trigger)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark session config (repeatable)")
+    parser.add_argument("--query-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra writeStream option for every query (repeatable)")
+    parser.add_argument("--only", choices=("visible", "committed", "floor"), action="append",
+                        help="run only these parts (repeatable; default all)")
+    args = parser.parse_args(argv)
+    parts = set(args.only or ("visible", "committed", "floor"))
+    exit_on_sigterm()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    config = dict(item.split("=", 1) for item in args.conf)
+    config.setdefault("spark.sql.streaming.numRecentProgressUpdates", "100000")
+    config.setdefault("spark.sql.shuffle.partitions", "1")
+    query_options = dict(item.split("=", 1) for item in args.query_option)
+    work = Path(tempfile.mkdtemp(prefix="live-tail-latency-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    timings_file = os.environ.get("AERON_SPARK_TIMINGS")
+    progress(f"load before: {os.getloadavg()}; work dir {work}; Spark config {config}; query options {query_options}")
+    results: list[QueryResult] = []
+    try:
+        with running_sidecar(work / "archive") as _sidecar, spark_processes_stopped():
+            spark = local_spark("live-tail-latency", **config)
+            try:
+                results = run_all(spark, work, args, parts, query_options, timings_file)
+            finally:
+                stop_session(spark)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report(results, args)
+    progress(f"load after: {os.getloadavg()}")
+    return 0
+
+
+def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, str],
+            timings_file: str | None) -> list[QueryResult]:
+    from aeron_spark.connector import register
+
+    register(spark)
+    archive_dir = work / "archive"
+    results = []
+    publisher = Publisher(archive_dir, args.interval_ms / 1000)
+    publisher.start()
+    try:
+        if "visible" in parts:
+            samples = LatencySamples()
+
+            def on_batch(dataframe, _batch_id) -> None:
+                rows = dataframe.select("payload").collect()
+                seen_ns = time.time_ns()
+                for row in rows:
+                    samples.add(publish_time_ns(bytes(row[0])), seen_ns)
+
+            def start_visible():
+                writer = aeron_stream(spark, archive_dir, work / "chk-visible").writeStream.foreachBatch(on_batch)
+                return with_options(writer, args.trigger_ms, query_options).start()
+
+            mark = _timings_mark(timings_file)
+            results.append(run_query("visible (foreachBatch)", start_visible, args.warmup, args.seconds, samples))
+            _timings_report(timings_file, mark)
+        if "committed" in parts:
+            samples = LatencySamples()
+            watcher = SinkWatcher(archive_dir, samples)
+
+            def start_committed():
+                writer = (aeron_stream(spark, archive_dir, work / "chk-sink").select("payload").writeStream
+                          .format("aeron-archive").option("archive.dir", str(archive_dir))
+                          .option("channel", "aeron:ipc").option("streamId", str(SINK_STREAM_ID))
+                          .option("sink.id", SINK_ID).option("checkpointLocation", str(work / "chk-sink")))
+                return with_options(writer, args.trigger_ms, query_options).start()
+
+            mark = _timings_mark(timings_file)
+            try:
+                results.append(run_query("committed (aeron-archive sink)", start_committed, args.warmup,
+                                         args.seconds, samples))
+            finally:
+                watcher.close()
+            if watcher.error is not None:
+                raise RuntimeError(f"the sink watcher failed: {watcher.error!r}") from watcher.error
+            _timings_report(timings_file, mark)
+        progress(f"publisher: {publisher.sent} messages sent, {publisher.late} late by more than one interval")
+    finally:
+        publisher.close()
+    if "floor" in parts:
+        def rate():
+            return (spark.readStream.format("rate").option("rowsPerSecond", str(args.rate))
+                    .option("numPartitions", "1").load())
+
+        def start_noop():
+            writer = rate().writeStream.format("noop").option("checkpointLocation", str(work / "chk-noop"))
+            return with_options(writer, args.trigger_ms, query_options).start()
+
+        def start_rate_shape():
+            writer = rate().writeStream.foreachBatch(lambda df, _id: df.select("value").collect())
+            return with_options(writer.option("checkpointLocation", str(work / "chk-rate-fb")), args.trigger_ms,
+                                query_options).start()
+
+        results.append(run_query("floor: rate -> noop", start_noop, args.warmup, args.seconds, None))
+        results.append(run_query("rate -> foreachBatch", start_rate_shape, args.warmup, args.seconds, None))
+    return results
+
+
+def _timings_mark(path: str | None) -> int:
+    return os.path.getsize(path) if path and os.path.exists(path) else 0
+
+
+def _timings_report(path: str | None, mark: int) -> None:
+    """Medians of the connector's step timings appended since ``mark`` (connector/step_timings.py)."""
+    if not path or not os.path.exists(path):
+        return
+    steps: dict[str, list[float]] = {}
+    with open(path, "rb") as lines:
+        lines.seek(mark)
+        for line in lines:
+            record = json.loads(line)
+            for key, value in record["ms"].items():
+                steps.setdefault(f"{record['what']}.{key}", []).append(value)
+    for key, values in sorted(steps.items()):
+        values.sort()
+        progress(f"    {key:<40} n {len(values):5d}  median {statistics.median(values):7.2f} ms  "
+                 f"p90 {values[int(0.9 * (len(values) - 1))]:7.2f} ms")
+
+
+def report(results: list[QueryResult], args) -> None:
+    by_name = {r.name.split(" ")[0].rstrip(":"): r for r in results}
+    print("\nLive-tail latency: publish every %.1f ms, %s trigger, %.0f s measured per query" % (
+        args.interval_ms, f"{args.trigger_ms} ms" if args.trigger_ms else "default", args.seconds))
+    for result in results:
+        if result.latency is not None:
+            print(summary_line(result.name, result.latency))
+    for result in results:
+        print(parts_line(result.name, result.batches, result.medians))
+    floor = by_name.get("floor")
+    if floor is None or "triggerExecution" not in floor.medians:
+        return
+    floor_ms = floor.medians["triggerExecution"]
+    print(f"  Spark's floor (rate -> noop, median triggerExecution): {floor_ms:.0f} ms")
+    for key, target in (("visible", 2.5), ("committed", 3.0)):
+        result = by_name.get(key)
+        if result is not None and result.latency:
+            ratio = result.latency["p99"] / floor_ms
+            print(f"  {key} p99 / floor = {ratio:.2f}x (target <= {target}x): {'met' if ratio <= target else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
