@@ -15,6 +15,7 @@ import time
 
 LOG = logging.getLogger("aeron_spark.connector.timings")
 TIMINGS_FILE_VARIABLE = "AERON_SPARK_TIMINGS"
+_IMPORTED_AT = time.perf_counter()  # a small age at a step says the Python worker was fresh
 
 
 class StepTimings:
@@ -32,6 +33,7 @@ class StepTimings:
 
     def finish(self) -> None:
         self.ms["total"] = (time.perf_counter() - self._started) * 1000.0
+        self.ms["worker age at start"] = (self._started - _IMPORTED_AT) * 1000.0
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("%s: %s", self.what, ", ".join(f"{step} {ms:.1f} ms" for step, ms in self.ms.items()))
         path = os.environ.get(TIMINGS_FILE_VARIABLE)
