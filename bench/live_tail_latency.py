@@ -163,15 +163,18 @@ def summary_line(name: str, summary: dict[str, float]) -> str:
 
 class SinkWatcher:
     """Polls the sink recording's descriptor every ms; each new stop position is a commit made
-    visible: its messages' latency is measured at the poll that saw it (the replay reading the
-    messages comes after, off the clock)."""
+    visible, noted as (start, stop, time seen). After the query, one replay of everything committed
+    gives each message's publish time, matched to the commit whose range holds it (replaying in the
+    polling thread would delay the next polls)."""
 
     def __init__(self, archive_dir: Path, samples: LatencySamples) -> None:
         from aeron_spark.archive.client.archive_client import ArchiveClient
 
         self.archive = ArchiveClient.from_mark_file(archive_dir)
         self.samples = samples
-        self.commits = 0
+        self.commits: list[tuple[int, int, int]] = []  # (start, stop, seen ns)
+        self._matched = False
+        self.recording_id: int | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sink-watcher", daemon=True)
@@ -195,19 +198,32 @@ class SinkWatcher:
             descriptor = self.archive.list_recording(recording_id)
             if descriptor is None or descriptor.is_active or descriptor.stop_position <= seen_stop:
                 continue
-            seen_ns = time.time_ns()
-            start, stop = seen_stop, descriptor.stop_position
-            seen_stop = stop
-            self.commits += 1
-            with self.archive.replay(recording_id, start, stop - start, "aeron:ipc", REPLAY_STREAM_ID) as replay:
-                for message in replay.messages(idle_timeout=10):
-                    if len(message.payload) == MESSAGE_BYTES:  # not a commit marker (64 bytes)
-                        self.samples.add(publish_time_ns(message.payload), seen_ns)
+            self.commits.append((seen_stop, descriptor.stop_position, time.time_ns()))
+            seen_stop = descriptor.stop_position
+            self.recording_id = recording_id
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stops polling, then matches every committed message to the commit that made it visible."""
         self._stop.set()
         self._thread.join(10)
+        if self.error is None and self.commits and not self._matched:
+            self._matched = True
+            self._match_messages()
+
+    def close(self) -> None:
+        self.stop()
         self.archive.close()
+
+    def _match_messages(self) -> None:
+        import bisect
+
+        first, last = self.commits[0][0], self.commits[-1][1]
+        stops = [stop for _, stop, _ in self.commits]
+        with self.archive.replay(self.recording_id, first, last - first, "aeron:ipc", REPLAY_STREAM_ID) as replay:
+            for message in replay.messages(idle_timeout=10):
+                if len(message.payload) == MESSAGE_BYTES:  # not a commit marker (64 bytes)
+                    commit = self.commits[bisect.bisect_left(stops, message.next_position)]
+                    self.samples.add(publish_time_ns(message.payload), commit[2])
 
 
 class ForeachLatencyWriter:
@@ -263,7 +279,12 @@ def progress_medians(query, window_start_ns: int, window_end_ns: int) -> tuple[i
         batches += 1
         for key, value in update.durationMs.items():
             parts.setdefault(key, []).append(value)
-    return batches, {key: statistics.median(values) for key, values in parts.items()}
+    summary = {key: statistics.median(values) for key, values in parts.items()}
+    durations = sorted(parts.get("triggerExecution", []))
+    if durations:
+        summary["batch p99"] = durations[min(len(durations) - 1, int(round(0.99 * (len(durations) - 1))))]
+        summary["batch max"] = durations[-1]
+    return batches, summary
 
 
 def _iso_to_ns(text: str) -> int:
@@ -274,7 +295,10 @@ def _iso_to_ns(text: str) -> int:
 
 def parts_line(name: str, batches: int, medians: dict[str, float]) -> str:
     shown = [f"{key} {medians[key]:.0f}" for key in PROGRESS_PARTS if key in medians]
-    others = [f"{key} {value:.0f}" for key, value in sorted(medians.items()) if key not in PROGRESS_PARTS]
+    others = [f"{key} {value:.0f}" for key, value in sorted(medians.items())
+              if key not in PROGRESS_PARTS and not key.startswith("batch ")]
+    if "batch p99" in medians:
+        others.append(f"(triggerExecution p99 {medians['batch p99']:.0f}, max {medians['batch max']:.0f})")
     return f"  {name:<26} {batches:4d} batches, median ms: {', '.join(shown + others)}"
 
 
@@ -423,7 +447,7 @@ def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, s
             mark = _timings_mark(timings_file)
             try:
                 results.append(run_query("committed (aeron-archive sink)", start_committed, args.warmup,
-                                         args.seconds, samples))
+                                         args.seconds, samples, collect=watcher.stop))
             finally:
                 watcher.close()
             if watcher.error is not None:
