@@ -77,6 +77,9 @@ class ClientSinkArchive:
         self._client = client
         self._access = ClientArchiveAccess(client)
         self.options = options
+        # (sink id, stream id) -> the state this process's last commit left (sink/commit.py): kept
+        # with the connection, so a new connection (e.g. to a restarted archive) starts without it.
+        self.committed_states: dict = {}
 
     @property
     def is_connected(self) -> bool:

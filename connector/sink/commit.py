@@ -52,6 +52,7 @@ from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import scan_frames
 
 from aeron_spark.connector.sink.fault_injection import fault_point
+from aeron_spark.connector.step_timings import StepTimings
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock, frame_messages
 from aeron_spark.connector.commit_markers import (
     FLAG_BATCH_WRITE,
@@ -118,6 +119,9 @@ class SinkArchive(Protocol):
         """Recordings of ``stream_id`` whose original channel contains the sink's alias."""
 
     def describe(self, recording_id: int) -> RecordingDescriptor | None: ...
+
+    # Optional: ``committed_states``, a dict the committer may keep per connection (what its last
+    # commit of each sink left, so the next commit of that sink skips the full recovery).
 
     def read(self, recording_id: int, start: int, end: int) -> ContextManager[Iterator[tuple[int, bytes]]]:
         """Whole frames of [start, end) as (position, block); raises if start is not a frame."""
@@ -222,6 +226,7 @@ class SinkCommitter:
         self._sleep = sleep
         self._clock = clock
         self._hash = sink_id_hash(sink_id)
+        self.timings = StepTimings("sink.commit")
 
     # -- recovery -------------------------------------------------------------------------------
 
@@ -237,13 +242,19 @@ class SinkCommitter:
         return found[0]
 
     def recover(self) -> SinkState:
+        known = self._state_left_by_this_process()
+        if known is not None:
+            self.timings.mark("recover: known")
+            return known
         recording = self.find_recording()
+        self.timings.mark("recover: find")
         if recording is None:
             return SinkState(None, None, None)
         if recording.is_active:
             recording = self._await_stopped(recording.recording_id)
         stop = recording.stop_position
         tail = self._tail_marker(recording)
+        self.timings.mark("recover: tail")
         if tail is not None:
             return SinkState(recording, tail, stop)
         last = self._last_marker_before(recording)
@@ -260,6 +271,32 @@ class SinkCommitter:
                 raise SinkCommitError(f"sink {self.sink_id}: truncating recording {recording.recording_id} to "
                                       f"{committed_end} left it stopping at {recording.stop_position}")
         return SinkState(recording, last, committed_end, truncated_from=stop)
+
+    def _state_left_by_this_process(self) -> SinkState | None:
+        """The state this process's last commit of the sink left, if the recording is still exactly
+        there: stopped at that commit's marker end. One ListRecording instead of a listing and a tail
+        replay. Safe because the stop position only moves forward by an extension (which would move
+        it past this end) and back only by truncating debris to a marker end, which is never before
+        a committed marker: stopped at this end, the recording ends with this commit's marker."""
+        states = getattr(self.archive, "committed_states", None)
+        if states is None:
+            return None
+        known = states.pop((self.sink_id, self.stream_id), None)
+        if known is None:
+            return None
+        current = self.archive.describe(known.recording.recording_id)
+        if (current is None or current.is_active or current.stop_position != known.committed_end
+                or current.initial_term_id != known.recording.initial_term_id):
+            LOG.info("sink %s: recording %d is no longer where this process's last commit left it; recovering",
+                     self.sink_id, known.recording.recording_id)
+            return None
+        return SinkState(current, known.last_marker, known.committed_end)
+
+    def _remember(self, sealed: RecordingDescriptor, marker: CommitMarker, marker_position: int) -> None:
+        states = getattr(self.archive, "committed_states", None)
+        if states is not None:
+            states[(self.sink_id, self.stream_id)] = SinkState(
+                sealed, LocatedMarker(marker, marker_position), sealed.stop_position)
 
     def _check_unchanged(self, recovered: RecordingDescriptor) -> None:
         """Right before a truncate (which the archive does not make conditional): the recording must
@@ -349,7 +386,9 @@ class SinkCommitter:
         rows = sum(i.rows for i in inputs)
         if rows == 0:
             return CommitResult(CommitOutcome.EMPTY, batch_id)
+        self.timings.mark("before recover")
         state = self.recover()
+        self.timings.mark("recover")
         last = state.last_marker
         if last is not None and last.marker.is_batch_write != batch_write:
             kind = "batch writes (spark.write)" if last.marker.is_batch_write else "a streaming query"
@@ -363,8 +402,10 @@ class SinkCommitter:
             return CommitResult(CommitOutcome.ALREADY_COMMITTED, batch_id, state.recording.recording_id,
                                 end=state.committed_end)
         self._check_staged_present(inputs)
+        self.timings.mark("check staged")
         fault_point("before-append", batch_id)  # test-only fault injection; off unless its env var is set
         appender = self.archive.start_appender(state.recording, self.sink_id)
+        self.timings.mark("extend")
         try:
             if state.recording is None:
                 self._claim_first_recording(appender)
@@ -373,14 +414,18 @@ class SinkCommitter:
                 raise SinkCommitError(f"sink {self.sink_id}: the publication starts at {data_start}, the recording "
                                       f"ends at {state.committed_end}")
             written, payload_bytes, data_crc = self._append_staged(appender, inputs)
+            self.timings.mark("append rows")
             fault_point("before-marker", batch_id)  # test-only fault injection (sink/fault_injection.py)
             if written != rows:
                 raise SinkCommitError(f"sink {self.sink_id}: staged files hold {written} rows, the tasks reported {rows}")
             marker = CommitMarker(self._hash, batch_id, data_start, written, payload_bytes, data_crc,
                                   FLAG_BATCH_WRITE if batch_write else 0)
+            marker_position = appender.position
             self._append_message(appender, marker.encode(), MARKER_RESERVED_VALUE)
             end = appender.position
+            self.timings.mark("marker")
             sealed = appender.seal()
+            self.timings.mark("seal")
         except BaseException:
             with contextlib.suppress(Exception):
                 appender.abandon()
@@ -388,9 +433,11 @@ class SinkCommitter:
         if sealed.stop_position != end:
             raise SinkCommitError(f"sink {self.sink_id}: recording {sealed.recording_id} stopped at "
                                   f"{sealed.stop_position}, expected {end} (the end of batch {batch_id}'s marker)")
+        self._remember(sealed, marker, marker_position)
         if self.hints is not None:
             with contextlib.suppress(OSError):
                 self.hints.save(CommitHint(sealed.recording_id, end, batch_id))
+            self.timings.mark("hint")
         LOG.info("sink %s: committed batch %d: %d rows, recording %d [%d, %d)", self.sink_id, batch_id, written,
                  sealed.recording_id, data_start, end)
         return CommitResult(CommitOutcome.COMMITTED, batch_id, sealed.recording_id, data_start, end, written)
@@ -490,9 +537,12 @@ def commit_staged(options, messages: Sequence, batch_id: int | None,
     staging = sink_staging(options.staging_root, sink_id)
     inputs = [StagedInput(m.partition_id, m.path, m.rows) for m in staged]
 
+    committers: list[SinkCommitter] = []
+
     def run(archive: SinkArchive) -> CommitResult:
         committer = SinkCommitter(archive, sink_id, options.stream_id, hints=HintStore(staging), staging=staging,
                                   timeout_s=options.commit_timeout_ms / 1000.0)
+        committers.append(committer)
         return committer.commit(inputs, batch_id)
 
     if open_archive is not None:
@@ -506,10 +556,14 @@ def commit_staged(options, messages: Sequence, batch_id: int | None,
     # The batch is committed: cleaning up is best effort (leftovers go with a later commit).
     for message in staged:
         delete_quietly(staging, message.path)
+    timings = committers[-1].timings if committers else StepTimings("sink.commit")
+    timings.mark("delete staged")
     try:
         clean_stale(staging, keep=set(), committed_batch_id=result.batch_id if batch_id is not None else None)
     except OSError as error:
         LOG.warning("sink %s: could not clean the staging directory %s: %s", sink_id, staging.directory, error)
+    timings.mark("clean stale")
+    timings.finish()
     return result
 
 

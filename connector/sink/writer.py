@@ -31,6 +31,7 @@ from pyspark.sql.types import (
 
 from aeron_spark.connector.options import OptionError
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE
+from aeron_spark.connector.step_timings import StepTimings
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import (
     STAGED_SCHEMA,
@@ -191,14 +192,22 @@ class AeronArchiveStreamWriter(DataSourceStreamArrowWriter):
         self._task_info = task_info
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        timings = StepTimings("sink.task")
         task = self._task_info()
         if task.batch_id is None:
             raise RuntimeError("streaming write without the local property streaming.sql.batchId")
-        return stage_task_output(self.options, iterator, task, streaming_batch_key(task.batch_id))
+        message = stage_task_output(self.options, iterator, task, streaming_batch_key(task.batch_id))
+        timings.mark("stage (reading included)")
+        timings.finish()
+        return message
 
     def commit(self, messages: list, batchId: int) -> None:
+        timings = StepTimings("sink.commit call")
         from aeron_spark.connector.sink.commit import commit_staged
+        timings.mark("import")
         commit_staged(self.options, messages, batch_id=batchId)
+        timings.mark("commit_staged")
+        timings.finish()
 
     def abort(self, messages: list, batchId: int) -> None:
         from aeron_spark.connector.sink.commit import abort_staged

@@ -29,6 +29,7 @@ from aeron_spark.connector.source.offsets import RecordingPositions
 from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition, plan_ranges
 from aeron_spark.connector.source.timestamp_resolution import resolve_starting
+from aeron_spark.connector.step_timings import StepTimings
 
 # getDefaultReadLimit when only minBytesPerTrigger is set: a limit that is not ReadAllAvailable
 # (which means "ignore the options", e.g. Trigger.Once) yet caps nothing.
@@ -154,7 +155,15 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return [ReplayPartition(r) for r in ranges] or [EmptyPartition()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.options, self._executor_opener)
+        timings = StepTimings("source.task")
+        first = True
+        for batch in read_partition(partition, self.options, self._executor_opener):
+            if first:
+                timings.mark("to first batch")
+                first = False
+            yield batch
+        timings.mark("rest")
+        timings.finish()
 
     def commit(self, end: dict) -> None:
         """Nothing to acknowledge: the archive keeps recordings whatever the query has read."""

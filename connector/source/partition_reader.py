@@ -30,6 +30,7 @@ from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.sbe_columns import SbeColumns
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
+from aeron_spark.connector.step_timings import StepTimings
 
 LOG = logging.getLogger("aeron_spark.connector")
 
@@ -58,7 +59,9 @@ def available_range(replay_range: ReplayRange, descriptor: RecordingDescriptor |
 
 def read_range(replay_range: ReplayRange, options: SourceOptions, access: ArchiveAccess) -> Iterator[pa.RecordBatch]:
     policy = DataLossPolicy(options.fail_on_data_loss)
+    timings = StepTimings("source.read")
     descriptor = access.describe(replay_range.recording_id)
+    timings.mark("describe")
     readable = available_range(replay_range, descriptor, policy)
     if readable is None or descriptor is None:
         return
@@ -66,7 +69,7 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
         options.sbe, options.include_timestamp, options.output_columns, options.nullable_columns)
     columns = _builder_columns(options, sbe_columns)
     if getattr(access, "replay_pump", None) is not None:
-        batches = _read_pumped(readable, descriptor, options, access, columns)
+        batches = _read_pumped(readable, descriptor, options, access, columns, timings)
     else:
         batches = _read_blocks(readable, descriptor, options, access, columns)
     if sbe_columns is None:
@@ -81,6 +84,7 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
     if stats.leading_fragments:
         LOG.info("recording %d: dropped %d fragment(s) of a message begun before the recording started",
                  recording_id, stats.leading_fragments)
+    timings.finish()
 
 
 def _decoded(batches: Generator[pa.RecordBatch, None, MessageBatchBuilder],
@@ -134,12 +138,15 @@ def _copy(view, _position: int) -> bytes:
 
 
 def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
-                 access, columns: OutputColumns | None) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
+                 access, columns: OutputColumns | None,
+                 timings: StepTimings) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
     """Each replayed block is copied once, from the term buffer straight into the builder's
     staging buffer (only the first block, needed before the builder exists, is copied twice)."""
     recording_id, start, end = readable.recording_id, readable.start, readable.end
     with access.replay_pump(recording_id, start, end, options.replay) as pump:
+        timings.mark("replay set-up")
         first = pump.next_block(_copy)
+        timings.mark("first block")
         if first is None:
             raise RuntimeError(f"recording {recording_id}: the replay of [{start}, {end}) delivered nothing")
         builder, feed_start = _builder(readable, descriptor, options, first[1], columns)
@@ -154,6 +161,8 @@ def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options
             raise RuntimeError(f"recording {recording_id}: replay stopped at {builder.next_position}, "
                                f"range end is {end}")
         yield from builder.finish()
+        timings.mark("read")
+    timings.mark("replay close")
     return builder
 
 

@@ -1,0 +1,534 @@
+"""Benchmark: live-tail latency of `readStream.format("aeron-archive")`, against Spark's own floor.
+
+One command, one local[2] Spark session, one sidecar (`aeron-archive serve`, embedded driver):
+
+1. a publisher thread offers one 32-byte message every ``--interval-ms`` (5 ms) on ``aeron:ipc``,
+   recorded LOCAL by the sidecar; bytes 0-8 of each payload are its publish time (epoch ns),
+   bytes 8-16 its sequence number;
+2. **visible**: ``readStream`` (default trigger, startingPositions latest) → ``foreach`` (default:
+   the executor's ForeachWriter notes the time it processes each row; latency = that time − publish
+   time), or with ``--visible-sink foreachBatch`` a function that collects the batch's payloads
+   (latency = the time the rows are in hand on the driver − publish time; a second Spark job);
+3. **committed**: the same ``readStream`` → ``writeStream.format("aeron-archive")`` (IPC sink). A
+   watcher thread polls the sink recording's descriptor every ms; a batch is committed (readable)
+   when the recording stops at a new position (its commit marker is recorded and the recording
+   sealed, docs/exactly-once.md). Latency = the time the watcher saw the new stop − publish time
+   of each message in it (the new range is replayed afterwards, off the clock, to read them);
+4. **Spark's floor**, same session, same trigger and settings: ``rate`` (``--rate`` rows/s, one
+   partition) → ``noop``, the median ``triggerExecution`` of its batches; and the same query shape
+   over ``rate`` → the visible query's sink (``foreach`` / ``foreachBatch``).
+
+``--async-progress`` sets ``asyncProgressTrackingEnabled`` on the queries whose sink Spark allows it
+for (foreach, noop; not foreachBatch, and not the aeron-archive sink: Spark refuses a Python sink,
+and overriding that would reuse batch ids for different offsets after a crash, which breaks the
+sink's exactly-once) and adds the plain floor, so each latency is compared with the floor of its
+own settings.
+
+Each query runs ``--warmup`` s unmeasured, then ``--seconds`` s measured. Printed: p50/p95/p99/max of
+both latencies, the ratios of their p99 to the floor (targets: visible ≤ 2.5×, committed ≤ 3×),
+and per query the median of each of Spark's progress ``durationMs`` parts over batches with rows.
+With ``AERON_SPARK_TIMINGS`` set to a file path, the connector's driver-side and executor-side
+steps append their timings there (connector/step_timings.py) and their medians are printed too.
+
+Run (under the shared benchmark lock; it takes about 4 × (warm-up + seconds) plus ~30 s)::
+
+    flock /work/scratch/bench.lock .venv/bin/python bench/live_tail_latency.py --seconds 60
+    .venv/bin/python bench/live_tail_latency.py --seconds 15 --warmup 5      # a quick look
+    .venv/bin/python bench/live_tail_latency.py --conf spark.sql.streaming.noDataMicroBatches.enabled=false
+
+Every process started here is stopped by PID, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_bench_support import (
+    exit_on_sigterm,
+    local_spark,
+    progress,
+    running_sidecar,
+    spark_processes_stopped,
+    stop_session,
+)
+
+SOURCE_CHANNEL = "aeron:ipc"
+SOURCE_STREAM_ID = 7101
+SINK_STREAM_ID = 7102
+SINK_ID = "live-tail-latency"
+REPLAY_STREAM_ID = 7199
+MESSAGE_BYTES = 32
+PROGRESS_PARTS = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
+                  "triggerExecution")
+
+
+# --- the publisher ------------------------------------------------------------------------------
+
+
+class Publisher:
+    """One message every ``interval_s`` on a recorded IPC stream: publish time (ns) + sequence."""
+
+    def __init__(self, archive_dir: Path, interval_s: float) -> None:
+        from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
+
+        self.interval_s = interval_s
+        self.archive = ArchiveClient.from_mark_file(archive_dir)
+        self.archive.start_recording(SOURCE_CHANNEL, SOURCE_STREAM_ID, SourceLocation.LOCAL)
+        self.publication = self.archive.aeron.add_exclusive_publication(SOURCE_CHANNEL, SOURCE_STREAM_ID)
+        self.sent = 0
+        self.late = 0  # offers made more than one interval after their slot (the publisher fell behind)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
+
+    def start(self) -> None:
+        deadline = time.monotonic() + 30
+        while not self.archive.list_recordings_for_uri(0, None, SOURCE_CHANNEL, SOURCE_STREAM_ID):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the sidecar did not start recording the publisher's stream")
+            time.sleep(0.01)
+        self._thread.start()
+
+    def _run(self) -> None:
+        payload = bytearray(MESSAGE_BYTES)
+        next_slot = time.monotonic()
+        sequence = 0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now < next_slot:
+                time.sleep(next_slot - now)
+            elif now - next_slot > self.interval_s:
+                self.late += 1
+            struct.pack_into("<qq", payload, 0, time.time_ns(), sequence)
+            self.publication.offer_with_retry(bytes(payload))
+            sequence += 1
+            self.sent = sequence
+            next_slot += self.interval_s
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.publication.close()
+        self.archive.close()
+
+
+def publish_time_ns(payload: bytes) -> int:
+    return struct.unpack_from("<q", payload, 0)[0]
+
+
+# --- what each query measures ----------------------------------------------------------------
+
+
+@dataclass
+class LatencySamples:
+    """Publish → seen latencies (ms) of messages published inside the measured window."""
+
+    window_start_ns: int = 0
+    window_end_ns: int = 1 << 62
+    values_ms: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, published_ns: int, seen_ns: int) -> None:
+        if self.window_start_ns <= published_ns < self.window_end_ns:
+            with self.lock:
+                self.values_ms.append((seen_ns - published_ns) / 1e6)
+
+    def summary(self) -> dict[str, float]:
+        values = sorted(self.values_ms)
+        if not values:
+            return {}
+
+        def pct(p: float) -> float:
+            return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+        return {"n": len(values), "p50": pct(50), "p95": pct(95), "p99": pct(99), "max": values[-1]}
+
+
+def summary_line(name: str, summary: dict[str, float]) -> str:
+    if not summary:
+        return f"  {name:<34} no samples"
+    return (f"  {name:<34} p50 {summary['p50']:6.0f} ms  p95 {summary['p95']:6.0f} ms  "
+            f"p99 {summary['p99']:6.0f} ms  max {summary['max']:6.0f} ms  (n={summary['n']})")
+
+
+class SinkWatcher:
+    """Polls the sink recording's descriptor every ms; each new stop position is a commit made
+    visible, noted as (start, stop, time seen). After the query, one replay of everything committed
+    gives each message's publish time, matched to the commit whose range holds it (replaying in the
+    polling thread would delay the next polls)."""
+
+    def __init__(self, archive_dir: Path, samples: LatencySamples) -> None:
+        from aeron_spark.archive.client.archive_client import ArchiveClient
+
+        self.archive = ArchiveClient.from_mark_file(archive_dir)
+        self.samples = samples
+        self.commits: list[tuple[int, int, int]] = []  # (start, stop, seen ns)
+        self._matched = False
+        self.recording_id: int | None = None
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sink-watcher", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._watch()
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            self.error = error
+
+    def _watch(self) -> None:
+        recording_id, seen_stop = None, None
+        while not self._stop.wait(0.001):
+            if recording_id is None:
+                found = self.archive.list_recordings_for_uri(0, None, f"alias=aeron-spark-sink:{SINK_ID}",
+                                                             SINK_STREAM_ID)
+                if not found:
+                    continue
+                recording_id, seen_stop = found[0].recording_id, found[0].start_position
+            descriptor = self.archive.list_recording(recording_id)
+            if descriptor is None or descriptor.is_active or descriptor.stop_position <= seen_stop:
+                continue
+            self.commits.append((seen_stop, descriptor.stop_position, time.time_ns()))
+            seen_stop = descriptor.stop_position
+            self.recording_id = recording_id
+
+    def stop(self) -> None:
+        """Stops polling, then matches every committed message to the commit that made it visible."""
+        self._stop.set()
+        self._thread.join(10)
+        if self.error is None and self.commits and not self._matched:
+            self._matched = True
+            self._match_messages()
+
+    def close(self) -> None:
+        self.stop()
+        self.archive.close()
+
+    def _match_messages(self) -> None:
+        import bisect
+
+        first, last = self.commits[0][0], self.commits[-1][1]
+        stops = [stop for _, stop, _ in self.commits]
+        with self.archive.replay(self.recording_id, first, last - first, "aeron:ipc", REPLAY_STREAM_ID) as replay:
+            for message in replay.messages(idle_timeout=10):
+                if len(message.payload) == MESSAGE_BYTES:  # not a commit marker (64 bytes)
+                    commit = self.commits[bisect.bisect_left(stops, message.next_position)]
+                    self.samples.add(publish_time_ns(message.payload), commit[2])
+
+
+class ForeachLatencyWriter:
+    """A ForeachWriter run on the executors: the time each row is processed, minus its publish
+    time, appended per partition and epoch to a file under ``directory`` (read by the bench)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        self.lines = []
+        self.name = f"{self.directory}/{epoch_id}-{partition_id}-{os.getpid()}.txt"
+        return True
+
+    def process(self, row) -> None:
+        seen_ns = time.time_ns()
+        self.lines.append(f"{publish_time_ns(bytes(row[0]))} {seen_ns}\n")
+
+    def close(self, error) -> None:
+        if self.lines:
+            with open(self.name, "a", encoding="ascii") as out:
+                out.writelines(self.lines)
+
+
+class IgnoreRows:
+    """The ForeachWriter of the rate shape: touches each row, keeps nothing."""
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        return True
+
+    def process(self, row) -> None:
+        row[0]
+
+    def close(self, error) -> None:
+        pass
+
+
+def read_foreach_latencies(directory: Path, samples: LatencySamples) -> None:
+    for path in directory.glob("*.txt"):
+        for line in path.read_text(encoding="ascii").splitlines():
+            published, seen = line.split()
+            samples.add(int(published), int(seen))
+
+
+def progress_medians(query, window_start_ns: int, window_end_ns: int) -> tuple[int, dict[str, float]]:
+    """Batches with rows that began inside the window: their count and the median of each part."""
+    parts: dict[str, list[float]] = {}
+    batches = 0
+    for update in query.recentProgress:
+        begun = _iso_to_ns(update.timestamp)
+        if not window_start_ns <= begun < window_end_ns or not update.numInputRows:
+            continue
+        batches += 1
+        for key, value in update.durationMs.items():
+            parts.setdefault(key, []).append(value)
+    summary = {key: statistics.median(values) for key, values in parts.items()}
+    durations = sorted(parts.get("triggerExecution", []))
+    if durations:
+        summary["batch p99"] = durations[min(len(durations) - 1, int(round(0.99 * (len(durations) - 1))))]
+        summary["batch max"] = durations[-1]
+    return batches, summary
+
+
+def _iso_to_ns(text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1e9)
+
+
+def parts_line(name: str, batches: int, medians: dict[str, float]) -> str:
+    shown = [f"{key} {medians[key]:.0f}" for key in PROGRESS_PARTS if key in medians]
+    others = [f"{key} {value:.0f}" for key, value in sorted(medians.items())
+              if key not in PROGRESS_PARTS and not key.startswith("batch ")]
+    if "batch p99" in medians:
+        others.append(f"(triggerExecution p99 {medians['batch p99']:.0f}, max {medians['batch max']:.0f})")
+    return f"  {name:<26} {batches:4d} batches, median ms: {', '.join(shown + others)}"
+
+
+# --- the queries --------------------------------------------------------------------------------
+
+
+@dataclass
+class QueryResult:
+    name: str
+    batches: int
+    medians: dict[str, float]
+    latency: dict[str, float] | None = None
+
+
+def run_query(name: str, start_query, warmup_s: float, seconds: float,
+              samples: LatencySamples | None, collect=None) -> QueryResult:
+    query = start_query()
+    try:
+        time.sleep(warmup_s)
+        window_start = time.time_ns()
+        if samples is not None:
+            samples.window_start_ns = window_start
+        time.sleep(seconds)
+        window_end = time.time_ns()
+        if samples is not None:
+            samples.window_end_ns = window_end
+            time.sleep(min(5.0, max(1.0, seconds / 10)))  # the window's last messages reach the end
+        if query.exception() is not None:
+            raise RuntimeError(f"{name}: the query failed: {query.exception()}")
+    finally:
+        query.stop()
+    if collect is not None:
+        collect()
+    batches, medians = progress_medians(query, window_start, window_end)
+    result = QueryResult(name, batches, medians, samples.summary() if samples is not None else None)
+    progress(parts_line(name, batches, medians))
+    if result.latency is not None:
+        progress(summary_line(name, result.latency))
+    return result
+
+
+def aeron_stream(spark, archive_dir: Path, checkpoint: Path):
+    return (spark.readStream.format("aeron-archive").option("archive.dir", str(archive_dir))
+            .option("channel", SOURCE_CHANNEL).option("streamId", str(SOURCE_STREAM_ID))
+            .option("startingPositions", "latest").option("checkpointLocation", str(checkpoint)).load())
+
+
+def with_options(writer, trigger_ms: int | None, query_options: dict[str, str], async_progress: bool = False):
+    if async_progress:
+        writer = writer.option("asyncProgressTrackingEnabled", "true")
+    for key, value in query_options.items():
+        writer = writer.option(key, value)
+    return writer.trigger(processingTime=f"{trigger_ms} milliseconds") if trigger_ms else writer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per query (default 60)")
+    parser.add_argument("--warmup", type=float, default=10.0, help="unmeasured seconds per query first (default 10)")
+    parser.add_argument("--interval-ms", type=float, default=5.0, help="publish interval (default 5 ms)")
+    parser.add_argument("--rate", type=int, default=200, help="rows/s of the rate source for the floor (default 200)")
+    parser.add_argument("--trigger-ms", type=int, default=None,
+                        help="processingTime trigger for every query (default: the default trigger)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark session config (repeatable)")
+    parser.add_argument("--query-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra writeStream option for every query (repeatable)")
+    parser.add_argument("--visible-sink", choices=("foreach", "foreachBatch"), default="foreach",
+                        help="how the visible query sees rows (default foreach, see above)")
+    parser.add_argument("--async-progress", action="store_true",
+                        help="asyncProgressTrackingEnabled on the queries whose sink allows it (see above)")
+    parser.add_argument("--only", choices=("visible", "committed", "floor"), action="append",
+                        help="run only these parts (repeatable; default all)")
+    args = parser.parse_args(argv)
+    parts = set(args.only or ("visible", "committed", "floor"))
+    exit_on_sigterm()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    config = dict(item.split("=", 1) for item in args.conf)
+    config.setdefault("spark.sql.streaming.numRecentProgressUpdates", "100000")
+    config.setdefault("spark.sql.shuffle.partitions", "1")
+    query_options = dict(item.split("=", 1) for item in args.query_option)
+    work = Path(tempfile.mkdtemp(prefix="live-tail-latency-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    timings_file = os.environ.get("AERON_SPARK_TIMINGS")
+    progress(f"load before: {os.getloadavg()}; work dir {work}; Spark config {config}; query options {query_options}")
+    results: list[QueryResult] = []
+    try:
+        with running_sidecar(work / "archive") as _sidecar, spark_processes_stopped():
+            spark = local_spark("live-tail-latency", **config)
+            try:
+                results = run_all(spark, work, args, parts, query_options, timings_file)
+            finally:
+                stop_session(spark)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report(results, args)
+    progress(f"load after: {os.getloadavg()}")
+    return 0
+
+
+def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, str],
+            timings_file: str | None) -> list[QueryResult]:
+    from aeron_spark.connector import register
+
+    register(spark)
+    archive_dir = work / "archive"
+    results = []
+    publisher = Publisher(archive_dir, args.interval_ms / 1000)
+    publisher.start()
+    try:
+        if "visible" in parts:
+            samples = LatencySamples()
+            seen_dir = work / "visible-rows"
+            seen_dir.mkdir()
+
+            def on_batch(dataframe, _batch_id) -> None:
+                rows = dataframe.select("payload").collect()
+                seen_ns = time.time_ns()
+                for row in rows:
+                    samples.add(publish_time_ns(bytes(row[0])), seen_ns)
+
+            def start_visible():
+                stream = aeron_stream(spark, archive_dir, work / "chk-visible").select("payload").writeStream
+                if args.visible_sink == "foreach":
+                    writer = stream.foreach(ForeachLatencyWriter(str(seen_dir)))
+                else:
+                    writer = stream.foreachBatch(on_batch)
+                writer = writer.option("checkpointLocation", str(work / "chk-visible"))
+                return with_options(writer, args.trigger_ms, query_options,
+                                    args.async_progress and args.visible_sink == "foreach").start()
+
+            mark = _timings_mark(timings_file)
+            results.append(run_query(f"visible ({args.visible_sink})", start_visible, args.warmup, args.seconds,
+                                     samples, collect=lambda: read_foreach_latencies(seen_dir, samples)))
+            _timings_report(timings_file, mark)
+        if "committed" in parts:
+            samples = LatencySamples()
+            watcher = SinkWatcher(archive_dir, samples)
+
+            def start_committed():
+                writer = (aeron_stream(spark, archive_dir, work / "chk-sink").select("payload").writeStream
+                          .format("aeron-archive").option("archive.dir", str(archive_dir))
+                          .option("channel", "aeron:ipc").option("streamId", str(SINK_STREAM_ID))
+                          .option("sink.id", SINK_ID).option("checkpointLocation", str(work / "chk-sink")))
+                return with_options(writer, args.trigger_ms, query_options).start()
+
+            mark = _timings_mark(timings_file)
+            try:
+                results.append(run_query("committed (aeron-archive sink)", start_committed, args.warmup,
+                                         args.seconds, samples, collect=watcher.stop))
+            finally:
+                watcher.close()
+            if watcher.error is not None:
+                raise RuntimeError(f"the sink watcher failed: {watcher.error!r}") from watcher.error
+            _timings_report(timings_file, mark)
+        progress(f"publisher: {publisher.sent} messages sent, {publisher.late} late by more than one interval")
+    finally:
+        publisher.close()
+    if "floor" in parts:
+        def rate():
+            return (spark.readStream.format("rate").option("rowsPerSecond", str(args.rate))
+                    .option("numPartitions", "1").load())
+
+        def start_noop(async_progress: bool, name: str):
+            writer = rate().writeStream.format("noop").option("checkpointLocation", str(work / name))
+            return with_options(writer, args.trigger_ms, query_options, async_progress).start()
+
+        def start_rate_shape():
+            if args.visible_sink == "foreach":
+                writer = rate().writeStream.foreach(IgnoreRows())
+            else:
+                writer = rate().writeStream.foreachBatch(lambda df, _id: df.select("value").collect())
+            return with_options(writer.option("checkpointLocation", str(work / "chk-rate-shape")), args.trigger_ms,
+                                query_options, args.async_progress and args.visible_sink == "foreach").start()
+
+        results.append(run_query("floor: rate -> noop", lambda: start_noop(False, "chk-noop"), args.warmup,
+                                 args.seconds, None))
+        if args.async_progress:
+            results.append(run_query("floor-async: rate -> noop", lambda: start_noop(True, "chk-noop-async"),
+                                     args.warmup, args.seconds, None))
+        results.append(run_query(f"rate -> {args.visible_sink}", start_rate_shape, args.warmup, args.seconds, None))
+    return results
+
+
+def _timings_mark(path: str | None) -> int:
+    return os.path.getsize(path) if path and os.path.exists(path) else 0
+
+
+def _timings_report(path: str | None, mark: int) -> None:
+    """Medians of the connector's step timings appended since ``mark`` (connector/step_timings.py)."""
+    if not path or not os.path.exists(path):
+        return
+    steps: dict[str, list[float]] = {}
+    with open(path, "rb") as lines:
+        lines.seek(mark)
+        for line in lines:
+            record = json.loads(line)
+            for key, value in record["ms"].items():
+                steps.setdefault(f"{record['what']}.{key}", []).append(value)
+    for key, values in sorted(steps.items()):
+        values.sort()
+        progress(f"    {key:<40} n {len(values):5d}  median {statistics.median(values):7.2f} ms  "
+                 f"p90 {values[int(0.9 * (len(values) - 1))]:7.2f} ms")
+
+
+def report(results: list[QueryResult], args) -> None:
+    by_name = {r.name.split(" ")[0].rstrip(":"): r for r in results}
+    print("\nLive-tail latency: publish every %.1f ms, %s trigger, %.0f s measured per query" % (
+        args.interval_ms, f"{args.trigger_ms} ms" if args.trigger_ms else "default", args.seconds))
+    for result in results:
+        if result.latency is not None:
+            print(summary_line(result.name, result.latency))
+    for result in results:
+        print(parts_line(result.name, result.batches, result.medians))
+    floor = by_name.get("floor")
+    if floor is None or "triggerExecution" not in floor.medians:
+        return
+    floor_ms = floor.medians["triggerExecution"]
+    print(f"  Spark's floor (rate -> noop, median triggerExecution): {floor_ms:.0f} ms")
+    floor_async = by_name.get("floor-async")
+    if floor_async is not None and "triggerExecution" in floor_async.medians:
+        print(f"  Spark's floor with async progress tracking: {floor_async.medians['triggerExecution']:.0f} ms")
+    for key, target in (("visible", 2.5), ("committed", 3.0)):
+        result = by_name.get(key)
+        if result is not None and result.latency:
+            own_floor = floor_ms
+            if key == "visible" and floor_async is not None and args.visible_sink == "foreach":
+                own_floor = floor_async.medians.get("triggerExecution", floor_ms)
+            ratio = result.latency["p99"] / own_floor
+            print(f"  {key} p99 / floor = {ratio:.2f}x (target <= {target}x): {'met' if ratio <= target else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
