@@ -429,26 +429,33 @@ def _parse_stream_ids(text: str) -> tuple[int, ...]:
     accepted = f"a stream id, an int32 ({INT32_MIN}..{INT32_MAX}), or a comma list or JSON list of them, e.g. 1001,1002"
     if not text.startswith("[") and "," not in text:
         return (parse_stream_id({"streamId": text}, "streamId", 0),)  # one id: its own, precise errors
+    return _parse_id_list("streamId", text, "stream id", INT32_MIN, INT32_MAX, accepted)
+
+
+def _parse_id_list(option: str, text: str, noun: str, minimum: int, maximum: int, accepted: str) -> tuple[int, ...]:
+    """A comma list or JSON list of distinct integer ids in [minimum, maximum] (errors name the option)."""
     if text.startswith("["):
         try:
             items = json.loads(text)
         except json.JSONDecodeError:
-            raise OptionError(f"option streamId={text!r} is not a JSON list; accepted: {accepted}") from None
+            raise OptionError(f"option {option}={text!r} is not a JSON list; accepted: {accepted}") from None
         if not isinstance(items, list):
-            raise OptionError(f"option streamId={text!r} is not valid; accepted: {accepted}")
+            raise OptionError(f"option {option}={text!r} is not valid; accepted: {accepted}")
     else:
         items = [item.strip() for item in text.split(",")]
     ids: list[int] = []
     for item in items:
         is_int = (isinstance(item, int) and not isinstance(item, bool)) or (
             isinstance(item, str) and re.fullmatch(r"-?\d+", item) is not None)
-        if not is_int or not INT32_MIN <= int(item) <= INT32_MAX:
-            raise OptionError(f"option streamId={text!r}: {item!r} is not a stream id; accepted: {accepted}")
+        if not is_int or int(item) < minimum:
+            raise OptionError(f"option {option}={text!r}: {item!r} is not a {noun}; accepted: {accepted}")
+        if int(item) > maximum:
+            raise OptionError(f"option {option}={text!r}: {item} is not a {noun}, out of range; accepted: {accepted}")
         ids.append(int(item))
     if not ids:
-        raise OptionError(f"option streamId is empty; accepted: {accepted}")
+        raise OptionError(f"option {option} is empty; accepted: {accepted}")
     if len(set(ids)) != len(ids):
-        raise OptionError(f"option streamId={text!r} lists a stream id twice")
+        raise OptionError(f"option {option}={text!r} lists a {noun} twice")
     return tuple(ids)
 
 
@@ -463,29 +470,7 @@ def _check_channel_pattern(pattern: str) -> None:
 
 def _parse_recording_ids(text: str) -> tuple[int, ...]:
     accepted = f"a comma list or JSON list of recording ids 0..{INT64_MAX}, e.g. 1,2 or [1,2]"
-    if text.startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError:
-            raise OptionError(f"option recordingIds={text!r} is not a JSON list; accepted: {accepted}") from None
-        if not isinstance(items, list):
-            raise OptionError(f"option recordingIds={text!r}: accepted: {accepted}")
-    else:
-        items = [item.strip() for item in text.split(",")]
-    ids: list[int] = []
-    for item in items:
-        is_id = (isinstance(item, int) and not isinstance(item, bool) and item >= 0) or (
-            isinstance(item, str) and re.fullmatch(r"\d+", item) is not None)
-        if not is_id:
-            raise OptionError(f"option recordingIds={text!r}: {item!r} is not a recording id; accepted: {accepted}")
-        if int(item) > INT64_MAX:  # an int64 in every request
-            raise OptionError(f"option recordingIds: {item} is out of range; accepted: {accepted}")
-        ids.append(int(item))
-    if not ids:
-        raise OptionError(f"option recordingIds is empty; accepted: {accepted}")
-    if len(set(ids)) != len(ids):
-        raise OptionError(f"option recordingIds={text!r} lists a recording twice")
-    return tuple(ids)
+    return _parse_id_list("recordingIds", text, "recording id", 0, INT64_MAX, accepted)
 
 
 def _parse_starting(raw: dict[str, str], mode: ReadMode, recording_ids: tuple[int, ...] | None) -> PositionSpec:
