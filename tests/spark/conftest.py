@@ -31,3 +31,27 @@ def spark():
         yield session
     finally:
         session.stop()
+
+
+# The source tests' shared set-up; a test module defining its own `archive` uses that instead.
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    """A real sidecar for the module, with a client that records test streams on it."""
+    from tests.spark.source_fixtures import RecordingArchive
+    from tests.support.sidecar import running_sidecar
+
+    with running_sidecar(tmp_path_factory.mktemp("sidecar") / "archive") as sidecar:
+        recording_archive = RecordingArchive(sidecar)
+        try:
+            yield recording_archive
+        finally:
+            recording_archive.close()
+
+
+@pytest.fixture(scope="module")
+def spark_source(spark):
+    """The session with the aeron-archive format registered."""
+    from aeron_spark.connector import register
+
+    register(spark)
+    return spark

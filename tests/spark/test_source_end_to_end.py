@@ -14,13 +14,10 @@ import os
 
 import pytest
 
-from aeron_spark.connector import register
-from tests.support.sidecar import running_sidecar
 from tests.spark.source_fixtures import (
     TERM_LENGTH,
     BackgroundPublisher,
     Recorded,
-    RecordingArchive,
     input_rows,
     numbered_payloads,
     progress_offsets,
@@ -31,22 +28,6 @@ from tests.spark.source_fixtures import (
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory):
-    with running_sidecar(tmp_path_factory.mktemp("sidecar") / "archive") as sidecar:
-        recording_archive = RecordingArchive(sidecar)
-        try:
-            yield recording_archive
-        finally:
-            recording_archive.close()
-
-
-@pytest.fixture(scope="module")
-def spark_source(spark):
-    register(spark)
-    return spark
 
 
 def memory_rows(spark, query_name: str) -> list[tuple[int, int, bytes]]:

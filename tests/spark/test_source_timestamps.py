@@ -16,41 +16,22 @@ import time
 
 import pytest
 
-from aeron_spark.connector import register
 from aeron_spark.connector.source.archive_access import open_archive
 from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.timestamp_resolution import resolve_starting
 from tests.spark.source_fixtures import (
     TERM_LENGTH,
-    RecordingArchive,
     numbered_payloads,
     progress_offsets,
     rows_of,
     run_available_now,
 )
-from tests.support.sidecar import running_sidecar
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 STEP_NS = 10_000  # 10 µs between messages: 1200 messages span 12 ms
 MESSAGES = 1200   # ~2.4 MB of mixed sizes (4 B .. 8000 B, fragmented ones too): ~37 terms of 64 KiB
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory):
-    with running_sidecar(tmp_path_factory.mktemp("sidecar") / "archive") as sidecar:
-        recording_archive = RecordingArchive(sidecar)
-        try:
-            yield recording_archive
-        finally:
-            recording_archive.close()
-
-
-@pytest.fixture(scope="module")
-def spark_source(spark):
-    register(spark)
-    return spark
 
 
 class Stamps:
