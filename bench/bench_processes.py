@@ -210,7 +210,8 @@ def py_spy_recording(pid: int, output: Path, *, rate: int = 250) -> Iterator[Non
                 stop_process(process)
 
 
-IDLE_FRAMES = ("BackoffIdleStrategy.idle",)
+IDLE_FRAMES = ("BackoffIdleStrategy.idle", "YieldingIdleStrategy.idle", "SleepingIdleStrategy.idle")
+DORMANT_FRAME = "AgentRunner.wait_while_dormant"  # its innermost frames are threading's Event.wait
 
 
 def summarize_profile(raw_files: list[Path], top: int = 20) -> str:
@@ -232,7 +233,7 @@ def summarize_profile(raw_files: list[Path], top: int = 20) -> str:
             total += count
             frames = stack.split(";")
             thread = frames[0].split(":", 1)[-1].strip() if frames[0].startswith("thread") else "?"
-            idle = frames[-1].startswith(IDLE_FRAMES)
+            idle = frames[-1].startswith(IDLE_FRAMES) or any(f.startswith(DORMANT_FRAME) for f in frames[-4:])
             by_thread.setdefault(thread, [0, 0])[1 if idle else 0] += count
             if idle:
                 continue

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from aeron_spark.archive.cli.output import EXIT_OK, Output, ToolError
+from aeron_spark.archive.service.agent_runner import IDLE_STRATEGIES, idle_strategy_name
 from aeron_spark.archive.service.archive_service import (
     DEFAULT_CONTROL_CHANNEL,
     DEFAULT_CONTROL_STREAM_ID,
@@ -62,6 +63,13 @@ def _stream_id(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"stream id must be an integer, got {text!r}") from None
+
+
+def _idle_strategy(text: str) -> str:
+    try:
+        return idle_strategy_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +109,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--connect-timeout-ms", type=int, default=5_000)
     parser.add_argument("--session-idle-timeout-ms", type=int, default=0,
                         help="end control sessions without a request for this long (default 0 = never)")
+    parser.add_argument("--idle-strategy", type=_idle_strategy,
+                        default=os.environ.get("AERON_ARCHIVE_IDLE_STRATEGY", "backoff"),
+                        help=f"what an agent does after a duty cycle without work: {', '.join(IDLE_STRATEGIES)} "
+                             "(Aeron's aeron.archive.idle.strategy; default $AERON_ARCHIVE_IDLE_STRATEGY or "
+                             "backoff: spin, yield, then park up to 1 ms, as Aeron 1.15.1)")
+    parser.add_argument("--recorder-idle-strategy", type=_idle_strategy,
+                        default=os.environ.get("AERON_ARCHIVE_RECORDER_IDLE_STRATEGY"),
+                        help="the recorder's idle strategy while it records (default "
+                             "$AERON_ARCHIVE_RECORDER_IDLE_STRATEGY or --idle-strategy)")
+    parser.add_argument("--replayer-idle-strategy", type=_idle_strategy,
+                        default=os.environ.get("AERON_ARCHIVE_REPLAYER_IDLE_STRATEGY"),
+                        help="the replayer's idle strategy while it replays (default "
+                             "$AERON_ARCHIVE_REPLAYER_IDLE_STRATEGY or --idle-strategy)")
     parser.add_argument("--auth-credentials-file", type=Path, default=None,
                         help="require authentication against 'principal:secret' lines in this file")
     parser.add_argument("--auth-challenge-only", action="store_true",
@@ -137,7 +158,9 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
         max_concurrent_recordings=args.max_concurrent_recordings,
         max_concurrent_replays=args.max_concurrent_replays,
         connect_timeout_ms=args.connect_timeout_ms,
-        session_idle_timeout_ms=args.session_idle_timeout_ms, authenticator=authenticator)
+        session_idle_timeout_ms=args.session_idle_timeout_ms, authenticator=authenticator,
+        idle_strategy=args.idle_strategy, recorder_idle_strategy=args.recorder_idle_strategy,
+        replayer_idle_strategy=args.replayer_idle_strategy)
 
 
 def ready_line(service: ArchiveService) -> str:

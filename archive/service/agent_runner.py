@@ -1,10 +1,19 @@
-"""Runs duty-cycle agents (``do_work() -> int``) on a thread with a back-off idle strategy.
+"""Runs duty-cycle agents (``do_work() -> int``) on a thread with an idle strategy.
 
 An agent is anything with ``do_work() -> int`` (work done this cycle, 0 = idle) and optionally
 ``on_close()`` and ``role_name``. One :class:`AgentRunner` runs one or more agents in turn on
 one thread (Aeron's SHARED/DEDICATED threading modes are one runner for all agents, or one per
-agent). :class:`BackoffIdleStrategy` spins a few times, then yields, then sleeps with a doubling
-park time capped at 1 ms, and resets as soon as an agent does work.
+agent). After a cycle without work the runner calls its idle strategy, as Aeron's AgentRunner
+does; the strategies are Agrona's, by the names Aeron's C driver gives them (:data:`IDLE_STRATEGIES`;
+Java class names are accepted too): ``backoff`` (the default, with Aeron 1.15.1's settings: 10
+spins, 20 yields, then parks doubling from 1 us to 1 ms, reset as soon as an agent does work),
+``yield``, ``spin`` and ``sleep`` (1 ms).
+
+**Dormant agents.** An agent that can say it has nothing to look after (``is_dormant``: the
+recorder and the replayer with no session) and can be woken (``set_wake_signal(event)``, set when
+work is handed to it) is not polled while dormant: the runner waits on the wake signal instead
+(up to :data:`DORMANT_WAIT_S`). An idle sidecar's recorder and replayer then cost nothing, and
+a new session starts at once instead of after the idle strategy's next park.
 
 An exception from ``do_work`` is logged and counted (``error_count``), passed to the runner's
 ``error_handler`` if it has one (the archive service's records it in the mark file's error log,
@@ -29,10 +38,20 @@ class Agent(Protocol):
     def do_work(self) -> int: ...
 
 
-class BackoffIdleStrategy:
-    """Spin, then yield, then park for min_park_ns doubling up to max_park_ns."""
+class IdleStrategy(Protocol):
+    def idle(self, work_count: int) -> None: ...
 
-    def __init__(self, max_spins: int = 10, max_yields: int = 5, min_park_ns: int = 1_000,
+    def reset(self) -> None: ...
+
+
+class BackoffIdleStrategy:
+    """Spin, then yield, then park for min_park_ns doubling up to max_park_ns (Agrona's
+    BackoffIdleStrategy; the defaults are Aeron 1.15.1's ``Configuration.IDLE_*`` values, which
+    its archive and driver agents use)."""
+
+    name = "backoff"
+
+    def __init__(self, max_spins: int = 10, max_yields: int = 20, min_park_ns: int = 1_000,
                  max_park_ns: int = 1_000_000) -> None:
         if max_spins < 0 or max_yields < 0 or not 0 < min_park_ns <= max_park_ns:
             raise ValueError(f"invalid back-off: spins={max_spins}, yields={max_yields}, "
@@ -62,11 +81,89 @@ class BackoffIdleStrategy:
             self._park_ns = min(self._park_ns * 2, self.max_park_ns)
 
 
+class YieldingIdleStrategy:
+    """``sched_yield()`` after every cycle without work: lowest latency short of spinning, a core
+    while a session is idle (Agrona's YieldingIdleStrategy)."""
+
+    name = "yield"
+
+    def reset(self) -> None:
+        pass
+
+    def idle(self, work_count: int) -> None:
+        if work_count <= 0:
+            os.sched_yield()
+
+
+class BusySpinIdleStrategy:
+    """Never gives the CPU up (Agrona's BusySpinIdleStrategy): for a dedicated core only."""
+
+    name = "spin"
+
+    def reset(self) -> None:
+        pass
+
+    def idle(self, work_count: int) -> None:
+        pass
+
+
+class SleepingIdleStrategy:
+    """Sleep ``period_ns`` after every cycle without work (Agrona's SleepingIdleStrategy)."""
+
+    name = "sleep"
+
+    def __init__(self, period_ns: int = 1_000_000) -> None:
+        if period_ns <= 0:
+            raise ValueError(f"sleep period must be > 0 ns, got {period_ns}")
+        self.period_s = period_ns / 1e9
+
+    def reset(self) -> None:
+        pass
+
+    def idle(self, work_count: int) -> None:
+        if work_count <= 0:
+            time.sleep(self.period_s)
+
+
+#: The idle strategies by name (Aeron's C driver names), and by the Java class names
+#: ``aeron.archive.idle.strategy`` takes.
+IDLE_STRATEGIES: dict[str, Callable[[], IdleStrategy]] = {
+    "backoff": BackoffIdleStrategy,
+    "yield": YieldingIdleStrategy,
+    "spin": BusySpinIdleStrategy,
+    "sleep": SleepingIdleStrategy,
+}
+_JAVA_IDLE_STRATEGIES = {
+    "org.agrona.concurrent.BackoffIdleStrategy": "backoff",
+    "org.agrona.concurrent.YieldingIdleStrategy": "yield",
+    "org.agrona.concurrent.BusySpinIdleStrategy": "spin",
+    "org.agrona.concurrent.SleepingMillisIdleStrategy": "sleep",
+}
+
+#: How long a dormant agent's runner waits on its wake signal before looking again (a safety
+#: net: every hand-off sets the signal).
+DORMANT_WAIT_S = 1.0
+
+
+def idle_strategy_name(text: str) -> str:
+    """The canonical name of an idle strategy given by name or Java class name; ValueError naming
+    the accepted values otherwise."""
+    name = _JAVA_IDLE_STRATEGIES.get(text.strip(), text.strip().lower())
+    if name not in IDLE_STRATEGIES:
+        raise ValueError(f"unknown idle strategy {text!r}: expected one of {', '.join(IDLE_STRATEGIES)} "
+                         f"(or {', '.join(_JAVA_IDLE_STRATEGIES)})")
+    return name
+
+
+def new_idle_strategy(text: str) -> IdleStrategy:
+    return IDLE_STRATEGIES[idle_strategy_name(text)]()
+
+
 class AgentRunner:
     """One thread running ``agents`` round-robin until :meth:`close`."""
 
     def __init__(self, agents: Sequence[Agent], *, name: str = "archive-agents",
-                 idle_strategy: BackoffIdleStrategy | None = None,
+                 idle_strategy: IdleStrategy | None = None,
                  error_handler: Callable[[BaseException], None] | None = None) -> None:
         if not agents:
             raise ValueError("an AgentRunner needs at least one agent")
@@ -78,6 +175,12 @@ class AgentRunner:
         self._running = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Dormancy needs every agent of this runner to say when it is dormant and to take the signal.
+        self._wake = threading.Event()
+        self._can_doze = all(hasattr(a, "is_dormant") and hasattr(a, "set_wake_signal") for a in self.agents)
+        if self._can_doze:
+            for agent in self.agents:
+                agent.set_wake_signal(self._wake)
 
     def start(self) -> "AgentRunner":
         if self._thread is not None:
@@ -111,9 +214,22 @@ class AgentRunner:
         idle = self.idle_strategy
         try:
             while self._running.is_set():
-                idle.idle(self.do_work())
+                work = self.do_work()
+                if work == 0 and self._can_doze and self.wait_while_dormant():
+                    idle.reset()
+                    continue
+                idle.idle(work)
         finally:
             self._close_agents()
+
+    def wait_while_dormant(self, timeout_s: float = DORMANT_WAIT_S) -> bool:
+        """If every agent is dormant, wait until one is woken (or ``timeout_s``); whether it waited.
+        The signal is cleared before the agents are asked, so a hand-off in between is not lost."""
+        self._wake.clear()
+        if not all(agent.is_dormant for agent in self.agents) or not self._running.is_set():
+            return False
+        self._wake.wait(timeout_s)
+        return True
 
     def _close_agents(self) -> None:
         for agent in self.agents:
@@ -135,6 +251,7 @@ class AgentRunner:
             return
         self._closed = True
         self._running.clear()
+        self._wake.set()
         if self._thread is None:
             self._close_agents()
             return

@@ -38,7 +38,7 @@ from aeron_spark.archive.codecs.constants import (  # Aeron's defaults, defined 
     DEFAULT_LOCAL_CONTROL_STREAM_ID,
     DEFAULT_RECORDING_EVENTS_STREAM_ID,
 )
-from aeron_spark.archive.service.agent_runner import AgentRunner
+from aeron_spark.archive.service.agent_runner import AgentRunner, new_idle_strategy
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.service.conductor import ArchiveConductor, ConductorSettings
@@ -78,6 +78,11 @@ class ArchiveServiceOptions:
     authenticator: Authenticator | None = None
     driver_dir: str | None = None  # embedded driver directory (default: a fresh unique one)
     driver_term_buffer_length: int | None = None
+    # Idle strategies by name (agent_runner.IDLE_STRATEGIES): Java's aeron.archive.idle.strategy,
+    # and its recorder/replayer overrides (None: the general one).
+    idle_strategy: str = "backoff"
+    recorder_idle_strategy: str | None = None
+    replayer_idle_strategy: str | None = None
 
     def with_changes(self, **changes: Any) -> "ArchiveServiceOptions":
         return dataclasses.replace(self, **changes)
@@ -174,8 +179,11 @@ class ArchiveService:
     def _start_agents(self, agents: list[Any]) -> None:
         """One `AgentRunner` thread per agent (Aeron's DEDICATED threading), named by its role;
         an error a duty cycle raises is logged, counted and recorded in the mark file."""
+        o = self.options
+        strategies = {"archive-recorder": o.recorder_idle_strategy, "archive-replayer": o.replayer_idle_strategy}
         for agent in agents:
-            self._runners.append(AgentRunner([agent], name=agent.role_name,
+            idle = new_idle_strategy(strategies.get(agent.role_name) or o.idle_strategy)
+            self._runners.append(AgentRunner([agent], name=agent.role_name, idle_strategy=idle,
                                              error_handler=self.error_log).start())
 
     # ------------------------------------------------------------------ stop

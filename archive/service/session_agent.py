@@ -8,12 +8,17 @@ cycle), retires the sessions that are done, and
 publishes the I/O counters once per cycle that did work. ``on_close`` aborts every session, gives
 each one more cycle to stop, retires it and closes the counters. Subclasses say how a command
 aborts sessions and how a session is retired.
+
+With no session, queued session or command the agent is dormant (``is_dormant``): its runner
+waits on the wake signal it gave (``set_wake_signal``), which ``add_session`` and every command set,
+instead of polling an empty duty cycle (see :mod:`~aeron_spark.archive.service.agent_runner`).
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import threading
 from collections.abc import Callable
 from typing import Protocol
 
@@ -54,6 +59,7 @@ class SessionAgent[S: Session]:
         self._sessions: list[S] = []
         self._failed_cycles: dict[int, int] = {}  # id(session) -> duty cycles that raised
         self._closed = False
+        self._wake: threading.Event | None = None
 
     # -- to be said by each agent -------------------------------------------------------------------
     def _describe(self, session: S) -> str:
@@ -72,13 +78,29 @@ class SessionAgent[S: Session]:
         if self._closed:
             raise RuntimeError(f"{self.role_name} is closed: cannot add {self._describe(session)}")
         self._incoming.append(session)
+        self._wake_up()
 
     def _enqueue(self, command: str, ident: int) -> None:
         self._commands.append((command, ident))
+        self._wake_up()
+
+    def _wake_up(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            wake.set()  # after the append: the runner clears it before looking at the queues
+
+    def set_wake_signal(self, wake: threading.Event) -> None:
+        """The event this agent's runner waits on while the agent is dormant."""
+        self._wake = wake
 
     @property
     def session_count(self) -> int:
         return len(self._sessions) + len(self._incoming)
+
+    @property
+    def is_dormant(self) -> bool:
+        """Nothing to drive: no session, none queued, no command (a snapshot, any thread)."""
+        return not (self._sessions or self._incoming or self._commands)
 
     # -- the agent's thread --------------------------------------------------------------------------
     def do_work(self) -> int:

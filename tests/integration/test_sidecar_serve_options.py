@@ -26,6 +26,11 @@ def test_serve_options_and_their_defaults(tmp_path: Path):
     assert options.replay_checksum is None
     assert options.replay_buffer_length == 1024 * 1024 and options.connect_timeout_ms == 5_000
     assert options.segment_file_length == 128 * 1024 * 1024 and options.authenticator is None
+    assert (options.idle_strategy, options.recorder_idle_strategy, options.replayer_idle_strategy) == \
+        ("backoff", None, None)
+    yielding = tool.build_parser().parse_args(["serve", "--dir", str(tmp_path), "--recorder-idle-strategy",
+                                               "org.agrona.concurrent.YieldingIdleStrategy"])
+    assert serve_command.options_from_args(yielding).recorder_idle_strategy == "yield"
     out = io.StringIO()
     assert tool.main(["serve", "--help"], stdout=out) == 0
     for option in ("--dir", "--aeron-dir", "--control-channel", "--control-stream-id",
