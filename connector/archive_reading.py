@@ -47,6 +47,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
+import numpy as np
+
 from aeron_spark.archive.client import live_positions
 from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import aligned_frame_length
@@ -136,6 +138,9 @@ class ClientArchiveAccess:
         self._counter_ids: dict[int, int] = {}  # recording id -> its rec-pos counter id, once read
         self._counter_index: dict[int, int] | None = None
         self._counter_index_built = 0.0
+        # Bumped when _counter_ids changes; `live_positions` keeps the ids it gathers by until then.
+        self._counter_ids_version = 0
+        self._gather: tuple | None = None
         self._recorded_stream_checks: dict[tuple[str, int], float] = {}
         self._endpoints: ReplayEndpoints | None = None
 
@@ -209,11 +214,46 @@ class ClientArchiveAccess:
             value = live_positions.recorded_position(counters, counter_id)
             # Checked after reading: a freed counter id may be reused by another recording.
             if live_positions.is_counter_of(counters, counter_id, recording_id):
-                self._counter_ids[recording_id] = counter_id
+                if self._counter_ids.get(recording_id) != counter_id:
+                    self._counter_ids[recording_id] = counter_id
+                    self._counter_ids_version += 1
                 return value
-        self._counter_ids.pop(recording_id, None)
+        if self._counter_ids.pop(recording_id, None) is not None:
+            self._counter_ids_version += 1
         position = self._client.recording_position(recording_id)  # a counter not visible yet
         return None if position is None or position < 0 else position
+
+    def live_positions(self, recording_ids: list[int]) -> dict[int, int | None]:
+        """`live_position` of each recording: those whose counter is known are read together with
+        one numpy gather and ownership check over the counters (no per-recording C call); the rest
+        one at a time as `live_position` (which finds their counter, or asks the archive)."""
+        if not recording_ids:
+            return {}
+        counters = self._client.aeron.counters_reader
+        columns = getattr(counters, "columns", None)
+        known = self._counter_ids
+        if columns is None:  # a reader without numpy views (a stand-in)
+            return {recording_id: self.live_position(recording_id) for recording_id in recording_ids}
+        gather = self._gather
+        if gather is None or gather[0] != self._counter_ids_version or gather[1] != recording_ids:
+            with_counter = [recording_id for recording_id in recording_ids if recording_id in known]
+            gather = self._gather = (self._counter_ids_version, list(recording_ids), with_counter,
+                                     np.array([known[recording_id] for recording_id in with_counter], dtype=np.intp),
+                                     np.array(with_counter, dtype=np.int64))
+        with_counter = gather[2]
+        positions: dict[int, int | None] = {}
+        if with_counter:
+            values, owned = live_positions.read_owned_positions(columns(), gather[3], gather[4])
+            if owned.all():
+                positions = dict(zip(with_counter, values.tolist()))
+            else:
+                positions = {recording_id: value for recording_id, value, mine
+                             in zip(with_counter, values.tolist(), owned.tolist()) if mine}
+        if len(positions) < len(recording_ids):
+            for recording_id in recording_ids:
+                if recording_id not in positions:
+                    positions[recording_id] = self.live_position(recording_id)
+        return positions
 
     def _find_counter(self, counters, recording_id: int) -> int:
         """The recording's rec-pos counter id, from an index of every rec-pos counter of this

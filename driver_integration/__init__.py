@@ -4,7 +4,7 @@ client through cffi (publications, subscriptions, images, counters), plus log ma
 
 from ._capi import aeron_version
 from .client import AeronClient
-from .counters import Counter, CountersReader, CounterState
+from .counters import Counter, CounterColumns, CountersReader, CounterState
 from .errors import AeronError, ResourceClosedError
 from .image import BlockHandler, FrameHeader, Header, Image, MessageHandler
 from .media_driver import MediaDriver, MediaDriverOptions
@@ -19,6 +19,7 @@ __all__ = [
     "BlockHandler",
     "BufferClaim",
     "Counter",
+    "CounterColumns",
     "CounterState",
     "CountersReader",
     "DriverUnavailable",

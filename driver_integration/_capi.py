@@ -270,6 +270,13 @@ int aeron_counters_reader_metadata_key(aeron_counters_reader_t *counters_reader,
                                        uint8_t **key_p);
 int aeron_counters_reader_counter_label(aeron_counters_reader_t *counters_reader, int32_t counter_id,
                                         char *buffer, size_t buffer_length);
+typedef struct aeron_counters_reader_buffers_stct {
+    uint8_t *values;
+    uint8_t *metadata;
+    size_t values_length;
+    size_t metadata_length;
+} aeron_counters_reader_buffers_t;
+int aeron_counters_reader_get_buffers(aeron_counters_reader_t *reader, aeron_counters_reader_buffers_t *buffers);
 
 /* embedded media driver (aeronmd.h) */
 int aeron_driver_context_init(aeron_driver_context_t **context);
@@ -302,6 +309,13 @@ COUNTER_RECORD_ALLOCATED = 1
 COUNTER_RECORD_RECLAIMED = -1
 COUNTER_MAX_KEY_LENGTH = 112
 COUNTER_MAX_LABEL_LENGTH = 380
+# aeron_counter_value_descriptor_t: value, registration id, owner id, padded to two cache lines.
+COUNTER_VALUE_LENGTH = 128
+COUNTER_REGISTRATION_ID_OFFSET = 8
+# aeron_counter_metadata_descriptor_t: state, type id, free-for-reuse deadline, key, label.
+COUNTER_METADATA_LENGTH = 512
+COUNTER_TYPE_ID_OFFSET = 4
+COUNTER_KEY_OFFSET = 16
 
 ffi = cffi.FFI()
 ffi.cdef(_PACKED_CDEF, packed=False, pack=4)

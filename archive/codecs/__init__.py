@@ -15,6 +15,7 @@ See docs/protocol.md for the templates, versions and legacy rules.
 
 from aeron_spark.archive.codecs.codec import (
     MAX_VAR_FIELD_LENGTH,
+    EncodedMessage,
     block_length_for,
     decode,
     decode_body,
@@ -64,7 +65,7 @@ MESSAGE_TYPES: dict[int, type] = {
 __all__ = [
     *_constants_all,
     "decode", "decode_header", "encode", "encode_into", "encoded_length", "block_length_for",
-    "encode_body", "decode_body",
+    "encode_body", "decode_body", "EncodedMessage",
     "MAX_VAR_FIELD_LENGTH", "HEADER_LENGTH", "MessageHeader",
     "CodecError", "UnknownTemplateError", "SchemaIdMismatchError", "EncodeError",
     "MESSAGE_SPECS", "SPEC_BY_TYPE", "MESSAGE_TYPES", "ControlMessage",

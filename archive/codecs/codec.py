@@ -9,6 +9,7 @@ Aeron Archive 1.15.1.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from aeron_spark.archive.codecs.constants import (
     MAX_KNOWN_SCHEMA_VERSION,
@@ -231,8 +232,21 @@ def _unknown_template(
 # Encoding
 # ---------------------------------------------------------------------------------------------
 
-def encode(message: ControlMessage, *, version: int = SCHEMA_VERSION) -> bytes:
+@dataclass(frozen=True, slots=True)
+class EncodedMessage:
+    """A message already encoded, header included, in the layout of SCHEMA_VERSION (e.g. a
+    RecordingDescriptor made from the catalog's stored bytes): `encode` hands its bytes on."""
+
+    data: bytes
+
+
+def encode(message: ControlMessage | EncodedMessage, *, version: int = SCHEMA_VERSION) -> bytes:
     """The message's bytes (header included) in the layout of schema ``version``."""
+    if isinstance(message, EncodedMessage):
+        if version != SCHEMA_VERSION:
+            raise EncodeError(f"an already encoded message is in the schema version {SCHEMA_VERSION} "
+                              f"layout, not {version}")
+        return message.data
     buffer = bytearray(encoded_length(message, version=version))
     encode_into(buffer, 0, message, version=version)
     return bytes(buffer)

@@ -8,12 +8,18 @@ correlationId, recordingId, startTimestamp, stopTimestamp, startPosition, stopPo
 initialTermId, segmentFileLength, termBufferLength, mtuLength, sessionId, streamId: i32), then
 strippedChannel, originalChannel and sourceIdentity, each a u32 length and ASCII bytes.
 
-The field offsets let the catalog update a stored descriptor in place.
+The field offsets let the catalog update a stored descriptor in place, and `stored_body_length`
++ `descriptor_message` let a listing send a stored body as it is (as Aeron's archive does),
+with only the two id fields of the response written, instead of decoding and encoding it again.
 """
 
 from __future__ import annotations
 
-from aeron_spark.archive.codecs.codec import decode_body, encode_body
+import struct
+
+from aeron_spark.archive.codecs.codec import EncodedMessage, decode_body, encode_body
+from aeron_spark.archive.codecs.constants import SCHEMA_ID, SCHEMA_VERSION
+from aeron_spark.archive.codecs.header import HEADER, HEADER_LENGTH
 from aeron_spark.archive.codecs.messages import SPEC_BY_TYPE, RecordingDescriptorMessage
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 
@@ -50,3 +56,57 @@ def decode_descriptor_body(buffer, offset: int = 0,
     its body used; bytes after it are ignored. Raises `CodecError` for malformed bytes."""
     message, used = decode_body(RecordingDescriptorMessage, buffer, offset, length)
     return message.to_descriptor(), used
+
+
+_MESSAGE_HEADER = HEADER.pack(ROOT_BLOCK_LENGTH, _SPEC.template_id, SCHEMA_ID, SCHEMA_VERSION)
+_RESPONSE_IDS = struct.Struct("<qq")  # controlSessionId, correlationId: the block's first 16 bytes
+_RECORDING_ID = struct.Struct("<q")
+_STREAM_ID = struct.Struct("<i")
+_VAR_LENGTH = struct.Struct("<I")
+RECORDING_ID_OFFSET = _offset("recordingId")  # i64
+STREAM_ID_OFFSET = _offset("streamId")  # i32
+assert (CONTROL_SESSION_ID_OFFSET, CORRELATION_ID_OFFSET) == (0, 8)
+
+
+def stored_body_length(body, recording_id: int) -> int | None:
+    """Whether ``body`` (bytes-like, exactly the stored descriptor) is a well-formed body of
+    ``recording_id`` that `decode_descriptor_body` would read using all of it: its length then,
+    else None. The checks `decode_descriptor_body` and the catalog make, without building
+    anything: lengths that fit, ASCII strings, the recording id."""
+    length = len(body)
+    if length < MIN_BODY_LENGTH or _RECORDING_ID.unpack_from(body, RECORDING_ID_OFFSET)[0] != recording_id:
+        return None
+    cursor = ROOT_BLOCK_LENGTH
+    for _ in range(VAR_FIELD_COUNT):
+        if cursor + VAR_LENGTH_PREFIX > length:
+            return None
+        field_length = _VAR_LENGTH.unpack_from(body, cursor)[0]
+        cursor += VAR_LENGTH_PREFIX
+        if cursor + field_length > length or not bytes(body[cursor:cursor + field_length]).isascii():
+            return None
+        cursor += field_length
+    return length if cursor == length else None
+
+
+def channels(body) -> tuple[bytes, bytes]:
+    """(strippedChannel, originalChannel) of a body `stored_body_length` accepted, as ASCII bytes."""
+    stripped_length = _VAR_LENGTH.unpack_from(body, ROOT_BLOCK_LENGTH)[0]
+    original_at = ROOT_BLOCK_LENGTH + VAR_LENGTH_PREFIX + stripped_length
+    original_length = _VAR_LENGTH.unpack_from(body, original_at)[0]
+    stripped = bytes(body[ROOT_BLOCK_LENGTH + VAR_LENGTH_PREFIX:original_at])
+    original = bytes(body[original_at + VAR_LENGTH_PREFIX:original_at + VAR_LENGTH_PREFIX + original_length])
+    return stripped, original
+
+
+def stream_id(body) -> int:
+    return _STREAM_ID.unpack_from(body, STREAM_ID_OFFSET)[0]
+
+
+def descriptor_message(body, control_session_id: int, correlation_id: int) -> EncodedMessage:
+    """The RecordingDescriptor response for a stored ``body``: the header, then the body with
+    this response's control session and correlation ids; the same bytes as encoding the decoded
+    descriptor with those ids."""
+    message = bytearray(_MESSAGE_HEADER)
+    message += body
+    _RESPONSE_IDS.pack_into(message, HEADER_LENGTH, control_session_id, correlation_id)
+    return EncodedMessage(bytes(message))

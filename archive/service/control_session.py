@@ -56,6 +56,8 @@ from aeron_spark.archive.codecs import (
     format_semantic_version,
     semantic_version_parts,
 )
+from aeron_spark.archive.codecs.codec import EncodedMessage
+from aeron_spark.archive.codecs.descriptor_body import descriptor_message
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration.publication import OfferResult
 
@@ -79,7 +81,7 @@ _BACK_PRESSURED = OfferResult.BACK_PRESSURED
 _ADMIN_ACTION = OfferResult.ADMIN_ACTION
 
 Outbound = (ControlResponse | Challenge | Ping | RecordingSignalEvent | RecordingDescriptorMessage
-            | RecordingSubscriptionDescriptor)
+            | RecordingSubscriptionDescriptor | EncodedMessage)
 
 
 class SessionState(Enum):
@@ -318,6 +320,11 @@ class ControlSession:
     def send_descriptor(self, correlation_id: int, descriptor: RecordingDescriptor) -> None:
         self._queue(RecordingDescriptorMessage.from_descriptor(
             descriptor, control_session_id=self.control_session_id, correlation_id=correlation_id))
+
+    def send_stored_descriptor(self, correlation_id: int, body) -> None:
+        """A RecordingDescriptor from the catalog's stored body, sent as it is (only this
+        response's ids written): what `send_descriptor` sends, without decoding and encoding."""
+        self._queue(descriptor_message(body, self.control_session_id, correlation_id))
 
     def send_subscription_descriptor(self, correlation_id: int, subscription_id: int,
                                      stream_id: int, stripped_channel: str) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aeron_spark.archive.codecs import ArchiveErrorCode, BooleanType
-from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
+from aeron_spark.archive.codecs import descriptor_body
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, in_catalog_range
@@ -34,20 +34,21 @@ class RecordingListingSession:
 
     The catalog's in-memory index picks the candidates (valid, and of ``stream_id`` when given), so
     recordings of other streams cost nothing; only candidates are read and matched, at most
-    `LISTING_BATCH` per duty cycle."""
+    `LISTING_BATCH` per duty cycle. Their stored descriptor bodies are matched and sent as they
+    are (as Aeron does), never decoded into descriptors and encoded again."""
 
     __slots__ = ("session", "catalog", "correlation_id", "next_recording_id", "remaining", "matches",
                  "stream_id")
 
     def __init__(self, session: ControlSession, catalog: Catalog, correlation_id: int,
                  from_recording_id: int, count: int,
-                 matches: Callable[[RecordingDescriptor], bool], stream_id: int | None = None) -> None:
+                 matches: Callable[[memoryview], bool] | None, stream_id: int | None = None) -> None:
         self.session = session
         self.catalog = catalog
         self.correlation_id = correlation_id
         self.next_recording_id = max(0, from_recording_id)
         self.remaining = count
-        self.matches = matches
+        self.matches = matches  # over a stored body; None: every recording
         self.stream_id = stream_id
 
     def do_work(self) -> int:
@@ -59,13 +60,15 @@ class RecordingListingSession:
             return 1
         candidates = self.catalog.listable_ids(self.next_recording_id, end, self.stream_id)
         batch = candidates[:LISTING_BATCH].tolist()
-        for read, recording_id in enumerate(batch, start=1):
-            self.next_recording_id = recording_id + 1
-            descriptor = self.catalog.descriptor(recording_id)
-            if descriptor is not None and self.matches(descriptor):
-                session.send_descriptor(self.correlation_id, descriptor)
+        if batch:
+            self.next_recording_id = batch[-1] + 1
+        matches = self.matches
+        for read, (recording_id, body) in enumerate(self.catalog.stored_bodies(batch), start=1):
+            if matches is None or matches(body):
+                session.send_stored_descriptor(self.correlation_id, body)
                 self.remaining -= 1
                 if self.remaining <= 0:
+                    self.next_recording_id = recording_id + 1
                     session.active_listing = None
                     return read + 1
         if len(candidates) > LISTING_BATCH:
@@ -86,26 +89,30 @@ class ListingRequests:
 
     def list_recordings(self, session: ControlSession, message: Any) -> None:
         self._begin_listing(session, message.correlation_id, message.from_recording_id,
-                            message.record_count, lambda d: True)
+                            message.record_count, None)
 
     def list_recordings_for_uri(self, session: ControlSession, message: Any) -> None:
         stream_id, fragment = message.stream_id, message.channel
+        # Stored channels are ASCII: a fragment that is not matches none of them.
+        wanted = fragment.encode("ascii") if fragment.isascii() else None
 
-        def matches(d: RecordingDescriptor) -> bool:
-            return d.stream_id == stream_id and (fragment in d.original_channel
-                                                 or fragment in d.stripped_channel)
+        def matches(body: memoryview) -> bool:
+            if wanted is None or descriptor_body.stream_id(body) != stream_id:
+                return False
+            stripped, original = descriptor_body.channels(body)
+            return wanted in original or wanted in stripped
 
         self._begin_listing(session, message.correlation_id, message.from_recording_id,
                             message.record_count, matches, stream_id)
 
     def list_recording(self, session: ControlSession, message: Any) -> None:
         _no_listing_in_progress(session)
-        descriptor = (self.catalog.descriptor(message.recording_id)
-                      if in_catalog_range(self.catalog, message.recording_id) else None)
-        if descriptor is None:
-            session.send_recording_unknown(message.correlation_id, message.recording_id)
+        recording_id = message.recording_id
+        stored = self.catalog.stored_bodies([recording_id]) if in_catalog_range(self.catalog, recording_id) else []
+        if stored:
+            session.send_stored_descriptor(message.correlation_id, stored[0][1])
         else:
-            session.send_descriptor(message.correlation_id, descriptor)
+            session.send_recording_unknown(message.correlation_id, recording_id)
 
     def list_recording_subscriptions(self, session: ControlSession, message: Any) -> None:
         _no_listing_in_progress(session)
@@ -124,7 +131,7 @@ class ListingRequests:
         session.send_subscription_unknown(message.correlation_id)
 
     def _begin_listing(self, session: ControlSession, correlation_id: int, from_recording_id: int,
-                       count: int, matches: Callable[[RecordingDescriptor], bool],
+                       count: int, matches: Callable[[memoryview], bool] | None,
                        stream_id: int | None = None) -> None:
         _no_listing_in_progress(session)
         session.active_listing = RecordingListingSession(session, self.catalog, correlation_id,

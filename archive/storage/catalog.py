@@ -320,6 +320,28 @@ class Catalog:
         result = _decode_slot(slot, recording_id)
         return result if isinstance(result, CatalogEntry) else None
 
+    def stored_bodies(self, recording_ids: list[int]) -> list[tuple[int, memoryview]]:
+        """(id, stored descriptor body) of each of ``recording_ids`` (ascending) that is valid and
+        well formed, as `descriptor` would decode it, but not decoded: a listing sends these bytes
+        as they are. Slots next to each other are read with one pread."""
+        found: list[tuple[int, memoryview]] = []
+        next_index = 0
+        for first, last in _dense_runs(recording_ids):
+            data = memoryview(os.pread(self._fd, (last - first + 1) * ENTRY_LENGTH, _slot_offset(first)))
+            while next_index < len(recording_ids) and recording_ids[next_index] <= last:
+                recording_id = recording_ids[next_index]
+                next_index += 1
+                at = (recording_id - first) * ENTRY_LENGTH
+                if at + ENTRY_LENGTH > len(data):
+                    continue  # past the end of the file
+                length, valid = _DESCRIPTOR_HEADER.unpack_from(data, at)
+                if valid != 1 or not MIN_DESCRIPTOR_LENGTH <= length <= MAX_DESCRIPTOR_LENGTH:
+                    continue
+                body = data[at + DESCRIPTOR_HEADER_LENGTH:at + DESCRIPTOR_HEADER_LENGTH + length]
+                if descriptor_body.stored_body_length(body, recording_id) is not None:
+                    found.append((recording_id, body))
+        return found
+
     def listable_ids(self, from_recording_id: int, end: int | None = None,
                      stream_id: int | None = None) -> np.ndarray:
         """Ids in [from_recording_id, end) of valid recordings (of ``stream_id`` only, if given), in
@@ -587,6 +609,18 @@ def _decode_slot(slot: bytes | memoryview, recording_id: int) -> CatalogEntry | 
         return CatalogProblem(recording_id, f"slot holds a descriptor for recording "
                                             f"{descriptor.recording_id}")
     return CatalogEntry(descriptor, valid == 1)
+
+
+def _dense_runs(recording_ids: list[int], max_gap: int = 8) -> list[tuple[int, int]]:
+    """(first, last) spans covering ascending ``recording_ids``, split where ids are more than
+    ``max_gap`` apart (reading the slots between would cost more than another pread)."""
+    runs: list[tuple[int, int]] = []
+    for recording_id in recording_ids:
+        if runs and recording_id - runs[-1][1] <= max_gap:
+            runs[-1] = (runs[-1][0], recording_id)
+        else:
+            runs.append((recording_id, recording_id))
+    return runs
 
 
 def _slot_offset(recording_id: int) -> int:

@@ -37,6 +37,10 @@ class ArchiveAccess(Protocol):
     def live_position(self, recording_id: int) -> int | None:
         """The recorded position of an active recording, None once it is not being recorded."""
 
+    def live_positions(self, recording_ids: list[int]) -> dict[int, int | None]:
+        """`live_position` of every one of ``recording_ids`` (each a key of the answer), read
+        together: called every trigger for every live recording, so without a call per recording."""
+
     def replay(self, recording_id: int, start: int, end: int,
                settings: ReplaySettings) -> ContextManager[Iterator[tuple[int, bytes]]]:
         """Frames of [start, end) as (position, block) pairs, contiguous, in order."""

@@ -34,6 +34,8 @@ from aeron_spark.connector.step_timings import StepTimings
 # getDefaultReadLimit when only minBytesPerTrigger is set: a limit that is not ReadAllAvailable
 # (which means "ignore the options", e.g. Trigger.Once) yet caps nothing.
 UNCAPPED_BYTES = (1 << 63) - 1
+# Offsets remembered with their parsed positions: a trigger's start and end, and the previous end.
+KNOWN_OFFSETS = 4
 
 
 class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -55,6 +57,9 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                                        self._clock_ms)
         self._available_now_target: dict[int, int] | None = None
         self._latest_seen: dict[int, int] | None = None
+        # Offsets this reader returned or parsed lately, with their positions: Spark hands the
+        # previous end back as the next start (and both to partitions), parsed from its JSON again.
+        self._known_offsets: list[tuple[dict, RecordingPositions]] = []
 
     def __getstate__(self) -> dict:
         return {"options": self.options, "_driver_opener": self._driver_opener,
@@ -92,10 +97,26 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         latest, _ = self.offset_reader.latest_positions(recordings)
         self._available_now_target = latest
 
+    def _positions(self, offset: dict, what: str) -> RecordingPositions:
+        """``offset`` parsed, or the positions of an equal offset returned or parsed lately (a dict
+        comparison in C instead of validating every entry again)."""
+        for known, positions in self._known_offsets:
+            if known is offset or known == offset:
+                return positions
+        positions = RecordingPositions.from_offset(offset, what)
+        self._remember(offset, positions)
+        return positions
+
+    def _remember(self, offset: dict, positions: RecordingPositions) -> dict:
+        self._known_offsets = [(offset, positions)] + [
+            known for known in self._known_offsets[:KNOWN_OFFSETS - 1] if known[0] is not offset]
+        return offset
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        start_positions = RecordingPositions.from_offset(start, "start offset")
-        backlogs, end = self._backlogs(start_positions)
-        self._latest_seen = {b.recording_id: b.latest for b in backlogs}
+        start_positions = self._positions(start, "start offset")
+        backlogs, end, latest = self._backlogs(start_positions)
+        latest.update((b.recording_id, b.latest) for b in backlogs)  # as capped by availableNow
+        self._latest_seen = latest
         if isinstance(limit, ReadAllAvailable):
             ends = {b.recording_id: b.latest for b in backlogs}
         elif isinstance(limit, ReadMaxBytes):
@@ -106,22 +127,31 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         else:
             raise ValueError(f"aeron-archive source: unsupported read limit {limit!r}; accepted: "
                              "ReadAllAvailable, ReadMaxBytes")
-        return end.updated(ends).to_offset()
+        end = end.updated(ends)
+        return self._remember(end.to_offset(), end)
 
-    def _backlogs(self, start: RecordingPositions) -> tuple[list[Backlog], RecordingPositions]:
+    def _backlogs(self, start: RecordingPositions) -> tuple[list[Backlog], RecordingPositions, dict[int, int]]:
+        """Backlogs of the recordings with something to read or new to the query (the others
+        would add nothing to the batch or its caps), the start without vanished recordings, and
+        every recording's latest position."""
         reader = self.offset_reader
         if self._available_now_target is not None:
             candidates = set(self._available_now_target)
         else:
-            candidates = set(reader.known_recordings(already_read=set(start))) | set(start)
+            read = start.positions.keys()
+            candidates = reader.known_recordings(already_read=read).keys() | read
         latest, vanished = reader.latest_positions(sorted(candidates))
-        lost = vanished & set(start)
+        lost = {recording_id for recording_id in vanished if recording_id in start}
         for recording_id in sorted(lost):
             self._policy.report(f"recording {recording_id} is no longer in the archive (read up to "
                                 f"{start[recording_id]})")
         end = start.without(lost)
         backlogs: list[Backlog] = []
-        for recording_id, position in sorted(latest.items()):
+        if self._available_now_target is None:
+            moved = sorted(latest.items() - start.positions.items())  # set difference in C
+        else:
+            moved = sorted(latest.items())
+        for recording_id, position in moved:
             descriptor = reader.describe(recording_id)
             if descriptor is None:
                 continue
@@ -133,7 +163,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                                     f"query's position {first}")
                 position = first
             backlogs.append(Backlog(recording_id, first, position, descriptor.term_buffer_length))
-        return backlogs, end
+        return backlogs, end, latest
 
     def reportLatestOffset(self) -> dict | None:
         if self._latest_seen is None:
@@ -143,8 +173,9 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     # --- planning and reading ---
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        start_positions = RecordingPositions.from_offset(start, "start offset")
-        end_positions = RecordingPositions.from_offset(end, "end offset")
+        start_positions = self._positions(start, "start offset")
+        # Only recordings that moved (or are new) can have a range: planning costs what changed.
+        end_positions = self._positions(end, "end offset").changed_since(start_positions)
         layouts = self.offset_reader.layouts(end_positions)
         for recording_id in sorted(set(end_positions) - set(layouts)):
             if end_positions[recording_id] != start_positions.get(recording_id):

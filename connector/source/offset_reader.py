@@ -11,7 +11,8 @@ position, so a stopped recording is read to its end.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 
 from aeron_spark.archive.client import RecordingDescriptor
 
@@ -49,6 +50,11 @@ class OffsetReader:
         self._layouts: dict[int, tuple[RecordingDescriptor, RecordingLayout]] = {}
         self._recheck_window_ms: float | None = None
         self._rechecks_in_window = 0
+        self._recheck_not_before_ms: float | None = None  # no stopped recording is due before
+        # Bumped whenever a descriptor is added, dropped or its stop position changes: the plan
+        # of latest_positions (which recordings are sink, stopped or live) holds until then.
+        self._descriptors_version = 0
+        self._plan: _PositionsPlan | None = None
 
     @property
     def access(self) -> ArchiveAccess:
@@ -57,7 +63,7 @@ class OffsetReader:
         return self._access
 
     def known_recordings(self, force_discovery: bool = False,
-                         already_read: frozenset[int] | set[int] = frozenset()) -> dict[int, RecordingDescriptor]:
+                         already_read: Collection[int] = frozenset()) -> dict[int, RecordingDescriptor]:
         """Descriptors of every recording this source reads (discovering new ones if due).
 
         A named recording that is missing is an error, unless the query has already read from it
@@ -73,14 +79,15 @@ class OffsetReader:
                         raise RecordingNotFound(
                             f"option recordingIds: recording {recording_id} is not in the archive "
                             f"(archive id {self.access.archive_id})")
-                    self.descriptors[recording_id] = descriptor
+                    self._store(recording_id, descriptor)
             return dict(self.descriptors)
         now = self._clock_ms()
         due = (self._last_discovery_ms is None
                or now - self._last_discovery_ms >= self.options.discovery_interval_ms)
         if force_discovery or due:
             for descriptor in self._discovery.discover(self.access):
-                self.descriptors.setdefault(descriptor.recording_id, descriptor)
+                if descriptor.recording_id not in self.descriptors:
+                    self._store(descriptor.recording_id, descriptor)
             self._last_discovery_ms = now
         return dict(self.descriptors)
 
@@ -89,41 +96,82 @@ class OffsetReader:
         if descriptor is None:
             descriptor = self.access.describe(recording_id)
             if descriptor is not None:
-                self.descriptors[recording_id] = descriptor
+                self._store(recording_id, descriptor)
         return descriptor
 
     def refresh(self, recording_id: int) -> RecordingDescriptor | None:
         descriptor = self.access.describe(recording_id)
         if descriptor is None:
-            self.descriptors.pop(recording_id, None)
+            if self.descriptors.pop(recording_id, None) is not None:
+                self._descriptors_version += 1
         else:
-            self.descriptors[recording_id] = descriptor
+            self._store(recording_id, descriptor)
         return descriptor
 
+    def _store(self, recording_id: int, descriptor: RecordingDescriptor) -> None:
+        known = self.descriptors.get(recording_id)
+        if known is None or known.stop_position != descriptor.stop_position:
+            self._descriptors_version += 1
+        self.descriptors[recording_id] = descriptor
+
     def latest_positions(self, recording_ids: Iterable[int]) -> tuple[dict[int, int], set[int]]:
-        """Latest position per recording, and the recordings that left the catalog."""
-        latest: dict[int, int] = {}
-        vanished: set[int] = set()
+        """Latest position per recording, and the recordings that left the catalog.
+
+        Costs what changed plus C-level work over all: which recordings are sink, stopped or live
+        is worked out again only when a descriptor or the set of recordings changes
+        (`_PositionsPlan`), stopped recordings' positions are copied as one dict, and the
+        positions of all live recordings are read together (`ArchiveAccess.live_positions`: one
+        gather over the rec-pos counters)."""
         recording_ids = list(recording_ids)
-        rechecks = self._stopped_rechecks_due(recording_ids)
-        for recording_id in recording_ids:
-            descriptor = self.describe(recording_id)
-            if descriptor is not None and self._is_sink(descriptor):
-                # Written by the aeron-archive sink: readable up to its last commit marker only.
+        plan = self._plan
+        if plan is None or plan.version != self._descriptors_version or plan.recording_ids != recording_ids:
+            plan = self._plan = _PositionsPlan.of(recording_ids, self.descriptors, self._is_sink,
+                                                  self._descriptors_version)
+            self._recheck_not_before_ms = None  # other stopped recordings: look at each again
+        latest: dict[int, int] = dict(plan.stopped)
+        vanished: set[int] = set()
+        live_ids = plan.live
+        for recording_id in plan.sinks:
+            # Written by the aeron-archive sink: readable up to its last commit marker only.
+            end = self._sink_committed_end(recording_id)
+            if end is None:
+                vanished.add(recording_id)
+            else:
+                latest[recording_id] = end
+        for recording_id in plan.missing:
+            descriptor = self.describe(recording_id)  # asked for each time (once found, planned)
+            if descriptor is None:
+                vanished.add(recording_id)
+            elif self._is_sink(descriptor):
                 end = self._sink_committed_end(recording_id)
                 if end is None:
                     vanished.add(recording_id)
                 else:
                     latest[recording_id] = end
+            elif descriptor.is_active:
+                live_ids = [*live_ids, recording_id]
+            else:
+                latest[recording_id] = descriptor.stop_position
+        for recording_id in self._stopped_rechecks_due(plan.stopped):
+            descriptor = self.refresh(recording_id)  # extended since?
+            if descriptor is None:
+                del latest[recording_id]
+                vanished.add(recording_id)
+            elif descriptor.is_active:
+                del latest[recording_id]
+                live_ids = [*live_ids, recording_id]
+            else:
+                latest[recording_id] = descriptor.stop_position
+        lives = self.access.live_positions(live_ids)
+        if None not in lives.values():
+            latest.update(lives)
+            return latest, vanished
+        for recording_id in live_ids:
+            live = lives[recording_id]
+            if live is not None:
+                latest[recording_id] = live
                 continue
-            if descriptor is not None and not descriptor.is_active and recording_id in rechecks:
-                descriptor = self.refresh(recording_id)  # extended since?
-            if descriptor is not None and descriptor.is_active:
-                live = self.access.live_position(recording_id)
-                if live is not None:
-                    latest[recording_id] = live
-                    continue
-                descriptor = self.refresh(recording_id)  # stopped since: its stop position is final
+            descriptor = self.refresh(recording_id)  # stopped since: its stop position is final
             if descriptor is None:
                 vanished.add(recording_id)
             elif descriptor.is_active:
@@ -139,33 +187,38 @@ class OffsetReader:
             known = self._sink_recordings[descriptor.recording_id] = is_sink_recording(descriptor)
         return known
 
-    def _stopped_rechecks_due(self, recording_ids: list[int]) -> set[int]:
+    def _stopped_rechecks_due(self, stopped: Iterable[int]) -> set[int]:
         """Stopped recordings to describe again now: one may be extended later.
 
         Each at most once per discoveryIntervalMs (latestOffset is called many times a second), and
         at most STOPPED_RECHECKS_PER_INTERVAL of them per interval, longest unchecked first: a query
         over thousands of stopped recordings must not send thousands of requests every interval
-        (an extension of one of them is then seen within ceil(stopped / that) intervals).
+        (an extension of one of them is then seen within ceil(stopped / that) intervals). Until
+        the earliest time one can be due, a trigger looks at none of them.
         """
         now = self._clock_ms()
         interval = self.options.discovery_interval_ms
         if self._recheck_window_ms is None or now - self._recheck_window_ms >= interval:
             self._recheck_window_ms, self._rechecks_in_window = now, 0
+        if self._recheck_not_before_ms is not None and now < self._recheck_not_before_ms:
+            return set()
         budget = STOPPED_RECHECKS_PER_INTERVAL - self._rechecks_in_window
         due: list[tuple[float, int]] = []
-        for recording_id in recording_ids:
-            descriptor = self.descriptors.get(recording_id)
-            if descriptor is None or descriptor.is_active or self._is_sink(descriptor):
-                continue
+        earliest_later = now + interval  # a recording not seen before is checked `interval` from now
+        for recording_id in stopped:
             last = self._stopped_checked_ms.setdefault(recording_id, now)  # just described
             if now - last >= interval:
                 due.append((last, recording_id))
-        if budget <= 0 or not due:
-            return set()
-        chosen = {recording_id for _, recording_id in sorted(due)[:budget]}
+            else:
+                earliest_later = min(earliest_later, last + interval)
+        due.sort()
+        chosen = {recording_id for _, recording_id in due[:max(0, budget)]}
         for recording_id in chosen:
             self._stopped_checked_ms[recording_id] = now
         self._rechecks_in_window += len(chosen)
+        if len(due) > len(chosen):  # the rest wait for the next window's budget
+            earliest_later = min(earliest_later, self._recheck_window_ms + interval)
+        self._recheck_not_before_ms = earliest_later
         return chosen
 
     def _sink_committed_end(self, recording_id: int) -> int | None:
@@ -245,3 +298,35 @@ class OffsetReader:
         if self._access is not None:
             self._access.close()
             self._access = None
+
+
+@dataclass(frozen=True)
+class _PositionsPlan:
+    """Which of a trigger's recordings are the sink's, stopped (with their stop positions), live
+    or not in the catalog, for one version of the descriptors."""
+
+    version: int
+    recording_ids: list[int]
+    sinks: list[int]
+    stopped: dict[int, int]
+    live: list[int]
+    missing: list[int]
+
+    @classmethod
+    def of(cls, recording_ids: list[int], descriptors: dict[int, RecordingDescriptor],
+           is_sink: Callable[[RecordingDescriptor], bool], version: int) -> "_PositionsPlan":
+        sinks: list[int] = []
+        stopped: dict[int, int] = {}
+        live: list[int] = []
+        missing: list[int] = []
+        for recording_id in recording_ids:
+            descriptor = descriptors.get(recording_id)
+            if descriptor is None:
+                missing.append(recording_id)
+            elif is_sink(descriptor):
+                sinks.append(recording_id)
+            elif descriptor.is_active:
+                live.append(recording_id)
+            else:
+                stopped[recording_id] = descriptor.stop_position
+        return cls(version, recording_ids, sinks, stopped, live, missing)

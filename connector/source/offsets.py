@@ -14,6 +14,7 @@ batch end is still delivered exactly once.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -31,13 +32,32 @@ class OffsetFormatError(ValueError):
 
 @dataclass(frozen=True)
 class RecordingPositions(Mapping[int, int]):
-    """Immutable mapping recordingId -> position, sorted by recording id."""
+    """Immutable mapping recordingId -> position, sorted by recording id.
+
+    Built once per trigger over every recording the query reads, so the common steps cost
+    C-level copies rather than Python work per recording: `updated` with positions of known
+    recordings keeps the order without sorting again, and the offset dict for Spark is made once
+    and then patched by `updated` (`to_offset` hands out that one dict: do not change it).
+    """
 
     positions: dict[int, int] = field(default_factory=dict)
+    _offset: dict[str, int] | None = field(default=None, init=False, repr=False, compare=False, hash=False)
+    # (weak reference to the positions `updated` made this from, the entries it changed)
+    _derived: tuple[weakref.ref, dict[int, int]] | None = field(default=None, init=False, repr=False,
+                                                                 compare=False, hash=False)
 
     def __post_init__(self) -> None:
         ordered = dict(sorted(self.positions.items()))
         object.__setattr__(self, "positions", ordered)
+
+    @classmethod
+    def _ordered(cls, positions: dict[int, int], offset: dict[str, int] | None = None) -> "RecordingPositions":
+        """One of ``positions``, already sorted by recording id (with its offset dict, if known)."""
+        made = object.__new__(cls)
+        object.__setattr__(made, "positions", positions)
+        object.__setattr__(made, "_offset", offset)
+        object.__setattr__(made, "_derived", None)
+        return made
 
     def __getitem__(self, recording_id: int) -> int:
         return self.positions[recording_id]
@@ -48,15 +68,52 @@ class RecordingPositions(Mapping[int, int]):
     def __len__(self) -> int:
         return len(self.positions)
 
+    def __contains__(self, recording_id: object) -> bool:
+        return recording_id in self.positions
+
+    def get(self, recording_id: int, default=None):  # type: ignore[override]
+        return self.positions.get(recording_id, default)
+
     def updated(self, changes: Mapping[int, int]) -> "RecordingPositions":
-        return RecordingPositions({**self.positions, **changes})
+        positions = self.positions
+        changed = {recording_id: position for recording_id, position in changes.items()
+                   if positions.get(recording_id) != position}
+        if not changed:
+            return self
+        if not all(recording_id in positions for recording_id in changed):
+            made = RecordingPositions({**positions, **changed})  # a new recording: sorted again
+        else:
+            merged = dict(positions)
+            merged.update(changed)
+            offset = None
+            if self._offset is not None:
+                offset = dict(self._offset)
+                offset.update({str(recording_id): position for recording_id, position in changed.items()})
+            made = RecordingPositions._ordered(merged, offset)
+        # weak: a chain of strong references would keep every trigger's positions alive
+        object.__setattr__(made, "_derived", (weakref.ref(self), changed))
+        return made
 
     def without(self, recording_ids: set[int]) -> "RecordingPositions":
-        return RecordingPositions({k: v for k, v in self.positions.items() if k not in recording_ids})
+        if not any(recording_id in self.positions for recording_id in recording_ids):
+            return self
+        return RecordingPositions._ordered({k: v for k, v in self.positions.items() if k not in recording_ids})
+
+    def changed_since(self, earlier: "RecordingPositions") -> "RecordingPositions":
+        """The recordings whose position differs from ``earlier``'s, or that ``earlier`` lacks."""
+        if self._derived is not None and self._derived[0]() is earlier:  # made by earlier.updated()
+            return RecordingPositions(self._derived[1])
+        moved = self.positions.items() - earlier.positions.items()  # set difference in C
+        if len(moved) == len(self.positions):
+            return self
+        return RecordingPositions(dict(moved))
 
     def to_offset(self) -> dict[str, int]:
-        """The dict handed to Spark (string keys, ints)."""
-        return {str(recording_id): position for recording_id, position in self.positions.items()}
+        """The dict handed to Spark (string keys, ints); one dict per instance, not to be changed."""
+        if self._offset is None:
+            object.__setattr__(self, "_offset", {str(recording_id): position
+                                                 for recording_id, position in self.positions.items()})
+        return self._offset  # type: ignore[return-value]
 
     def to_json(self) -> str:
         return json.dumps(self.to_offset())

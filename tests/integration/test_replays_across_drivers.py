@@ -162,3 +162,20 @@ def test_an_unreachable_archive_fails_fast_naming_the_control_channel(other_host
                                        "archive.timeoutMs": "1500"}))
     assert f"archive.controlChannel={control_channel}" in str(raised.value)
     assert time.monotonic() - started < 10
+
+
+def test_on_the_archives_driver_live_positions_are_gathered_from_its_rec_pos_counters(sidecar, local_aeron):
+    archive, recording_id, published, publication = recorded(local_aeron, keep_open=True)
+    access = open_archive(parse_connection({"archive.dir": str(sidecar.archive_dir)}))
+    try:
+        assert access.live_positions([recording_id]) == {recording_id: published.end}  # counter found
+        assert access.live_positions([recording_id]) == {recording_id: published.end}  # gathered
+        archive.stop_recording_by_identity(recording_id)
+        deadline = time.monotonic() + 10
+        while access.live_positions([recording_id]) != {recording_id: None}:  # its counter freed
+            assert time.monotonic() < deadline, "the stopped recording still has a live position"
+            time.sleep(0.01)
+    finally:
+        access.close()
+        publication.close()
+        archive.close()

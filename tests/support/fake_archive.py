@@ -85,6 +85,9 @@ class FakeArchive:
             return None
         return recording.position
 
+    def live_positions(self, recording_ids: list[int]) -> dict[int, int | None]:
+        return {recording_id: self.live_position(recording_id) for recording_id in recording_ids}
+
     @contextlib.contextmanager
     def replay(self, recording_id: int, start: int, end: int, settings: ReplaySettings):
         self._count("replay")

@@ -198,6 +198,9 @@ class FakeSinkArchive:
         recording = self.recordings.get(recording_id)
         return recording.position if recording is not None and recording.active else None
 
+    def live_positions(self, recording_ids: list[int]) -> dict[int, int | None]:
+        return {recording_id: self.live_position(recording_id) for recording_id in recording_ids}
+
     def replay(self, recording_id: int, start: int, end: int, settings):
         self._count("replay")
         return self.read(recording_id, start, end)

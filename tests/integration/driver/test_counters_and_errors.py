@@ -48,6 +48,30 @@ def test_counter_written_by_one_client_is_read_by_another(aeron_client, new_aero
         aeron_client.add_counter(TYPE_ID, bytes(113), "too long a key")
 
 
+def test_counter_columns_view_every_counter_with_numpy(aeron_client, new_aeron_client):
+    writer = new_aeron_client(client_name="columns-writer")
+    key = struct.pack("<qq", 901, 7)
+    with writer.add_counter(TYPE_ID, key, "columns test") as counter:
+        counter.value = 4096
+        reader = aeron_client.counters_reader
+        counter_id = wait_until(lambda: reader.find_by_type_id_and_key_prefix(TYPE_ID, key), "the counter")
+        columns = reader.columns()
+        assert columns.count == reader.max_counter_id + 1
+        assert columns.values[counter_id] == 4096
+        counter.value = 8192  # a view, not a copy
+        assert columns.values[[counter_id]].tolist() == [8192]
+        assert columns.registration_ids[counter_id] == counter.registration_id
+        assert columns.states[counter_id] == CounterState.ALLOCATED
+        assert columns.type_ids[counter_id] == TYPE_ID
+        assert (columns.key_int64(0)[counter_id], columns.key_int64(8)[counter_id]) == (901, 7)
+        assert reader.columns() is columns
+        with pytest.raises(ValueError, match="read-only"):
+            columns.values[counter_id] = 1
+        with pytest.raises(ValueError, match="multiple of 8"):
+            columns.key_int64(4)
+    wait_until(lambda: columns.states[counter_id] != CounterState.ALLOCATED, "the counter freed")
+
+
 def test_client_identity(aeron_client, new_aeron_client):
     other = new_aeron_client()
     assert other.client_id != aeron_client.client_id
@@ -92,6 +116,8 @@ def test_closed_resources_raise_clear_errors(new_aeron_client):
         client.add_publication("aeron:ipc", 1)
     with pytest.raises(ResourceClosedError):
         client.counters_reader.value(0)
+    with pytest.raises(ResourceClosedError):
+        client.counters_reader.columns()
 
 
 def test_handler_exceptions_surface_after_the_poll(aeron_client):

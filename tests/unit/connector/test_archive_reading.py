@@ -1,7 +1,9 @@
 """ClientArchiveAccess over stand-ins shaped like ArchiveClient and driver_integration objects."""
 
 import struct
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from aeron_spark.archive.client.archive_client import ListingPage
@@ -166,6 +168,41 @@ def test_live_positions_of_many_recordings_cost_one_pass_over_the_counters(monke
     assert [access.live_position(rid) for rid in range(200)] == [rid * 32 for rid in range(200)]
     assert len(passes) == 1
     assert access.live_position(5) == 160 and len(passes) == 1  # known counters are read directly
+
+
+class ColumnCounters(Counters):
+    """With `columns()` as driver_integration's CountersReader (a snapshot of the counters here)."""
+
+    def columns(self):
+        self.snapshots = getattr(self, "snapshots", 0) + 1
+        count = max(self.counters, default=0) + 1
+        columns = SimpleNamespace(values=np.zeros(count, np.int64), states=np.zeros(count, np.int32),
+                                  type_ids=np.zeros(count, np.int32), recording_ids=np.zeros(count, np.int64))
+        for counter_id, (type_id, key, value) in self.counters.items():
+            columns.values[counter_id], columns.states[counter_id] = value, 1
+            columns.type_ids[counter_id] = type_id
+            columns.recording_ids[counter_id] = struct.unpack_from("<q", key)[0]
+        columns.key_int64 = lambda offset: columns.recording_ids
+        return columns
+
+
+def test_live_positions_read_known_counters_together_and_recheck_a_reused_one():
+    log, client, access = setup()
+    counters = client.aeron.counters_reader = ColumnCounters()
+    for recording_id in range(50):
+        counters.counters[10 + recording_id] = (100, encode_key(recording_id, 5, "src", archive_id=77), recording_id * 32)
+    ids = list(range(50))
+    assert access.live_positions(ids) == {rid: rid * 32 for rid in ids}  # counters found one pass
+    counters.value = counters.key = counters.state = None  # known counters: no per-counter read
+    counters.counters[12] = (100, encode_key(2, 5, "src", archive_id=77), 4096)
+    assert access.live_positions(ids) == {**{rid: rid * 32 for rid in ids}, 2: 4096}
+    counters.snapshots = 0
+    counters.counters[13] = (100, encode_key(777, 5, "src", archive_id=77), 64)  # reused by another
+    del counters.value, counters.key, counters.state  # per-counter reads again
+    positions = access.live_positions(ids)
+    assert positions[3] is None  # not taken as recording 3's position: RecordingPosition says -1
+    assert positions[4] == 128 and counters.snapshots == 1
+    assert access.live_positions([]) == {}
 
 
 def test_replay_uses_a_private_session_and_a_limit_counter_and_cleans_up():

@@ -23,6 +23,8 @@ LAYOUTS = [
     ("aeron_image_constants_t", 72, {"correlation_id": 16, "join_position": 24, "mtu_length": 48,
                                      "session_id": 56, "initial_term_id": 60, "subscriber_position_id": 64}),
     ("aeron_counter_constants_t", 24, {"registration_id": 8, "counter_id": 16}),
+    ("aeron_counters_reader_buffers_t", 32, {"values": 0, "metadata": 8, "values_length": 16,
+                                             "metadata_length": 24}),
 ]
 
 

@@ -271,3 +271,11 @@ def test_encode_into_zeroes_padding_inside_the_block():
 def test_decode_reads_from_offset_within_a_larger_buffer():
     frame = b"\x01" * 32 + codecs.encode(Ping(9)) + b"\x02" * 5
     assert codecs.decode(memoryview(frame), 32, 16) == Ping(9)
+
+
+def test_an_encoded_message_is_handed_on_in_the_current_layout_only():
+    from aeron_spark.archive.codecs import EncodedMessage, EncodeError, SCHEMA_VERSION
+
+    assert codecs.encode(EncodedMessage(b"\x01\x02")) == b"\x01\x02"
+    with pytest.raises(EncodeError, match=f"schema version {SCHEMA_VERSION} layout, not 0"):
+        codecs.encode(EncodedMessage(b"\x01\x02"), version=0)

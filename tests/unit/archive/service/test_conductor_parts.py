@@ -31,6 +31,9 @@ class Catalog:
         return np.array([i for i in range(max(0, from_recording_id), min(end, self.next_recording_id))
                          if stream_id is None or i % 2 == stream_id], dtype=np.int64)
 
+    def stored_bodies(self, recording_ids: list[int]):
+        return [(i, i) for i in recording_ids if 0 <= i < self.next_recording_id]  # the id stands for the body
+
 
 def outbox(session: ControlSession) -> list:
     sent: list = []
@@ -41,8 +44,8 @@ def outbox(session: ControlSession) -> list:
 def test_a_listing_pages_through_the_catalog_and_ends_with_recording_unknown(monkeypatch):
     session = ControlSession(control_session_id=1, connect_correlation_id=1, client_version=0,
                              response_channel="aeron:ipc", response_stream_id=20, now_ms=0)
-    monkeypatch.setattr(session, "send_descriptor",
-                        lambda correlation_id, d: session._queue(("descriptor", d.recording_id)))
+    monkeypatch.setattr(session, "send_stored_descriptor",
+                        lambda correlation_id, body: session._queue(("descriptor", body)))
     listings = ListingRequests(catalog=Catalog(150), recordings=None)
     listings.list_recordings(session, SimpleNamespace(correlation_id=9, from_recording_id=10, record_count=1000))
     with pytest.raises(ArchiveRequestError, match="active listing"):

@@ -10,6 +10,8 @@ from aeron_spark.archive.storage.catalog import (
     ARCHIVE_FILE_VERSION, CATALOG_FILE_NAME, ENTRY_LENGTH, MAX_STRINGS_LENGTH, Catalog, CatalogError,
     DescriptorDecodingError, DescriptorEncodingError, UnknownRecordingError,
     decode_recording_descriptor, encode_recording_descriptor)
+from aeron_spark.archive import codecs
+from aeron_spark.archive.codecs import RecordingDescriptorMessage, descriptor_body
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 
 TERM = 64 * 1024
@@ -254,6 +256,35 @@ def test_damaged_entries_are_reported_not_returned(tmp_path, caplog):
         assert catalog.descriptor(1) is None and catalog.count_entries() == 1
         assert new_recording(catalog) == 4   # damaged slots keep their ids
     assert "descriptor length 5000" in caplog.text
+
+
+def test_stored_bodies_are_the_bytes_a_descriptor_response_carries(tmp_path):
+    with Catalog.open(tmp_path, max_entries=64) as catalog:
+        for index in range(40):
+            new_recording(catalog, stream_id=1000 + index % 3, source_identity=f"10.0.0.{index}:5555")
+        catalog.recording_stopped(5, 4096, 1_700_000_000_999)
+        catalog.invalidate(7)
+        wanted = [0, 1, 5, 7, 8, 30, 39]  # runs read together and apart
+        stored = catalog.stored_bodies(wanted)
+        assert [recording_id for recording_id, _ in stored] == [0, 1, 5, 8, 30, 39]  # 7 is not valid
+        for recording_id, body in stored:
+            expected = codecs.encode(RecordingDescriptorMessage.from_descriptor(
+                catalog.descriptor(recording_id), control_session_id=77, correlation_id=-3))
+            assert descriptor_body.descriptor_message(body, 77, -3).data == expected
+            assert descriptor_body.stream_id(body) == 1000 + recording_id % 3
+            assert descriptor_body.channels(body) == (b"aeron:udp?endpoint=localhost:40123",
+                                                      b"aeron:udp?endpoint=localhost:40123|term-length=64k")
+        assert catalog.stored_bodies([]) == [] and catalog.stored_bodies([40, 63]) == []
+    with open(tmp_path / CATALOG_FILE_NAME, "r+b") as f:
+        f.seek(2 * ENTRY_LENGTH + 32 + 16)  # recording 1: body names another id
+        f.write(struct.pack("<q", 42))
+        f.seek(3 * ENTRY_LENGTH + 32 + 80)  # recording 2: stripped channel longer than the body
+        f.write(struct.pack("<I", 900))
+        f.seek(4 * ENTRY_LENGTH + 32 + 84)  # recording 3: a byte that is not ASCII in a channel
+        f.write(b"\xe9")
+    with Catalog.open(tmp_path) as catalog:
+        assert [recording_id for recording_id, _ in catalog.stored_bodies([0, 1, 2, 3, 4])] == [0, 4]
+        assert [catalog.descriptor(i) is not None for i in range(5)] == [True, False, False, False, True]
 
 
 def test_hole_below_last_entry_is_reported_and_never_reused(tmp_path):

@@ -13,6 +13,7 @@ from aeron_spark.connector.source.batch_reader import AeronArchiveBatchReader, E
 from aeron_spark.connector.source.data_loss import DataLossError
 from aeron_spark.connector.source.initial_offset_store import InitialOffsetStore, InitialOffsetStoreError
 from aeron_spark.connector.source.offset_reader import STOPPED_RECHECKS_PER_INTERVAL
+from aeron_spark.connector.source import micro_batch_stream
 from aeron_spark.connector.source.micro_batch_stream import UNCAPPED_BYTES, AeronArchiveStreamReader
 from aeron_spark.connector.source.offsets import RecordingPositions
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
@@ -388,6 +389,50 @@ def test_stopped_recordings_are_described_again_a_bounded_number_per_interval(tm
         clock.now += 1000
         end = reader.latestOffset(end, ReadAllAvailable())
     assert end[str(stopped - 1)] == log.position
+
+
+def test_a_trigger_costs_what_changed_offsets_parsed_once_as_they_come_back_from_spark(tmp_path, monkeypatch):
+    archive = FakeArchive()
+    logs = {rid: make_log(3, seed=rid, session_id=rid) for rid in range(200)}
+    for rid, log in logs.items():
+        archive.add(rid, log, CHANNEL)
+    reader = stream_reader(archive, tmp_path, startingPositions="earliest", discoveryIntervalMs="600000")
+    from_offset, backlogs = RecordingPositions.from_offset, []
+    parsed = []
+    monkeypatch.setattr(RecordingPositions, "from_offset",
+                        classmethod(lambda cls, *args: parsed.append(1) or from_offset(*args)))
+    monkeypatch.setattr(micro_batch_stream, "Backlog", lambda *args: backlogs.append(args) or Backlog(*args))
+    start = json.loads(json.dumps(reader.initialOffset()))  # as Spark hands offsets over: JSON
+    for trigger in range(4):
+        changed = {3 * trigger, 100 + trigger}
+        for rid in changed:
+            logs[rid].append(b"news %d" % trigger)
+        parsed.clear(), backlogs.clear()
+        end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
+        assert end == {str(rid): log.position for rid, log in logs.items()}
+        rows = run_batch(reader, json.loads(json.dumps(start)), end)
+        assert {row[0] for row in rows} == (set(logs) if trigger == 0 else changed)
+        assert len(parsed) == (1 if trigger == 0 else 0)  # the first start only: then known offsets
+        assert len(backlogs) == (200 if trigger == 0 else 2)
+        start = end
+    assert reader.reportLatestOffset() == end
+    with pytest.raises(ValueError, match="start offset: position 5 of recording 1 is not a frame boundary"):
+        reader.latestOffset({**end, "1": 5}, ReadAllAvailable())  # an offset not seen is validated
+
+
+def test_recording_positions_updated_keeps_order_and_its_offset_dict():
+    positions = RecordingPositions({9: 64, 2: 32, 5: 0})
+    offset = positions.to_offset()
+    assert list(offset) == ["2", "5", "9"] and positions.to_offset() is offset
+    moved = positions.updated({5: 96, 9: 64})
+    assert moved == RecordingPositions({2: 32, 5: 96, 9: 64}) and list(moved) == [2, 5, 9]
+    assert moved.to_offset() == {"2": 32, "5": 96, "9": 64} and offset == {"2": 32, "5": 0, "9": 64}
+    assert moved.changed_since(positions) == RecordingPositions({5: 96})
+    grown = moved.updated({3: 0})
+    assert list(grown) == [2, 3, 5, 9] and grown.to_offset() == {"2": 32, "3": 0, "5": 96, "9": 64}
+    assert grown.changed_since(positions) == RecordingPositions({3: 0, 5: 96})  # not derived from it
+    assert positions.updated({2: 32}) is positions and positions.without({7}) is positions
+    assert positions.without({2}).to_offset() == {"5": 0, "9": 64}
 
 
 def test_batch_planning_keeps_its_cached_connection_and_retries_once_on_a_fresh_one():
