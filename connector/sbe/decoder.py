@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aeron_spark.connector.sbe import native_fields
 from aeron_spark.connector.sbe.arrow_types import (
     UINT64_TYPE,
     block_fields,
@@ -117,7 +118,7 @@ class _Level:
         """Where the field at ``offset`` in the block sits in each record."""
         if self.stride is not None and self.count:
             return _Places(self.count, int(self.starts[0]) + offset, self.stride)
-        return _Places(self.count, explicit=self.starts + offset)
+        return _Places(self.count, explicit=self.starts + offset, origin=(id(self.starts), offset))
 
     def take(self, index: np.ndarray, starts: np.ndarray | None = None) -> "_Level":
         return _Level(self.starts[index] if starts is None else starts, self.block_lengths[index],
@@ -135,6 +136,7 @@ class SbeDecoder:
         self.messages = list(schema.messages if messages is None else messages)
         self._order = schema.byte_order
         self._wanted = dict(wanted or {})
+        self._copied: dict[tuple, np.ndarray] = {}  # the current level's fields the C helper copied, by place
 
     def decoded_fields(self, message: Message) -> list[pa.Field]:
         """The Arrow fields of ``message``'s decoded struct: all of block_fields, or the wanted ones."""
@@ -201,8 +203,12 @@ class SbeDecoder:
         """The columns of a level (only the ``wanted`` ones when given) and the cursor after its
         last walked part: groups and var data before a wanted one are walked, not kept."""
         _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
-        columns = [self._field(field, data, level, f"{path}.{field.name}") for field in node.fields
-                   if wanted is None or field.name in wanted]
+        fields = [field for field in node.fields if wanted is None or field.name in wanted]
+        self._copied = self._copy_fixed_fields(fields, data, level)
+        try:
+            columns = [self._field(field, data, level, f"{path}.{field.name}") for field in fields]
+        finally:
+            self._copied = {}
         cursor = level.starts + level.block_lengths
         parts = list(node.groups) + list(node.var_data)
         walked = parts if wanted is None else parts[:max((i + 1 for i, part in enumerate(parts) if part.name in wanted),
@@ -359,7 +365,51 @@ class SbeDecoder:
 
     def _read(self, data: np.ndarray, places: "_Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
         dtype = np.dtype(self._order + field_type.primitive.numpy_code)
-        return _scalars_at(data, _Places.of(places), dtype)
+        places = _Places.of(places)
+        if self._copied:
+            copied = self._copied.get(places.key(dtype))
+            if copied is not None:
+                return copied
+        return _scalars_at(data, places, dtype)
+
+    def _copy_fixed_fields(self, fields: list[Field], data: np.ndarray, level: _Level) -> dict[tuple, np.ndarray]:
+        """Every scalar (integer, float, enum, set, composite member) of ``fields`` that all records
+        hold, copied by the C helper in one pass over the records: {place key: values}. Empty when
+        the helper is not there (then ``_read`` reads each field with numpy) or nothing qualifies."""
+        copier = native_fields.copier()
+        if copier is None or level.count == 0 or not level.uniform:
+            return {}
+        wanted: list[tuple[int, np.dtype]] = []
+        for field in fields:
+            if field.presence is not Presence.CONSTANT \
+                    and level.present(field.since_version, field.offset + field.type.size) is True:
+                wanted.extend(self._scalars_of(field.type, field.offset))
+        if not wanted:
+            return {}
+        wanted = list(dict.fromkeys(wanted))
+        if level.stride is not None:
+            first, stride = int(level.starts[0]), level.stride
+            values = copier.copy(data, first, stride, level.count, wanted)
+            return {_Places(level.count, first + offset, stride).key(dtype): column
+                    for (offset, dtype), column in zip(wanted, values)}
+        values = copier.copy(data, 0, 0, level.count, wanted, starts=level.starts)
+        origin = id(level.starts)
+        return {_Places(level.count, explicit=level.starts, origin=(origin, offset)).key(dtype): column
+                for (offset, dtype), column in zip(wanted, values)}
+
+    def _scalars_of(self, field_type, offset: int) -> list[tuple[int, np.dtype]]:
+        """(offset, dtype) of each value ``_read`` reads for a field of ``field_type`` at ``offset``."""
+        if isinstance(field_type, EncodedType):
+            if field_type.presence is Presence.CONSTANT or field_type.is_string or field_type.is_array:
+                return []
+            return [(offset, np.dtype(self._order + field_type.primitive.numpy_code))]
+        if isinstance(field_type, (EnumType, SetType)):
+            return self._scalars_of(field_type.encoding, offset)
+        if isinstance(field_type, CompositeType):
+            return [scalar for member in field_type.members if not (isinstance(member.type, EncodedType)
+                                                                    and member.type.length == 0)
+                    for scalar in self._scalars_of(member.type, offset + member.offset)]
+        return []
 
     def _read_int(self, data: np.ndarray, places: "_Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
         return self._read(data, places, field_type).astype(np.int64, copy=False)
@@ -459,6 +509,7 @@ class _Places:
     first: int = 0
     stride: int | None = None
     explicit: np.ndarray | None = None
+    origin: tuple[int, int] | None = None  # explicit places: (id of the level's starts, offset from them)
 
     @classmethod
     def of(cls, positions: "_Places | np.ndarray") -> "_Places":
@@ -471,8 +522,15 @@ class _Places:
 
     def shifted(self, delta: int) -> "_Places":
         if self.explicit is not None:
-            return _Places(self.count, explicit=self.explicit + delta)
+            origin = None if self.origin is None else (self.origin[0], self.origin[1] + delta)
+            return _Places(self.count, explicit=self.explicit + delta, origin=origin)
         return _Places(self.count, self.first + delta, self.stride)
+
+    def key(self, dtype: np.dtype) -> tuple | None:
+        """What identifies these places and a type among the values the C helper copied."""
+        if self.explicit is None:
+            return (self.count, self.first, self.stride, dtype.str)
+        return None if self.origin is None else (self.count, "starts", self.origin, dtype.str)
 
     def array(self) -> np.ndarray:
         if self.explicit is not None:
@@ -485,6 +543,9 @@ def _same_bytes_everywhere(data: np.ndarray, places: _Places, width: int) -> boo
     the places are at a fixed stride and ``width`` is 1, 2, 4 or 8; otherwise not checked: False)."""
     if places.count == 0 or places.explicit is not None or width not in (1, 2, 4, 8) or places.stride < width:
         return False
+    native = native_fields.copier()
+    if native is not None:  # stops at the first difference, no temporary array
+        return native.same_bytes(data, places.first, places.stride, places.count, width)
     view = np.ndarray(shape=(places.count,), dtype=f"u{width}", buffer=data, offset=places.first,
                       strides=(max(places.stride, 1),))
     return bool((view == view[0]).all())
@@ -568,9 +629,16 @@ def _to_arrow(values: np.ndarray, primitive, nulls: np.ndarray | None) -> pa.Arr
 
 def _enum_names(raw: np.ndarray, enum: EnumType, absent: np.ndarray) -> pa.Array:
     """Each raw value's validValue name; NULL for the null value and for values the schema lacks."""
-    names = pa.array([name for name, _ in enum.values], type=pa.string())
     slot = _enum_slots(raw, enum)
     missing = (slot < 0) | absent
+    native = native_fields.copier()
+    if native is not None:  # one pass in C rather than a string take (~9 ns a row)
+        any_missing = bool(missing.any())
+        offsets, characters = native.take_names(np.where(missing, -1, slot) if any_missing else slot,
+                                                [name.encode() for name, _ in enum.values])
+        validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if any_missing else None
+        return pa.Array.from_buffers(pa.string(), slot.size, [validity, pa.py_buffer(offsets), pa.py_buffer(characters)])
+    names = pa.array([name for name, _ in enum.values], type=pa.string())
     if not missing.any():
         return pc.take(names, pa.array(slot))
     return pc.take(names, pa.array(np.where(missing, 0, slot), mask=missing))
