@@ -30,7 +30,7 @@ def _load():
         return None
     if getattr(_fixed_fields, "INTERFACE_VERSION", None) != INTERFACE_VERSION:
         LOG.debug("SBE C helper %s is a stale build (interface %s, not %s): decoding fixed fields with numpy",
-                  _fixed_fields.__file__, getattr(_fixed_fields, "INTERFACE_VERSION", None), INTERFACE_VERSION)
+                  getattr(_fixed_fields, "__file__", "?"), getattr(_fixed_fields, "INTERFACE_VERSION", None), INTERFACE_VERSION)
         return None
     return _fixed_fields
 
