@@ -79,6 +79,7 @@ class _Level:
     versions: np.ndarray  # int64 producer's schema version (from the message header)
     ends: np.ndarray  # int64 end of the enclosing payload (bounds)
     rows: np.ndarray  # int64 payload index of each record (for error messages)
+    blocks_checked: bool = False  # every record's block is known to lie inside its payload
 
     @property
     def count(self) -> int:
@@ -151,22 +152,24 @@ class SbeDecoder:
     def decode(self, payloads: pa.Array) -> DecodedPayloads:
         data, starts, ends, valid = _payload_buffers(payloads)
         header = self.schema.header
-        has_header = valid & (ends - starts >= header.size)
+        lengths = ends - starts
+        has_header = valid & (lengths >= header.size)
         every_header = bool(has_header.all())
         safe_starts = starts if every_header else np.where(has_header, starts, 0)
         if data.size < header.size:
             data = np.zeros(header.size, dtype=np.uint8)
         places = _Places.of(safe_starts)
-        if every_header and _same_bytes_everywhere(data, places, header.size):
-            # One header repeated (one message type and version, the common case): read it once.
-            first = _Places(1, places.first if places.count else 0, 0)
-            count = places.count
-            template_ids = np.full(count, self._read_int(data, first.shifted(header.template_id.offset),
-                                                         header.template_id.type)[0], dtype=np.int32)
-            block_lengths = np.full(count, self._read_int(data, first.shifted(header.block_length.offset),
-                                                          header.block_length.type)[0], dtype=np.int64)
-            versions = np.full(count, self._read_int(data, first.shifted(header.version.offset),
-                                                     header.version.type)[0], dtype=np.int64)
+        count = places.count
+        one_header = every_header and _same_bytes_everywhere(data, places, header.size)
+        if one_header:
+            # One header repeated (one message type and version, the common case): read it once;
+            # block lengths and versions are that one value broadcast (no per-row arrays).
+            first = _Places(1, places.first if count else 0, 0)
+            template_id, block_length, version = (int(self._read_int(data, first.shifted(member.offset), member.type)[0])
+                                                  for member in (header.template_id, header.block_length, header.version))
+            template_ids = np.full(count, template_id, dtype=np.int32)
+            block_lengths = np.broadcast_to(np.int64(block_length), (count,))
+            versions = np.broadcast_to(np.int64(version), (count,))
         else:
             template_ids = self._read_int(data, places.shifted(header.template_id.offset), header.template_id.type)
             template_ids = (template_ids if every_header else np.where(has_header, template_ids, NO_TEMPLATE)
@@ -175,13 +178,18 @@ class SbeDecoder:
             versions = self._read_int(data, places.shifted(header.version.offset), header.version.type)
         by_message = {}
         for message in self.messages:
-            matches = template_ids == message.template_id
-            if matches.all():  # one message type in the batch (the common case): no gathers
-                rows = np.arange(template_ids.size, dtype=np.int64)
+            matches = None if one_header else template_ids == message.template_id
+            if template_id == message.template_id if one_header else matches.all():
+                # One message type in the batch (the common case): no gathers
+                rows = np.arange(count, dtype=np.int64)
                 level = _Level(starts + header.size, block_lengths, versions, ends, rows)
                 level._stride = places.stride  # the blocks sit where the payloads do
+                if one_header:
+                    level._uniform = count > 0
+                    # every block fits its payload when the shortest payload holds header and block
+                    level.blocks_checked = count > 0 and int(lengths.min()) >= header.size + block_length
             else:
-                rows = np.flatnonzero(matches)
+                rows = np.flatnonzero(template_ids == message.template_id if matches is None else matches)
                 level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
                                versions[rows].astype(np.int64), ends[rows], rows.astype(np.int64))
             columns, _ = self._decode_level(message, data, level, message.name, self._wanted.get(message.name))
@@ -202,7 +210,8 @@ class SbeDecoder:
                       wanted: frozenset[str] | None = None):
         """The columns of a level (only the ``wanted`` ones when given) and the cursor after its
         last walked part: groups and var data before a wanted one are walked, not kept."""
-        _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
+        if not level.blocks_checked:
+            _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
         fields = [field for field in node.fields if wanted is None or field.name in wanted]
         self._copied = self._copy_fixed_fields(fields, data, level)
         try:
