@@ -154,15 +154,24 @@ class SbeDecoder:
     # --- the whole batch -----------------------------------------------------------------------
 
     def decode(self, payloads: pa.Array) -> DecodedPayloads:
-        data, starts, ends, valid = _payload_buffers(payloads)
+        data, starts, ends, valid, offsets = _payload_buffers(payloads)
         header = self.schema.header
-        lengths = ends - starts
-        has_header = valid & (lengths >= header.size)
-        every_header = bool(has_header.all())
-        safe_starts = starts if every_header else np.where(has_header, starts, 0)
+        native = native_fields.copier()
+        if native is not None and offsets is not None:  # no nulls: lengths and stride in one pass
+            shortest, stride = native.offsets_layout(offsets)
+            every_header = shortest >= header.size
+        else:
+            lengths = ends - starts
+            shortest = int(lengths.min()) if lengths.size else 0
+            stride = _uniform_stride(starts)
+            every_header = bool((valid & (lengths >= header.size)).all())
         if data.size < header.size:
             data = np.zeros(header.size, dtype=np.uint8)
-        places = _Places.of(safe_starts)
+        if every_header:
+            places = _Places(starts.size, int(starts[0]), stride) if stride is not None \
+                else _Places(starts.size, explicit=starts)
+        else:
+            places = _Places.of(np.where(valid & (ends - starts >= header.size), starts, 0))
         count = places.count
         one_header = every_header and _same_bytes_everywhere(data, places, header.size)
         if one_header:
@@ -176,8 +185,8 @@ class SbeDecoder:
             versions = np.broadcast_to(np.int64(version), (count,))
         else:
             template_ids = self._read_int(data, places.shifted(header.template_id.offset), header.template_id.type)
-            template_ids = (template_ids if every_header else np.where(has_header, template_ids, NO_TEMPLATE)
-                            ).astype(np.int32)
+            template_ids = (template_ids if every_header else np.where(valid & (ends - starts >= header.size),
+                                                                       template_ids, NO_TEMPLATE)).astype(np.int32)
             block_lengths = self._read_int(data, places.shifted(header.block_length.offset), header.block_length.type)
             versions = self._read_int(data, places.shifted(header.version.offset), header.version.type)
         by_message = {}
@@ -191,7 +200,7 @@ class SbeDecoder:
                 if one_header:
                     level._uniform = count > 0
                     # every block fits its payload when the shortest payload holds header and block
-                    level.blocks_checked = count > 0 and int(lengths.min()) >= header.size + block_length
+                    level.blocks_checked = count > 0 and shortest >= header.size + block_length
             else:
                 rows = np.flatnonzero(template_ids == message.template_id if matches is None else matches)
                 level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
@@ -483,7 +492,8 @@ def spread(values: pa.Array, rows: np.ndarray, count: int) -> pa.Array:
 
 
 def _payload_buffers(payloads: pa.Array):
-    """(data uint8, start int64, end int64, valid bool) of each payload, without copying data."""
+    """(data uint8, start int64, end int64, valid bool) of each payload, without copying data, and
+    the Arrow offsets themselves when no payload is null (else None)."""
     if isinstance(payloads, pa.ChunkedArray):
         payloads = payloads.combine_chunks() if payloads.num_chunks != 1 else payloads.chunk(0)
     if pa.types.is_binary(payloads.type) or pa.types.is_string(payloads.type):
@@ -496,11 +506,12 @@ def _payload_buffers(payloads: pa.Array):
     _validity, offsets_buffer, data_buffer = payloads.buffers()
     if count == 0:
         empty = np.empty(0, np.int64)
-        return np.zeros(0, np.uint8), empty, empty, np.empty(0, bool)
+        return np.zeros(0, np.uint8), empty, empty, np.empty(0, bool), None
     offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=count + 1, offset=payloads.offset * offset_type().itemsize)
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
     valid = np.ones(count, dtype=bool) if payloads.null_count == 0 else payloads.is_valid().to_numpy(zero_copy_only=False)
-    return data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64), valid
+    return data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64), valid, \
+        offsets if payloads.null_count == 0 else None
 
 
 def _uniform_stride(positions: np.ndarray) -> int | None:

@@ -28,6 +28,12 @@
  * Whether the width bytes at first + i * stride are alike for every i < count (one message header
  * repeated: one template and version in the batch); it stops at the first difference.
  *
+ *   offsets_layout(offsets, count) -> (shortest, stride)
+ *
+ * For the count + 1 int32 or int64 offsets of an Arrow binary array: the shortest value's length
+ * (every payload holds a header when it is at least the header's size) and the fixed stride at which
+ * the values start (all but the last of equal positive length), or -1; one pass, no temporaries.
+ *
  *   take_names(slots, name_lengths, padded_names, width, out_offsets, out_bytes) -> int
  *
  * An Arrow string column of names chosen by index (an enum's validValue names): slots holds count
@@ -40,8 +46,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <limits.h>
 
-#define INTERFACE_VERSION 2  /* native_fields.py refuses a build of another interface (a stale build) */
+#define INTERFACE_VERSION 3  /* native_fields.py refuses a build of another interface (a stale build) */
 #define TILE_RECORDS 256     /* 256 records of 64 B: 16 KiB, well inside L1 */
 
 typedef struct {
@@ -266,6 +273,45 @@ done:
     return result;
 }
 
+#define OFFSETS_LAYOUT(T)                                                                 \
+    do {                                                                                  \
+        const T *at = (const T *)offsets.buf;                                             \
+        stride = count >= 2 ? (long long)at[1] - at[0] : (count == 1 ? 0 : -1);          \
+        if (count >= 2 && stride <= 0) stride = -1;                                       \
+        for (Py_ssize_t i = 0; i < count; i++) {                                          \
+            const long long length = (long long)at[i + 1] - at[i];                        \
+            if (length < shortest) shortest = length;                                     \
+            if (i + 1 < count && length != stride) stride = -1;                           \
+        }                                                                                 \
+    } while (0)
+
+static PyObject *offsets_layout(PyObject *module, PyObject *args)
+{
+    Py_buffer offsets;
+    Py_ssize_t count;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*n", &offsets, &count))
+        return NULL;
+    PyObject *result = NULL;
+    const Py_ssize_t width = count >= 0 ? offsets.len / (count + 1) : 0;
+    if (count < 0 || (width != 4 && width != 8) || offsets.len != width * (count + 1)) {
+        PyErr_Format(PyExc_ValueError, "offsets must be count + 1 (%zd) int32 or int64 values, not %zd bytes",
+                     count + 1, offsets.len);
+        goto done;
+    }
+    long long shortest = count > 0 ? LLONG_MAX : 0, stride = -1;
+    Py_BEGIN_ALLOW_THREADS
+    if (width == 4)
+        OFFSETS_LAYOUT(int32_t);
+    else
+        OFFSETS_LAYOUT(int64_t);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(LL)", shortest, stride);
+done:
+    PyBuffer_Release(&offsets);
+    return result;
+}
+
 static PyObject *take_names(PyObject *module, PyObject *args)
 {
     Py_buffer slots, name_lengths, padded_names, out_offsets, out_bytes;
@@ -324,6 +370,8 @@ done:
 static PyMethodDef methods[] = {
     {"same_bytes", same_bytes, METH_VARARGS,
      "same_bytes(data, first, stride, count, width) -> bool: the width bytes of every record alike"},
+    {"offsets_layout", offsets_layout, METH_VARARGS,
+     "offsets_layout(offsets, count) -> (shortest, stride): the shortest value and the fixed stride or -1"},
     {"take_names", take_names, METH_VARARGS,
      "take_names(slots, name_lengths, padded_names, width, out_offsets, out_bytes) -> int: names chosen by index"},
     {"copy_fields", copy_fields, METH_VARARGS,

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 LOG = logging.getLogger(__name__)
 SWITCH = "AERON_SPARK_SBE_NATIVE"  # "0" forces the numpy path (tests run both)
-INTERFACE_VERSION = 2  # fixed_fields.c's INTERFACE_VERSION this module calls
+INTERFACE_VERSION = 3  # fixed_fields.c's INTERFACE_VERSION this module calls
 
 
 def _load():
@@ -72,6 +72,12 @@ class NativeFields:
     def same_bytes(self, data: np.ndarray, first: int, stride: int, count: int, width: int) -> bool:
         """Whether the ``width`` bytes at ``first + i * stride`` are alike for every i < count."""
         return _MODULE.same_bytes(data, first, stride, count, width)
+
+    def offsets_layout(self, offsets: np.ndarray) -> tuple[int, int | None]:
+        """(the shortest value's length, the fixed stride at which the values start or None) of an
+        Arrow binary array's ``count + 1`` int32 or int64 offsets; one pass, no temporary arrays."""
+        shortest, stride = _MODULE.offsets_layout(offsets, offsets.size - 1)
+        return shortest, (None if stride < 0 else stride)
 
     def take_names(self, slots: np.ndarray, names: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """(int32 offsets, uint8 characters) of the Arrow string column holding ``names[slot]`` per

@@ -245,3 +245,16 @@ def test_the_switch_forces_the_numpy_path_and_it_decodes(monkeypatch):
     assert native_fields.copier() is None  # not built: the numpy path
     decoded = SbeDecoder(parse_schema(TICK_SCHEMA.format(order="littleEndian"))).decode(tick_payloads(10, "<", False))
     assert len(decoded.by_message["Tick"].values) == 10
+
+
+@needs_helper
+@pytest.mark.parametrize("offset_type", [np.int32, np.int64])
+@pytest.mark.parametrize("offsets, expected", [
+    ([0], (0, None)),              # no values
+    ([5, 69], (64, 0)),            # one value: stride 0
+    ([0, 64, 128, 130], (2, 64)),  # the last may be shorter: still at a fixed stride
+    ([0, 64, 127, 191], (63, None)),
+    ([0, 0, 0], (0, None)),        # empty values: no positive stride
+])
+def test_offsets_layout_gives_the_shortest_value_and_the_stride(offset_type, offsets, expected):
+    assert helper().offsets_layout(np.array(offsets, dtype=offset_type)) == expected
