@@ -59,6 +59,10 @@ class SbeDecodeError(ValueError):
     """A message's bytes contradict its schema (truncated block, group or var data)."""
 
 
+class _NotOneHeader(Exception):
+    """The batch's payloads do not all hold the first one's header (found while copying its fields)."""
+
+
 @dataclass(frozen=True)
 class DecodedMessages:
     """One message type's decoded rows: ``rows`` are the indices of its payloads in the input."""
@@ -84,6 +88,9 @@ class _Level:
     ends: np.ndarray  # int64 end of the enclosing payload (bounds)
     rows: np.ndarray  # int64 payload index of each record (for error messages)
     blocks_checked: bool = False  # every record's block is known to lie inside its payload
+    # (offset from each record, bytes) every record must hold, checked with the first copy: the one
+    # message header assumed for the whole batch (SbeDecoder.decode)
+    expect_header: tuple[int, bytes] | None = None
 
     @property
     def count(self) -> int:
@@ -154,6 +161,15 @@ class SbeDecoder:
     # --- the whole batch -----------------------------------------------------------------------
 
     def decode(self, payloads: pa.Array) -> DecodedPayloads:
+        try:
+            return self._decode(payloads, assume_one_header=True)
+        except _NotOneHeader:  # a batch of several headers: decoded again, headers read per payload
+            return self._decode(payloads, assume_one_header=False)
+
+    def _decode(self, payloads: pa.Array, assume_one_header: bool) -> DecodedPayloads:
+        """``assume_one_header``: with the C helper and payloads at a fixed stride, take the first
+        payload's header as every payload's and check that while copying the root fields (one pass
+        over the batch, not two); raises _NotOneHeader when a payload differs."""
         data, starts, ends, valid, offsets = _payload_buffers(payloads)
         header = self.schema.header
         native = native_fields.copier()
@@ -173,7 +189,10 @@ class SbeDecoder:
         else:
             places = _Places.of(np.where(valid & (ends - starts >= header.size), starts, 0))
         count = places.count
-        one_header = every_header and _same_bytes_everywhere(data, places, header.size)
+        assumed = assume_one_header and native is not None and every_header and places.explicit is None \
+            and count > 1
+        one_header = assumed or (every_header and _same_bytes_everywhere(data, places, header.size))
+        verified = not assumed
         if one_header:
             # One header repeated (one message type and version, the common case): read it once;
             # block lengths and versions are that one value broadcast (no per-row arrays).
@@ -201,6 +220,9 @@ class SbeDecoder:
                     level._uniform = count > 0
                     # every block fits its payload when the shortest payload holds header and block
                     level.blocks_checked = count > 0 and shortest >= header.size + block_length
+                    if not verified:
+                        level.expect_header = (-header.size, data[places.first:places.first + header.size].tobytes())
+                        verified = True  # by _copy_fixed_fields, the first thing _decode_level reads
             else:
                 rows = np.flatnonzero(template_ids == message.template_id if matches is None else matches)
                 level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
@@ -209,6 +231,8 @@ class SbeDecoder:
             values = pa.StructArray.from_arrays(columns, fields=self.decoded_fields(message)) if columns \
                 else pa.array([{}] * level.count, type=pa.struct([]))
             by_message[message.name] = DecodedMessages(message, rows, values)
+        if not verified and not _same_bytes_everywhere(data, places, header.size):
+            raise _NotOneHeader()  # no message of the batch's first template was decoded: checked here
         return DecodedPayloads(template_ids, by_message)
 
     def decode_message(self, payloads: pa.Array, message: Message) -> pa.StructArray:
@@ -400,18 +424,26 @@ class SbeDecoder:
         the helper is not there (then ``_read`` reads each field with numpy) or nothing qualifies."""
         copier = native_fields.copier()
         if copier is None or level.count == 0 or not level.uniform:
+            if level.expect_header is not None:
+                raise AssertionError("a header is assumed only where the C helper copies")
             return {}
         wanted: list[tuple[int, np.dtype]] = []
         for field in fields:
             if field.presence is not Presence.CONSTANT \
                     and level.present(field.since_version, field.offset + field.type.size) is True:
                 wanted.extend(self._scalars_of(field.type, field.offset))
+        wanted = list(dict.fromkeys(wanted))
+        if level.expect_header is not None and not wanted:
+            header_at, header_bytes = level.expect_header
+            if not copier.same_bytes(data, int(level.starts[0]) + header_at, level.stride, level.count, len(header_bytes)):
+                raise _NotOneHeader()
         if not wanted:
             return {}
-        wanted = list(dict.fromkeys(wanted))
         if level.stride is not None:
             first, stride = int(level.starts[0]), level.stride
-            values = copier.copy(data, first, stride, level.count, wanted)
+            values = copier.copy(data, first, stride, level.count, wanted, expect=level.expect_header)
+            if values is None:
+                raise _NotOneHeader()
             return {_Places(level.count, first + offset, stride).key(dtype): column
                     for (offset, dtype), column in zip(wanted, values)}
         values = copier.copy(data, 0, 0, level.count, wanted, starts=level.starts)

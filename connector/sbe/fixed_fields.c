@@ -10,7 +10,7 @@
  * builds it as an optional Extension in both editable and wheel installs with nothing else at build
  * time, and the SBE package stays free of cffi (an import contract keeps it sans-IO).
  *
- *   copy_fields(data, first, stride, count, starts, fields, swap) -> None
+ *   copy_fields(data, first, stride, count, starts, fields, swap[, expect, expect_offset]) -> bool
  *
  * data    any buffer of bytes (read only)
  * first, stride, count
@@ -20,6 +20,10 @@
  *         and a writable buffer of at least count * width bytes receiving record i's bytes at i * width
  * swap    reverse the bytes of every value (a big-endian schema on a little-endian host); only for
  *         widths 1, 2, 4 and 8
+ * expect, expect_offset
+ *         bytes every record must hold at expect_offset from its start (may be negative: the message
+ *         header before a root block), checked in the same pass; False as soon as a record does not
+ *         (the outputs are then incomplete), else True
  *
  * Every byte read is checked to lie inside data before anything is copied (ValueError otherwise).
  *
@@ -48,7 +52,7 @@
 #include <string.h>
 #include <limits.h>
 
-#define INTERFACE_VERSION 3  /* native_fields.py refuses a build of another interface (a stale build) */
+#define INTERFACE_VERSION 4  /* native_fields.py refuses a build of another interface (a stale build) */
 #define TILE_RECORDS 256     /* 256 records of 64 B: 16 KiB, well inside L1 */
 
 typedef struct {
@@ -90,26 +94,48 @@ static inline uint64_t swapped64(uint64_t v) { return __builtin_bswap64(v); }
         }                                                                                 \
     }
 
-static void copy_strided(const char *bytes, Py_ssize_t first, Py_ssize_t stride, Py_ssize_t count,
-                         FieldSpec *specs, Py_ssize_t field_count, int swap)
+/* The expected bytes (a message header) at expect_offset of every record of the tile; 0 at the
+ * first that differs. The tile's lines are then in L1 for the copies. */
+#define CHECK_TILE()                                                                      \
+    if (expect->len == 8) {                                                               \
+        uint64_t expected_word, word;                                                     \
+        memcpy(&expected_word, expect->buf, 8);                                           \
+        for (Py_ssize_t i = begin; i < end; i++) {                                        \
+            memcpy(&word, bytes + RECORD_START(i) + expect_offset, 8);                    \
+            if (word != expected_word) return 0;                                          \
+        }                                                                                 \
+    } else if (expect->len > 0) {                                                         \
+        for (Py_ssize_t i = begin; i < end; i++)                                          \
+            if (memcmp(bytes + RECORD_START(i) + expect_offset, expect->buf, (size_t)expect->len) != 0) \
+                return 0;                                                                 \
+    }
+
+static int copy_strided(const char *bytes, Py_ssize_t first, Py_ssize_t stride, Py_ssize_t count,
+                        FieldSpec *specs, Py_ssize_t field_count, int swap,
+                        const Py_buffer *expect, Py_ssize_t expect_offset)
 {
 #define RECORD_START(i) (first + (i) * stride)
     for (Py_ssize_t begin = 0; begin < count; begin += TILE_RECORDS) {
         const Py_ssize_t end = begin + TILE_RECORDS < count ? begin + TILE_RECORDS : count;
+        CHECK_TILE();
         COPY_TILE();
     }
 #undef RECORD_START
+    return 1;
 }
 
-static void copy_at_starts(const char *bytes, const int64_t *starts, Py_ssize_t count,
-                           FieldSpec *specs, Py_ssize_t field_count, int swap)
+static int copy_at_starts(const char *bytes, const int64_t *starts, Py_ssize_t count,
+                          FieldSpec *specs, Py_ssize_t field_count, int swap,
+                          const Py_buffer *expect, Py_ssize_t expect_offset)
 {
 #define RECORD_START(i) ((Py_ssize_t)starts[i])
     for (Py_ssize_t begin = 0; begin < count; begin += TILE_RECORDS) {
         const Py_ssize_t end = begin + TILE_RECORDS < count ? begin + TILE_RECORDS : count;
+        CHECK_TILE();
         COPY_TILE();
     }
 #undef RECORD_START
+    return 1;
 }
 
 static void release_specs(FieldSpec *specs, Py_ssize_t filled)
@@ -121,12 +147,13 @@ static void release_specs(FieldSpec *specs, Py_ssize_t filled)
 
 static PyObject *copy_fields(PyObject *module, PyObject *args)
 {
-    Py_buffer data, starts_view = {0};
-    Py_ssize_t first, stride, count;
+    Py_buffer data, starts_view = {0}, expect = {0};
+    Py_ssize_t first, stride, count, expect_offset = 0;
     PyObject *starts, *fields;
     int swap;
     (void)module;
-    if (!PyArg_ParseTuple(args, "y*nnnOOp", &data, &first, &stride, &count, &starts, &fields, &swap))
+    if (!PyArg_ParseTuple(args, "y*nnnOOp|y*n", &data, &first, &stride, &count, &starts, &fields, &swap,
+                          &expect, &expect_offset))
         return NULL;
     PyObject *result = NULL, *sequence = NULL;
     FieldSpec *specs = NULL;
@@ -155,7 +182,17 @@ static PyObject *copy_fields(PyObject *module, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t lowest = 0, highest = 0;  /* the bytes of a record that any field reads: [lowest, highest) */
+    /* The bytes of a record that anything reads: [lowest, highest); the expected bytes may lie before
+     * the record (a message header before its block). */
+    Py_ssize_t lowest = 0, highest = 0;
+    if (expect.len > 0) {
+        if (expect_offset < -(PY_SSIZE_T_MAX / 4) || expect_offset > PY_SSIZE_T_MAX / 4) {
+            PyErr_Format(PyExc_ValueError, "expect_offset %zd is out of range", expect_offset);
+            goto done;
+        }
+        lowest = expect_offset;
+        highest = expect_offset + expect.len;
+    }
     for (Py_ssize_t k = 0; k < field_count; k++) {
         PyObject *item = PySequence_Fast_GET_ITEM(sequence, k), *out;
         FieldSpec *spec = &specs[k];
@@ -178,13 +215,14 @@ static PyObject *copy_fields(PyObject *module, PyObject *args)
                          k, spec->out.len, count, spec->width);
             goto done;
         }
-        if (k == 0 || spec->offset < lowest)
+        const int first_span = k == 0 && expect.len == 0;
+        if (first_span || spec->offset < lowest)
             lowest = spec->offset;
-        if (k == 0 || spec->offset + spec->width > highest)
+        if (first_span || spec->offset + spec->width > highest)
             highest = spec->offset + spec->width;
     }
-    if (count == 0 || field_count == 0) {
-        result = Py_NewRef(Py_None);
+    if (count == 0 || (field_count == 0 && expect.len == 0)) {
+        result = Py_NewRef(Py_True);
         goto done;
     }
 
@@ -220,13 +258,16 @@ static PyObject *copy_fields(PyObject *module, PyObject *args)
         goto done;
     }
 
+    int matched;
     Py_BEGIN_ALLOW_THREADS
     if (explicit_starts)
-        copy_at_starts((const char *)data.buf, (const int64_t *)starts_view.buf, count, specs, field_count, swap);
+        matched = copy_at_starts((const char *)data.buf, (const int64_t *)starts_view.buf, count, specs,
+                                 field_count, swap, &expect, expect_offset);
     else
-        copy_strided((const char *)data.buf, first, stride, count, specs, field_count, swap);
+        matched = copy_strided((const char *)data.buf, first, stride, count, specs, field_count, swap,
+                               &expect, expect_offset);
     Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
+    result = PyBool_FromLong(matched);
 
 done:
     if (specs != NULL)
@@ -234,6 +275,8 @@ done:
     Py_XDECREF(sequence);
     if (explicit_starts && starts_view.obj != NULL)
         PyBuffer_Release(&starts_view);
+    if (expect.obj != NULL)
+        PyBuffer_Release(&expect);
     PyBuffer_Release(&data);
     return result;
 }
@@ -375,8 +418,8 @@ static PyMethodDef methods[] = {
     {"take_names", take_names, METH_VARARGS,
      "take_names(slots, name_lengths, padded_names, width, out_offsets, out_bytes) -> int: names chosen by index"},
     {"copy_fields", copy_fields, METH_VARARGS,
-     "copy_fields(data, first, stride, count, starts, fields, swap): copy fixed-width fields of records into "
-     "one contiguous buffer per field, in one pass over the records"},
+     "copy_fields(data, first, stride, count, starts, fields, swap[, expect, expect_offset]) -> bool: copy "
+     "fixed-width fields of records into one contiguous buffer per field, in one pass over the records"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 LOG = logging.getLogger(__name__)
 SWITCH = "AERON_SPARK_SBE_NATIVE"  # "0" forces the numpy path (tests run both)
-INTERFACE_VERSION = 3  # fixed_fields.c's INTERFACE_VERSION this module calls
+INTERFACE_VERSION = 4  # fixed_fields.c's INTERFACE_VERSION this module calls
 
 
 def _load():
@@ -53,11 +53,12 @@ def copier() -> "NativeFields | None":
 
 class NativeFields:
     def copy(self, data: np.ndarray, first: int, stride: int, count: int, fields: Sequence[tuple[int, np.dtype]],
-             starts: np.ndarray | None = None) -> list[np.ndarray]:
+             starts: np.ndarray | None = None, expect: tuple[int, bytes] | None = None) -> list[np.ndarray] | None:
         """One native-order array per (offset, dtype) field: the field of record i, which starts at
         ``first + i * stride`` (or ``starts[i]`` when given). The dtypes' byte order must be one for
-        all fields; values are swapped to the host's when it differs. Raises ValueError when any byte
-        would be read outside ``data``."""
+        all fields; values are swapped to the host's when it differs. ``expect``: (offset from each
+        record's start, bytes) every record must hold, checked in the same pass: None when one does
+        not. Raises ValueError when any byte would be read outside ``data``."""
         outputs = [_arrow_pool_array(count, dtype.newbyteorder("=")) for _, dtype in fields]
         orders = {_is_big(dtype) for _, dtype in fields if dtype.itemsize > 1}
         if len(orders) > 1:
@@ -66,7 +67,10 @@ class NativeFields:
         if starts is not None:
             starts = np.ascontiguousarray(starts, dtype=np.int64)
         specs = [(offset, out.itemsize, out) for (offset, _), out in zip(fields, outputs)]
-        _MODULE.copy_fields(data, first, stride, count, starts, specs, swap)
+        if expect is None:
+            _MODULE.copy_fields(data, first, stride, count, starts, specs, swap)
+        elif not _MODULE.copy_fields(data, first, stride, count, starts, specs, swap, expect[1], expect[0]):
+            return None
         return outputs
 
     def same_bytes(self, data: np.ndarray, first: int, stride: int, count: int, width: int) -> bool:

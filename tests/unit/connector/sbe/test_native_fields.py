@@ -258,3 +258,44 @@ def test_the_switch_forces_the_numpy_path_and_it_decodes(monkeypatch):
 ])
 def test_offsets_layout_gives_the_shortest_value_and_the_stride(offset_type, offsets, expected):
     assert helper().offsets_layout(np.array(offsets, dtype=offset_type)) == expected
+
+
+@needs_helper
+@pytest.mark.parametrize("odd_row", [1, 255, 256, 599])
+@pytest.mark.parametrize("odd_header", [(TICK_BLOCK, 2, 77, 0), (TICK_BLOCK, 1, 77, 1), (TICK_BLOCK + 2, 1, 77, 0)],
+                         ids=["other-template", "newer-version", "longer-block"])
+@pytest.mark.parametrize("wanted", [None, frozenset()], ids=["all-fields", "no-fields"])
+def test_equal_size_payloads_whose_headers_differ_late_decode_alike(odd_row, odd_header, wanted, monkeypatch):
+    # The native path assumes the first header for a batch at a fixed stride and checks it while
+    # copying; a differing header anywhere must give the same result as the numpy path.
+    schema = parse_schema(TICK_SCHEMA.format(order="littleEndian"))
+    payload_size = 8 + TICK_BLOCK + 2
+    blocks = RNG.integers(0, 256, (600, payload_size - 8), dtype=np.uint8)
+    blocks[:, 32:40] = RNG.normal(size=600).astype("<f8").view(np.uint8).reshape(600, 8)  # no NaN rate
+    headers = np.tile(np.array([TICK_BLOCK, 1, 77, 0], dtype="<u2"), (600, 1))
+    headers[odd_row] = odd_header
+    payloads = pa.array([h.tobytes() + b.tobytes() for h, b in zip(headers, blocks)], pa.binary())
+    decoder = SbeDecoder(schema, None, None if wanted is None else {"Tick": wanted, "Other": wanted})
+    results = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv(native_fields.SWITCH, switch)
+        decoded = decoder.decode(payloads)
+        results[switch] = (decoded.template_ids.tolist(),
+                           {name: (found.rows.tolist(), found.values) for name, found in decoded.by_message.items()})
+    assert results["1"][0] == results["0"][0]
+    for name, (rows, values) in results["1"][1].items():
+        assert rows == results["0"][1][name][0]
+        assert values.equals(results["0"][1][name][1]), name
+    tick_rows = results["1"][1]["Tick"][0]
+    assert (odd_row in tick_rows) == (odd_header[1] == 1)
+
+
+@needs_helper
+def test_a_batch_of_one_header_not_decoded_by_this_decoder_is_still_checked(monkeypatch):
+    schema = parse_schema(TICK_SCHEMA.format(order="littleEndian"))
+    decoder = SbeDecoder(schema, [schema.message("Tick")])
+    other = np.array([8, 2, 77, 0], dtype="<u2").tobytes() + bytes(TICK_BLOCK)  # padded to a Tick's size
+    tick = np.array([TICK_BLOCK, 1, 77, 0], dtype="<u2").tobytes() + bytes(TICK_BLOCK)
+    decoded = decoder.decode(pa.array([other, other, tick, other], pa.binary()))
+    assert decoded.template_ids.tolist() == [2, 2, 1, 2]
+    assert decoded.by_message["Tick"].rows.tolist() == [2]
