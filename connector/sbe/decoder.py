@@ -78,23 +78,42 @@ class DecodedPayloads:
     by_message: dict[str, DecodedMessages]
 
 
-@dataclass
 class _Level:
     """The records of one level (messages, or entries of one group) being decoded."""
 
-    starts: np.ndarray  # int64 offset of each record's block in the buffer
-    block_lengths: np.ndarray  # int64 acting block length of each record
-    versions: np.ndarray  # int64 producer's schema version (from the message header)
-    ends: np.ndarray  # int64 end of the enclosing payload (bounds)
-    rows: np.ndarray  # int64 payload index of each record (for error messages)
-    blocks_checked: bool = False  # every record's block is known to lie inside its payload
-    # (offset from each record, bytes) every record must hold, checked with the first copy: the one
-    # message header assumed for the whole batch (SbeDecoder.decode)
-    expect_header: tuple[int, bytes] | None = None
+    def __init__(self, starts: np.ndarray | Callable[[], np.ndarray], block_lengths: np.ndarray, versions: np.ndarray,
+                 ends: np.ndarray | Callable[[], np.ndarray], rows: np.ndarray, count: int | None = None,
+                 first_start: int | None = None) -> None:
+        """``starts`` and ``ends`` may be functions building the array when first used (a batch of
+        one header at a fixed stride needs neither for its root fields); ``count`` and
+        ``first_start`` are then given."""
+        self._starts = starts  # int64 offset of each record's block in the buffer
+        self.block_lengths = block_lengths  # int64 acting block length of each record
+        self.versions = versions  # int64 producer's schema version (from the message header)
+        self._ends = ends  # int64 end of the enclosing payload (bounds)
+        self.rows = rows  # int64 payload index of each record (for error messages)
+        self.count = int(starts.size) if count is None else count
+        self._first_start = first_start
+        self.blocks_checked = False  # every record's block is known to lie inside its payload
+        # (offset from each record, bytes) every record must hold, checked with the first copy: the
+        # one message header assumed for the whole batch (SbeDecoder.decode)
+        self.expect_header: tuple[int, bytes] | None = None
 
     @property
-    def count(self) -> int:
-        return int(self.starts.size)
+    def starts(self) -> np.ndarray:
+        if callable(self._starts):
+            self._starts = self._starts()
+        return self._starts
+
+    @property
+    def ends(self) -> np.ndarray:
+        if callable(self._ends):
+            self._ends = self._ends()
+        return self._ends
+
+    @property
+    def first_start(self) -> int:
+        return int(self.starts[0]) if self._first_start is None else self._first_start
 
     @property
     def stride(self) -> int | None:
@@ -129,7 +148,7 @@ class _Level:
     def places(self, offset: int) -> "_Places":
         """Where the field at ``offset`` in the block sits in each record."""
         if self.stride is not None and self.count:
-            return _Places(self.count, int(self.starts[0]) + offset, self.stride)
+            return _Places(self.count, self.first_start + offset, self.stride)
         return _Places(self.count, explicit=self.starts + offset, origin=(id(self.starts), offset))
 
     def take(self, index: np.ndarray, starts: np.ndarray | None = None) -> "_Level":
@@ -170,25 +189,36 @@ class SbeDecoder:
         """``assume_one_header``: with the C helper and payloads at a fixed stride, take the first
         payload's header as every payload's and check that while copying the root fields (one pass
         over the batch, not two); raises _NotOneHeader when a payload differs."""
-        data, starts, ends, valid, offsets = _payload_buffers(payloads)
+        data, offsets, valid = _payload_buffers(payloads)
+        count = offsets.size - 1
+        built: list[np.ndarray] = []
+
+        def starts_and_ends() -> list[np.ndarray]:
+            """int64 start and end of each payload, built when first needed."""
+            if not built:
+                built.extend((offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)))
+            return built
+
         header = self.schema.header
         native = native_fields.copier()
-        if native is not None and offsets is not None:  # no nulls: lengths and stride in one pass
+        if native is not None and valid is None:  # no nulls: lengths and stride in one pass
             shortest, stride = native.offsets_layout(offsets)
             every_header = shortest >= header.size
         else:
+            starts, ends = starts_and_ends()
             lengths = ends - starts
             shortest = int(lengths.min()) if lengths.size else 0
             stride = _uniform_stride(starts)
-            every_header = bool((valid & (lengths >= header.size)).all())
+            every_header = bool(((lengths >= header.size) if valid is None else valid & (lengths >= header.size)).all())
         if data.size < header.size:
             data = np.zeros(header.size, dtype=np.uint8)
         if every_header:
-            places = _Places(starts.size, int(starts[0]), stride) if stride is not None \
-                else _Places(starts.size, explicit=starts)
+            places = _Places(count, int(offsets[0]), stride) if stride is not None \
+                else _Places(count, explicit=starts_and_ends()[0])
         else:
-            places = _Places.of(np.where(valid & (ends - starts >= header.size), starts, 0))
-        count = places.count
+            starts, ends = starts_and_ends()
+            has_header = ends - starts >= header.size
+            places = _Places.of(np.where(has_header if valid is None else valid & has_header, starts, 0))
         assumed = assume_one_header and native is not None and every_header and places.explicit is None \
             and count > 1
         one_header = assumed or (every_header and _same_bytes_everywhere(data, places, header.size))
@@ -204,8 +234,11 @@ class SbeDecoder:
             versions = np.broadcast_to(np.int64(version), (count,))
         else:
             template_ids = self._read_int(data, places.shifted(header.template_id.offset), header.template_id.type)
-            template_ids = (template_ids if every_header else np.where(valid & (ends - starts >= header.size),
-                                                                       template_ids, NO_TEMPLATE)).astype(np.int32)
+            if not every_header:
+                starts, ends = starts_and_ends()
+                has_header = ends - starts >= header.size
+                template_ids = np.where(has_header if valid is None else valid & has_header, template_ids, NO_TEMPLATE)
+            template_ids = template_ids.astype(np.int32)
             block_lengths = self._read_int(data, places.shifted(header.block_length.offset), header.block_length.type)
             versions = self._read_int(data, places.shifted(header.version.offset), header.version.type)
         by_message = {}
@@ -214,7 +247,8 @@ class SbeDecoder:
             if template_id == message.template_id if one_header else matches.all():
                 # One message type in the batch (the common case): no gathers
                 rows = np.arange(count, dtype=np.int64)
-                level = _Level(starts + header.size, block_lengths, versions, ends, rows)
+                level = _Level(lambda: starts_and_ends()[0] + header.size, block_lengths, versions,
+                               lambda: starts_and_ends()[1], rows, count, int(offsets[0]) + header.size if count else None)
                 level._stride = places.stride  # the blocks sit where the payloads do
                 if one_header:
                     level._uniform = count > 0
@@ -225,6 +259,7 @@ class SbeDecoder:
                         verified = True  # by _copy_fixed_fields, the first thing _decode_level reads
             else:
                 rows = np.flatnonzero(template_ids == message.template_id if matches is None else matches)
+                starts, ends = starts_and_ends()
                 level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
                                versions[rows].astype(np.int64), ends[rows], rows.astype(np.int64))
             columns, _ = self._decode_level(message, data, level, message.name, self._wanted.get(message.name))
@@ -435,12 +470,12 @@ class SbeDecoder:
         wanted = list(dict.fromkeys(wanted))
         if level.expect_header is not None and not wanted:
             header_at, header_bytes = level.expect_header
-            if not copier.same_bytes(data, int(level.starts[0]) + header_at, level.stride, level.count, len(header_bytes)):
+            if not copier.same_bytes(data, level.first_start + header_at, level.stride, level.count, len(header_bytes)):
                 raise _NotOneHeader()
         if not wanted:
             return {}
         if level.stride is not None:
-            first, stride = int(level.starts[0]), level.stride
+            first, stride = level.first_start, level.stride
             values = copier.copy(data, first, stride, level.count, wanted, expect=level.expect_header)
             if values is None:
                 raise _NotOneHeader()
@@ -524,8 +559,8 @@ def spread(values: pa.Array, rows: np.ndarray, count: int) -> pa.Array:
 
 
 def _payload_buffers(payloads: pa.Array):
-    """(data uint8, start int64, end int64, valid bool) of each payload, without copying data, and
-    the Arrow offsets themselves when no payload is null (else None)."""
+    """(data uint8, the Arrow offsets (count + 1, int32 or int64), valid bool or None when no payload
+    is null) of the payloads, without copying."""
     if isinstance(payloads, pa.ChunkedArray):
         payloads = payloads.combine_chunks() if payloads.num_chunks != 1 else payloads.chunk(0)
     if pa.types.is_binary(payloads.type) or pa.types.is_string(payloads.type):
@@ -537,13 +572,11 @@ def _payload_buffers(payloads: pa.Array):
     count = len(payloads)
     _validity, offsets_buffer, data_buffer = payloads.buffers()
     if count == 0:
-        empty = np.empty(0, np.int64)
-        return np.zeros(0, np.uint8), empty, empty, np.empty(0, bool), None
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64), None
     offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=count + 1, offset=payloads.offset * offset_type().itemsize)
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    valid = np.ones(count, dtype=bool) if payloads.null_count == 0 else payloads.is_valid().to_numpy(zero_copy_only=False)
-    return data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64), valid, \
-        offsets if payloads.null_count == 0 else None
+    valid = None if payloads.null_count == 0 else payloads.is_valid().to_numpy(zero_copy_only=False)
+    return data, offsets, valid
 
 
 def _uniform_stride(positions: np.ndarray) -> int | None:
