@@ -254,6 +254,11 @@ class SbeDecoder:
                     level._uniform = count > 0
                     # every block fits its payload when the shortest payload holds header and block
                     level.blocks_checked = count > 0 and shortest >= header.size + block_length
+                    if not verified and not level.blocks_checked:
+                        # a short payload: the bounds check would run on the assumption, so check it first
+                        if not _same_bytes_everywhere(data, places, header.size):
+                            raise _NotOneHeader()
+                        verified = True
                     if not verified:
                         level.expect_header = (-header.size, data[places.first:places.first + header.size].tobytes())
                         verified = True  # by _copy_fixed_fields, the first thing _decode_level reads

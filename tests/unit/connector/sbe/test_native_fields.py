@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from aeron_spark.connector.sbe import SbeDecoder, native_fields, parse_schema
+from aeron_spark.connector.sbe import SbeDecodeError, SbeDecoder, native_fields, parse_schema
 
 needs_helper = pytest.mark.skipif(not native_fields.built(), reason="the SBE C helper is not built")
 RNG = np.random.default_rng(2026)
@@ -299,3 +299,20 @@ def test_a_batch_of_one_header_not_decoded_by_this_decoder_is_still_checked(monk
     decoded = decoder.decode(pa.array([other, other, tick, other], pa.binary()))
     assert decoded.template_ids.tolist() == [2, 2, 1, 2]
     assert decoded.by_message["Tick"].rows.tolist() == [2]
+
+
+@pytest.mark.parametrize("last", ["other-template", "truncated-tick"])
+def test_a_shorter_last_payload_of_another_header_is_not_judged_by_the_first_header(last, sbe_decoding_path):
+    # Payloads at a fixed stride but for the last, shorter one: the first header must not be taken
+    # for its header before every header was checked (else its block would look truncated).
+    schema = parse_schema(TICK_SCHEMA.format(order="littleEndian"))
+    tick = np.array([TICK_BLOCK, 1, 77, 0], dtype="<u2").tobytes() + bytes(TICK_BLOCK)
+    short = np.array([8, 2, 77, 0], dtype="<u2").tobytes() + bytes(8) if last == "other-template" else tick[:-1]
+    payloads = pa.array([tick, tick, tick, short], pa.binary())
+    if last == "truncated-tick":
+        with pytest.raises(SbeDecodeError, match="payload 3 needs 1 byte"):
+            SbeDecoder(schema).decode(payloads)
+    else:
+        decoded = SbeDecoder(schema).decode(payloads)
+        assert decoded.template_ids.tolist() == [1, 1, 1, 2]
+        assert decoded.by_message["Other"].values.to_pylist() == [{"value": 0}]
