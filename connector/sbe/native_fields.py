@@ -9,6 +9,7 @@ loaded is logged once at debug level.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -24,7 +25,7 @@ INTERFACE_VERSION = 4  # fixed_fields.c's INTERFACE_VERSION this module calls
 
 def _load():
     try:
-        from aeron_spark.connector.sbe import _fixed_fields
+        _fixed_fields = importlib.import_module("aeron_spark.connector.sbe._fixed_fields")
     except ImportError as error:
         LOG.debug("SBE C helper not loaded (%s): decoding fixed fields with numpy", error)
         return None
