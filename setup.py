@@ -1,7 +1,9 @@
-"""Lists the packages below the three mapped code folders (pyproject.toml maps the roots)."""
+"""Lists the packages below the three mapped code folders (pyproject.toml maps the roots), and builds
+the SBE decoder's optional C helper (a machine without a C compiler installs without it: the decoder
+then uses its numpy path)."""
 import os
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 ROOTS = {"aeron_spark": "src/aeron_spark", "pyspark_aeron_archive": "src/pyspark_aeron_archive", "aeron_spark.archive": "archive",
          "aeron_spark.connector": "connector", "aeron_spark.driver_integration": "driver_integration"}
@@ -18,4 +20,8 @@ def discover_packages():
     return packages
 
 
-setup(packages=discover_packages())
+# optional=True: a failed compile is a warning, not a failed install (connector/sbe/native_fields.py falls back).
+SBE_FIXED_FIELDS = Extension("aeron_spark.connector.sbe._fixed_fields", sources=["connector/sbe/fixed_fields.c"],
+                             extra_compile_args=["-O3"], optional=True)
+
+setup(packages=discover_packages(), ext_modules=[SBE_FIXED_FIELDS])

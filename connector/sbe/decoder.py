@@ -11,6 +11,10 @@ No Python runs per message. Every payload's header is read at once; then, per me
   is read in one step for all entries of all messages; a group whose entries hold nested groups or
   var data is walked entry index by entry index, each step vectorized over every message.
 
+When the C helper is built (native_fields.py), the scalar fields of a level whose records all hold
+them are copied in one pass over the records instead of one numpy pass each, and enum names and the
+one-header check are done in C too; otherwise (or with AERON_SPARK_SBE_NATIVE=0) numpy does it all.
+
 Evolution follows the SBE spec: a field is read only when the message's header version is at least
 its ``sinceVersion`` and it lies inside the producer's blockLength (else NULL); the next part
 always starts at the producer's blockLength (a newer producer's extra fields are skipped), and a
@@ -27,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aeron_spark.connector.sbe import native_fields
 from aeron_spark.connector.sbe.arrow_types import (
     UINT64_TYPE,
     block_fields,
@@ -54,6 +59,10 @@ class SbeDecodeError(ValueError):
     """A message's bytes contradict its schema (truncated block, group or var data)."""
 
 
+class _NotOneHeader(Exception):
+    """The batch's payloads do not all hold the first one's header (found while copying its fields)."""
+
+
 @dataclass(frozen=True)
 class DecodedMessages:
     """One message type's decoded rows: ``rows`` are the indices of its payloads in the input."""
@@ -69,19 +78,42 @@ class DecodedPayloads:
     by_message: dict[str, DecodedMessages]
 
 
-@dataclass
 class _Level:
     """The records of one level (messages, or entries of one group) being decoded."""
 
-    starts: np.ndarray  # int64 offset of each record's block in the buffer
-    block_lengths: np.ndarray  # int64 acting block length of each record
-    versions: np.ndarray  # int64 producer's schema version (from the message header)
-    ends: np.ndarray  # int64 end of the enclosing payload (bounds)
-    rows: np.ndarray  # int64 payload index of each record (for error messages)
+    def __init__(self, starts: np.ndarray | Callable[[], np.ndarray], block_lengths: np.ndarray, versions: np.ndarray,
+                 ends: np.ndarray | Callable[[], np.ndarray], rows: np.ndarray, count: int | None = None,
+                 first_start: int | None = None) -> None:
+        """``starts`` and ``ends`` may be functions building the array when first used (a batch of
+        one header at a fixed stride needs neither for its root fields); ``count`` and
+        ``first_start`` are then given."""
+        self._starts = starts  # int64 offset of each record's block in the buffer
+        self.block_lengths = block_lengths  # int64 acting block length of each record
+        self.versions = versions  # int64 producer's schema version (from the message header)
+        self._ends = ends  # int64 end of the enclosing payload (bounds)
+        self.rows = rows  # int64 payload index of each record (for error messages)
+        self.count = int(starts.size) if count is None else count
+        self._first_start = first_start
+        self.blocks_checked = False  # every record's block is known to lie inside its payload
+        # (offset from each record, bytes) every record must hold, checked with the first copy: the
+        # one message header assumed for the whole batch (SbeDecoder.decode)
+        self.expect_header: tuple[int, bytes] | None = None
 
     @property
-    def count(self) -> int:
-        return int(self.starts.size)
+    def starts(self) -> np.ndarray:
+        if callable(self._starts):
+            self._starts = self._starts()
+        return self._starts
+
+    @property
+    def ends(self) -> np.ndarray:
+        if callable(self._ends):
+            self._ends = self._ends()
+        return self._ends
+
+    @property
+    def first_start(self) -> int:
+        return int(self.starts[0]) if self._first_start is None else self._first_start
 
     @property
     def stride(self) -> int | None:
@@ -116,8 +148,8 @@ class _Level:
     def places(self, offset: int) -> "_Places":
         """Where the field at ``offset`` in the block sits in each record."""
         if self.stride is not None and self.count:
-            return _Places(self.count, int(self.starts[0]) + offset, self.stride)
-        return _Places(self.count, explicit=self.starts + offset)
+            return _Places(self.count, self.first_start + offset, self.stride)
+        return _Places(self.count, explicit=self.starts + offset, origin=(id(self.starts), offset))
 
     def take(self, index: np.ndarray, starts: np.ndarray | None = None) -> "_Level":
         return _Level(self.starts[index] if starts is None else starts, self.block_lengths[index],
@@ -135,6 +167,7 @@ class SbeDecoder:
         self.messages = list(schema.messages if messages is None else messages)
         self._order = schema.byte_order
         self._wanted = dict(wanted or {})
+        self._copied: dict[tuple, np.ndarray] = {}  # the current level's fields the C helper copied, by place
 
     def decoded_fields(self, message: Message) -> list[pa.Field]:
         """The Arrow fields of ``message``'s decoded struct: all of block_fields, or the wanted ones."""
@@ -147,45 +180,99 @@ class SbeDecoder:
     # --- the whole batch -----------------------------------------------------------------------
 
     def decode(self, payloads: pa.Array) -> DecodedPayloads:
-        data, starts, ends, valid = _payload_buffers(payloads)
+        try:
+            return self._decode(payloads, assume_one_header=True)
+        except _NotOneHeader:  # a batch of several headers: decoded again, headers read per payload
+            return self._decode(payloads, assume_one_header=False)
+
+    def _decode(self, payloads: pa.Array, assume_one_header: bool) -> DecodedPayloads:
+        """``assume_one_header``: with the C helper and payloads at a fixed stride, take the first
+        payload's header as every payload's and check that while copying the root fields (one pass
+        over the batch, not two); raises _NotOneHeader when a payload differs."""
+        data, offsets, valid = _payload_buffers(payloads)
+        count = offsets.size - 1
+        built: list[np.ndarray] = []
+
+        def starts_and_ends() -> list[np.ndarray]:
+            """int64 start and end of each payload, built when first needed."""
+            if not built:
+                built.extend((offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)))
+            return built
+
         header = self.schema.header
-        has_header = valid & (ends - starts >= header.size)
-        every_header = bool(has_header.all())
-        safe_starts = starts if every_header else np.where(has_header, starts, 0)
+        native = native_fields.copier()
+        if native is not None and valid is None:  # no nulls: lengths and stride in one pass
+            shortest, stride = native.offsets_layout(offsets)
+            every_header = shortest >= header.size
+        else:
+            starts, ends = starts_and_ends()
+            lengths = ends - starts
+            shortest = int(lengths.min()) if lengths.size else 0
+            stride = _uniform_stride(starts)
+            every_header = bool(((lengths >= header.size) if valid is None else valid & (lengths >= header.size)).all())
         if data.size < header.size:
             data = np.zeros(header.size, dtype=np.uint8)
-        places = _Places.of(safe_starts)
-        if every_header and _same_bytes_everywhere(data, places, header.size):
-            # One header repeated (one message type and version, the common case): read it once.
-            first = _Places(1, places.first if places.count else 0, 0)
-            count = places.count
-            template_ids = np.full(count, self._read_int(data, first.shifted(header.template_id.offset),
-                                                         header.template_id.type)[0], dtype=np.int32)
-            block_lengths = np.full(count, self._read_int(data, first.shifted(header.block_length.offset),
-                                                          header.block_length.type)[0], dtype=np.int64)
-            versions = np.full(count, self._read_int(data, first.shifted(header.version.offset),
-                                                     header.version.type)[0], dtype=np.int64)
+        if every_header:
+            places = _Places(count, int(offsets[0]), stride) if stride is not None \
+                else _Places(count, explicit=starts_and_ends()[0])
+        else:
+            starts, ends = starts_and_ends()
+            has_header = ends - starts >= header.size
+            places = _Places.of(np.where(has_header if valid is None else valid & has_header, starts, 0))
+        assumed = assume_one_header and native is not None and every_header and places.explicit is None \
+            and count > 1
+        one_header = assumed or (every_header and _same_bytes_everywhere(data, places, header.size))
+        verified = not assumed
+        if one_header:
+            # One header repeated (one message type and version, the common case): read it once;
+            # block lengths and versions are that one value broadcast (no per-row arrays).
+            first = _Places(1, places.first if count else 0, 0)
+            template_id, block_length, version = (int(self._read_int(data, first.shifted(member.offset), member.type)[0])
+                                                  for member in (header.template_id, header.block_length, header.version))
+            template_ids = np.full(count, template_id, dtype=np.int32)
+            block_lengths = np.broadcast_to(np.int64(block_length), (count,))
+            versions = np.broadcast_to(np.int64(version), (count,))
         else:
             template_ids = self._read_int(data, places.shifted(header.template_id.offset), header.template_id.type)
-            template_ids = (template_ids if every_header else np.where(has_header, template_ids, NO_TEMPLATE)
-                            ).astype(np.int32)
+            if not every_header:
+                starts, ends = starts_and_ends()
+                has_header = ends - starts >= header.size
+                template_ids = np.where(has_header if valid is None else valid & has_header, template_ids, NO_TEMPLATE)
+            template_ids = template_ids.astype(np.int32)
             block_lengths = self._read_int(data, places.shifted(header.block_length.offset), header.block_length.type)
             versions = self._read_int(data, places.shifted(header.version.offset), header.version.type)
         by_message = {}
         for message in self.messages:
-            matches = template_ids == message.template_id
-            if matches.all():  # one message type in the batch (the common case): no gathers
-                rows = np.arange(template_ids.size, dtype=np.int64)
-                level = _Level(starts + header.size, block_lengths, versions, ends, rows)
+            matches = None if one_header else template_ids == message.template_id
+            if template_id == message.template_id if one_header else matches.all():
+                # One message type in the batch (the common case): no gathers
+                rows = np.arange(count, dtype=np.int64)
+                level = _Level(lambda: starts_and_ends()[0] + header.size, block_lengths, versions,
+                               lambda: starts_and_ends()[1], rows, count, int(offsets[0]) + header.size if count else None)
                 level._stride = places.stride  # the blocks sit where the payloads do
+                if one_header:
+                    level._uniform = count > 0
+                    # every block fits its payload when the shortest payload holds header and block
+                    level.blocks_checked = count > 0 and shortest >= header.size + block_length
+                    if not verified and not level.blocks_checked:
+                        # a short payload: the bounds check would run on the assumption, so check it first
+                        if not _same_bytes_everywhere(data, places, header.size):
+                            raise _NotOneHeader()
+                        verified = True
+                    if not verified:
+                        level.expect_header = (-header.size, data[places.first:places.first + header.size].tobytes())
+                        verified = True  # by _copy_fixed_fields, the first thing _decode_level reads
             else:
-                rows = np.flatnonzero(matches)
+                rows = np.flatnonzero(template_ids == message.template_id if matches is None else matches)
+                starts, ends = starts_and_ends()
                 level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
                                versions[rows].astype(np.int64), ends[rows], rows.astype(np.int64))
             columns, _ = self._decode_level(message, data, level, message.name, self._wanted.get(message.name))
             values = pa.StructArray.from_arrays(columns, fields=self.decoded_fields(message)) if columns \
                 else pa.array([{}] * level.count, type=pa.struct([]))
             by_message[message.name] = DecodedMessages(message, rows, values)
+        if not verified and not _same_bytes_everywhere(data, places, header.size):
+            raise _NotOneHeader()  # no message of the batch's first template was decoded: checked here
         return DecodedPayloads(template_ids, by_message)
 
     def decode_message(self, payloads: pa.Array, message: Message) -> pa.StructArray:
@@ -200,9 +287,14 @@ class SbeDecoder:
                       wanted: frozenset[str] | None = None):
         """The columns of a level (only the ``wanted`` ones when given) and the cursor after its
         last walked part: groups and var data before a wanted one are walked, not kept."""
-        _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
-        columns = [self._field(field, data, level, f"{path}.{field.name}") for field in node.fields
-                   if wanted is None or field.name in wanted]
+        if not level.blocks_checked:
+            _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
+        fields = [field for field in node.fields if wanted is None or field.name in wanted]
+        self._copied = self._copy_fixed_fields(fields, data, level)
+        try:
+            columns = [self._field(field, data, level, f"{path}.{field.name}") for field in fields]
+        finally:
+            self._copied = {}
         cursor = level.starts + level.block_lengths
         parts = list(node.groups) + list(node.var_data)
         walked = parts if wanted is None else parts[:max((i + 1 for i, part in enumerate(parts) if part.name in wanted),
@@ -359,7 +451,59 @@ class SbeDecoder:
 
     def _read(self, data: np.ndarray, places: "_Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
         dtype = np.dtype(self._order + field_type.primitive.numpy_code)
-        return _scalars_at(data, _Places.of(places), dtype)
+        places = _Places.of(places)
+        if self._copied:
+            copied = self._copied.get(places.key(dtype))
+            if copied is not None:
+                return copied
+        return _scalars_at(data, places, dtype)
+
+    def _copy_fixed_fields(self, fields: list[Field], data: np.ndarray, level: _Level) -> dict[tuple, np.ndarray]:
+        """Every scalar (integer, float, enum, set, composite member) of ``fields`` that all records
+        hold, copied by the C helper in one pass over the records: {place key: values}. Empty when
+        the helper is not there (then ``_read`` reads each field with numpy) or nothing qualifies."""
+        copier = native_fields.copier()
+        if copier is None or level.count == 0 or not level.uniform:
+            if level.expect_header is not None:
+                raise AssertionError("a header is assumed only where the C helper copies")
+            return {}
+        wanted: list[tuple[int, np.dtype]] = []
+        for field in fields:
+            if field.presence is not Presence.CONSTANT \
+                    and level.present(field.since_version, field.offset + field.type.size) is True:
+                wanted.extend(self._scalars_of(field.type, field.offset))
+        wanted = list(dict.fromkeys(wanted))
+        if level.expect_header is not None and not wanted:
+            header_at, header_bytes = level.expect_header
+            if not copier.same_bytes(data, level.first_start + header_at, level.stride, level.count, len(header_bytes)):
+                raise _NotOneHeader()
+        if not wanted:
+            return {}
+        if level.stride is not None:
+            first, stride = level.first_start, level.stride
+            values = copier.copy(data, first, stride, level.count, wanted, expect=level.expect_header)
+            if values is None:
+                raise _NotOneHeader()
+            return {_Places(level.count, first + offset, stride).key(dtype): column
+                    for (offset, dtype), column in zip(wanted, values)}
+        values = copier.copy(data, 0, 0, level.count, wanted, starts=level.starts)
+        origin = id(level.starts)
+        return {_Places(level.count, explicit=level.starts, origin=(origin, offset)).key(dtype): column
+                for (offset, dtype), column in zip(wanted, values)}
+
+    def _scalars_of(self, field_type, offset: int) -> list[tuple[int, np.dtype]]:
+        """(offset, dtype) of each value ``_read`` reads for a field of ``field_type`` at ``offset``."""
+        if isinstance(field_type, EncodedType):
+            if field_type.presence is Presence.CONSTANT or field_type.is_string or field_type.is_array:
+                return []
+            return [(offset, np.dtype(self._order + field_type.primitive.numpy_code))]
+        if isinstance(field_type, (EnumType, SetType)):
+            return self._scalars_of(field_type.encoding, offset)
+        if isinstance(field_type, CompositeType):
+            return [scalar for member in field_type.members if not (isinstance(member.type, EncodedType)
+                                                                    and member.type.length == 0)
+                    for scalar in self._scalars_of(member.type, offset + member.offset)]
+        return []
 
     def _read_int(self, data: np.ndarray, places: "_Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
         return self._read(data, places, field_type).astype(np.int64, copy=False)
@@ -420,7 +564,8 @@ def spread(values: pa.Array, rows: np.ndarray, count: int) -> pa.Array:
 
 
 def _payload_buffers(payloads: pa.Array):
-    """(data uint8, start int64, end int64, valid bool) of each payload, without copying data."""
+    """(data uint8, the Arrow offsets (count + 1, int32 or int64), valid bool or None when no payload
+    is null) of the payloads, without copying."""
     if isinstance(payloads, pa.ChunkedArray):
         payloads = payloads.combine_chunks() if payloads.num_chunks != 1 else payloads.chunk(0)
     if pa.types.is_binary(payloads.type) or pa.types.is_string(payloads.type):
@@ -432,12 +577,11 @@ def _payload_buffers(payloads: pa.Array):
     count = len(payloads)
     _validity, offsets_buffer, data_buffer = payloads.buffers()
     if count == 0:
-        empty = np.empty(0, np.int64)
-        return np.zeros(0, np.uint8), empty, empty, np.empty(0, bool)
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64), None
     offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=count + 1, offset=payloads.offset * offset_type().itemsize)
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    valid = np.ones(count, dtype=bool) if payloads.null_count == 0 else payloads.is_valid().to_numpy(zero_copy_only=False)
-    return data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64), valid
+    valid = None if payloads.null_count == 0 else payloads.is_valid().to_numpy(zero_copy_only=False)
+    return data, offsets, valid
 
 
 def _uniform_stride(positions: np.ndarray) -> int | None:
@@ -459,6 +603,7 @@ class _Places:
     first: int = 0
     stride: int | None = None
     explicit: np.ndarray | None = None
+    origin: tuple[int, int] | None = None  # explicit places: (id of the level's starts, offset from them)
 
     @classmethod
     def of(cls, positions: "_Places | np.ndarray") -> "_Places":
@@ -471,8 +616,15 @@ class _Places:
 
     def shifted(self, delta: int) -> "_Places":
         if self.explicit is not None:
-            return _Places(self.count, explicit=self.explicit + delta)
+            origin = None if self.origin is None else (self.origin[0], self.origin[1] + delta)
+            return _Places(self.count, explicit=self.explicit + delta, origin=origin)
         return _Places(self.count, self.first + delta, self.stride)
+
+    def key(self, dtype: np.dtype) -> tuple | None:
+        """What identifies these places and a type among the values the C helper copied."""
+        if self.explicit is None:
+            return (self.count, self.first, self.stride, dtype.str)
+        return None if self.origin is None else (self.count, "starts", self.origin, dtype.str)
 
     def array(self) -> np.ndarray:
         if self.explicit is not None:
@@ -485,6 +637,9 @@ def _same_bytes_everywhere(data: np.ndarray, places: _Places, width: int) -> boo
     the places are at a fixed stride and ``width`` is 1, 2, 4 or 8; otherwise not checked: False)."""
     if places.count == 0 or places.explicit is not None or width not in (1, 2, 4, 8) or places.stride < width:
         return False
+    native = native_fields.copier()
+    if native is not None:  # stops at the first difference, no temporary array
+        return native.same_bytes(data, places.first, places.stride, places.count, width)
     view = np.ndarray(shape=(places.count,), dtype=f"u{width}", buffer=data, offset=places.first,
                       strides=(max(places.stride, 1),))
     return bool((view == view[0]).all())
@@ -563,14 +718,26 @@ def _to_arrow(values: np.ndarray, primitive, nulls: np.ndarray | None) -> pa.Arr
     if target == UINT64_TYPE:
         return pa.array(values, type=pa.uint64(), mask=mask).cast(UINT64_TYPE)
     wanted = np.dtype(target.to_pandas_dtype())
-    return pa.array(values.astype(wanted, copy=False), type=target, mask=mask)
+    if mask is None or wanted.kind not in "iuf":
+        return pa.array(values.astype(wanted, copy=False), type=target, mask=mask)
+    # The validity bitmap packed by numpy: pa.array's mask conversion costs ~10x more (~0.9 ns a row).
+    data = np.ascontiguousarray(values.astype(wanted, copy=False))
+    validity = pa.py_buffer(np.packbits(~mask, bitorder="little"))
+    return pa.Array.from_buffers(target, data.size, [validity, pa.py_buffer(data)])
 
 
 def _enum_names(raw: np.ndarray, enum: EnumType, absent: np.ndarray) -> pa.Array:
     """Each raw value's validValue name; NULL for the null value and for values the schema lacks."""
-    names = pa.array([name for name, _ in enum.values], type=pa.string())
     slot = _enum_slots(raw, enum)
     missing = (slot < 0) | absent
+    native = native_fields.copier()
+    if native is not None:  # one pass in C rather than a string take (~9 ns a row)
+        any_missing = bool(missing.any())
+        offsets, characters = native.take_names(np.where(missing, -1, slot) if any_missing else slot,
+                                                [name.encode() for name, _ in enum.values])
+        validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if any_missing else None
+        return pa.Array.from_buffers(pa.string(), slot.size, [validity, pa.py_buffer(offsets), pa.py_buffer(characters)])
+    names = pa.array([name for name, _ in enum.values], type=pa.string())
     if not missing.any():
         return pc.take(names, pa.array(slot))
     return pc.take(names, pa.array(np.where(missing, 0, slot), mask=missing))

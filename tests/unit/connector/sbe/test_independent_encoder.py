@@ -5,6 +5,7 @@ version-1 reader decoding version-0 and version-2 producers."""
 from decimal import Decimal
 
 import pyarrow as pa
+import pytest
 
 from tests.unit.connector.sbe.sbe_fixtures import (
     INT32_NULL,
@@ -18,6 +19,9 @@ from tests.unit.connector.sbe.sbe_fixtures import (
     reader_decoder,
     trade,
 )
+
+# Each test runs with the C helper and with the numpy fallback (conftest.py).
+pytestmark = pytest.mark.usefixtures("sbe_decoding_path")
 
 
 def test_root_block_fields_of_every_kind():
