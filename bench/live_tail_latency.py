@@ -59,6 +59,7 @@ from spark_bench_support import (
     local_spark,
     progress,
     running_sidecar,
+    spark_jvm_pid,
     spark_processes_stopped,
     stop_session,
 )
@@ -365,10 +366,12 @@ def run_query(name: str, start_query, warmup_s: float, seconds: float,
         if waited:
             progress(f"  {name}: the first batches took longer than the warm-up; measuring starts {waited:.1f} s later")
         window_start = time.time_ns()
+        cpu_start = spark_cpu_seconds(JVM_PID)
         if samples is not None:
             samples.window_start_ns = window_start
         time.sleep(seconds)
         window_end = time.time_ns()
+        cpu_end = spark_cpu_seconds(JVM_PID)
         if samples is not None:
             samples.window_end_ns = window_end
             time.sleep(min(5.0, max(1.0, seconds / 10)))  # the window's last messages reach the end
@@ -382,6 +385,11 @@ def run_query(name: str, start_query, warmup_s: float, seconds: float,
     result = QueryResult(name, batches, medians, samples.summary() if samples is not None else None,
                          (window_start, window_end), batch_records(query))
     progress(parts_line(name, batches, medians))
+    if batches and JVM_PID is not None:
+        jvm_ms, python_ms = ((end - start) * 1000 / batches for start, end in zip(cpu_start, cpu_end))
+        medians["cpu per batch: JVM"], medians["cpu per batch: Python"] = jvm_ms, python_ms
+        progress(f"  {name:<26} CPU per batch in the window: Spark's JVM {jvm_ms:.0f} ms, "
+                 f"its Python processes {python_ms:.0f} ms")
     if result.latency is not None:
         progress(summary_line(name, result.latency))
     return result
@@ -460,6 +468,37 @@ def explain_committed(result: QueryResult, watcher: SinkWatcher, publisher: Publ
             "messages": messages}
 
 
+def spark_cpu_seconds(jvm_pid: int | None) -> tuple[float, float]:
+    """CPU seconds (user + system) so far of Spark's JVM and of the Python processes below it
+    (the daemons' reused workers, the source runner, the commit workers), from /proc."""
+    if jvm_pid is None:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    below = 0.0
+    for pid in cpu:
+        ancestor = parents.get(pid)
+        while ancestor not in (None, 0, 1, jvm_pid):
+            ancestor = parents.get(ancestor)
+        if ancestor == jvm_pid:
+            below += cpu[pid]
+    return cpu.get(jvm_pid, 0.0), below
+
+
+JVM_PID: int | None = None  # set once the session is up; run_query samples its CPU
+
+
 STEADY_AFTER_BATCH = 2  # batch 0 starts the Python workers, batch 1 reads what was published meanwhile
 
 
@@ -526,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with running_sidecar(work / "archive") as _sidecar, spark_processes_stopped():
             spark = local_spark("live-tail-latency", **config)
+            global JVM_PID
+            JVM_PID = spark_jvm_pid(spark)
             try:
                 results = run_all(spark, work, args, parts, query_options, timings_file)
             finally:
