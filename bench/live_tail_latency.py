@@ -386,7 +386,8 @@ def run_query(name: str, start_query, warmup_s: float, seconds: float,
                          (window_start, window_end), batch_records(query))
     progress(parts_line(name, batches, medians))
     if batches and JVM_PID is not None:
-        jvm_ms, python_ms = ((end - start) * 1000 / batches for start, end in zip(cpu_start, cpu_end))
+        jvm_s, python_s = cpu_used(cpu_start, cpu_end, JVM_PID)
+        jvm_ms, python_ms = jvm_s * 1000 / batches, python_s * 1000 / batches
         medians["cpu per batch: JVM"], medians["cpu per batch: Python"] = jvm_ms, python_ms
         progress(f"  {name:<26} CPU per batch in the window: Spark's JVM {jvm_ms:.0f} ms, "
                  f"its Python processes {python_ms:.0f} ms")
@@ -454,7 +455,7 @@ def explain_committed(result: QueryResult, watcher: SinkWatcher, publisher: Publ
              f"or above it: mean wait for their batch to begin {statistics.mean(m['wait_ms'] or 0 for m in slow):.0f} ms, "
              f"then to the commit seen {statistics.mean(m['latency_ms'] - (m['wait_ms'] or 0) for m in slow):.0f} ms; "
              f"in {len({m['batchId'] for m in slow})} batches; publisher late > 1 interval on "
-             f"{sum(1 for m in messages if m['late_ms'] > 5)} of these messages")
+             f"{sum(1 for m in messages if m['late_ms'] > publisher.interval_s * 1000)} of the window's messages")
     worst = sorted((r for r in rows if r["max_latency_ms"] is not None), key=lambda r: -r["max_latency_ms"])[:12]
     progress("    batch  begin s  gap  latestOffset planning walCommit addBatch commitOffsets trigger  rows  "
              "max wait  seen-begin seen-end  max latency")
@@ -468,11 +469,11 @@ def explain_committed(result: QueryResult, watcher: SinkWatcher, publisher: Publ
             "messages": messages}
 
 
-def spark_cpu_seconds(jvm_pid: int | None) -> tuple[float, float]:
-    """CPU seconds (user + system) so far of Spark's JVM and of the Python processes below it
-    (the daemons' reused workers, the source runner, the commit workers), from /proc."""
+def spark_cpu_seconds(jvm_pid: int | None) -> dict[int, float]:
+    """CPU seconds (user + system) so far, per process: Spark's JVM and every process below it (the
+    daemons' reused workers, the source runner, the commit workers), from /proc."""
     if jvm_pid is None:
-        return 0.0, 0.0
+        return {}
     tick = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
@@ -486,14 +487,22 @@ def spark_cpu_seconds(jvm_pid: int | None) -> tuple[float, float]:
             continue
         parents[int(entry)] = int(fields[1])
         cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
-    below = 0.0
+    found = {jvm_pid: cpu[jvm_pid]} if jvm_pid in cpu else {}
     for pid in cpu:
         ancestor = parents.get(pid)
         while ancestor not in (None, 0, 1, jvm_pid):
             ancestor = parents.get(ancestor)
         if ancestor == jvm_pid:
-            below += cpu[pid]
-    return cpu.get(jvm_pid, 0.0), below
+            found[pid] = cpu[pid]
+    return found
+
+
+def cpu_used(start: dict[int, float], end: dict[int, float], jvm_pid: int) -> tuple[float, float]:
+    """(JVM, processes below it) CPU seconds between two snapshots; a process that ended meanwhile
+    (e.g. the previous query's source runner) is left out, one that began counts from zero."""
+    jvm = end.get(jvm_pid, 0.0) - start.get(jvm_pid, 0.0)
+    below = sum(used - start.get(pid, 0.0) for pid, used in end.items() if pid != jvm_pid)
+    return jvm, below
 
 
 JVM_PID: int | None = None  # set once the session is up; run_query samples its CPU
