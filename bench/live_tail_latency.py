@@ -59,6 +59,7 @@ from spark_bench_support import (
     local_spark,
     progress,
     running_sidecar,
+    spark_jvm_pid,
     spark_processes_stopped,
     stop_session,
 )
@@ -88,6 +89,8 @@ class Publisher:
         self.publication = self.archive.aeron.add_exclusive_publication(SOURCE_CHANNEL, SOURCE_STREAM_ID)
         self.sent = 0
         self.late = 0  # offers made more than one interval after their slot (the publisher fell behind)
+        # per message (sequence = index): (publish ns, end position in the source recording, ms late)
+        self.messages: list[tuple[int, int, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
 
@@ -107,10 +110,13 @@ class Publisher:
             now = time.monotonic()
             if now < next_slot:
                 time.sleep(next_slot - now)
+                now = time.monotonic()
             elif now - next_slot > self.interval_s:
                 self.late += 1
-            struct.pack_into("<qq", payload, 0, time.time_ns(), sequence)
-            self.publication.offer_with_retry(bytes(payload))
+            published_ns = time.time_ns()
+            struct.pack_into("<qq", payload, 0, published_ns, sequence)
+            position = self.publication.offer_with_retry(bytes(payload))
+            self.messages.append((published_ns, position, (now - next_slot) * 1000.0))
             sequence += 1
             self.sent = sequence
             next_slot += self.interval_s
@@ -162,10 +168,13 @@ def summary_line(name: str, summary: dict[str, float]) -> str:
 
 
 class SinkWatcher:
-    """Polls the sink recording's descriptor every ms; each new stop position is a commit made
-    visible, noted as (start, stop, time seen). After the query, one replay of everything committed
-    gives each message's publish time, matched to the commit whose range holds it (replaying in the
-    polling thread would delay the next polls)."""
+    """Notes each commit of the sink as (start, stop, time seen): every ms it looks whether the sink
+    recording's ``rec-pos`` counter is there (a read of the driver's counters, no request to the
+    archive); when the counter goes (the commit sealed and stopped the recording, catalog first,
+    counter last), one ListRecording reads the new stop position. Polling the descriptor every ms
+    instead was ~500 control requests/s to the sidecar, CPU the Spark query then lacked.
+    After the query, one replay of everything committed gives each message's publish time, matched
+    to the commit whose range holds it (replaying in the polling thread would delay the next polls)."""
 
     def __init__(self, archive_dir: Path, samples: LatencySamples) -> None:
         from aeron_spark.archive.client.archive_client import ArchiveClient
@@ -173,6 +182,8 @@ class SinkWatcher:
         self.archive = ArchiveClient.from_mark_file(archive_dir)
         self.samples = samples
         self.commits: list[tuple[int, int, int]] = []  # (start, stop, seen ns)
+        self.commit_batch_ids: dict[int, int] = {}  # commit index -> batch id (from its marker)
+        self.message_commits: list[tuple[int, int]] = []  # (sequence, commit index) per committed message
         self._matched = False
         self.recording_id: int | None = None
         self.error: BaseException | None = None
@@ -187,16 +198,27 @@ class SinkWatcher:
             self.error = error
 
     def _watch(self) -> None:
-        recording_id, seen_stop = None, None
+        from aeron_spark.archive.client.live_positions import counter_ids_by_recording
+
+        counters = self.archive.aeron.counters_reader
+        archive_id = self.archive.archive_id
+        recording_id, seen_stop, was_active = None, None, True
         while not self._stop.wait(0.001):
             if recording_id is None:
                 found = self.archive.list_recordings_for_uri(0, None, f"alias=aeron-spark-sink:{SINK_ID}",
                                                              SINK_STREAM_ID)
                 if not found:
+                    self._stop.wait(0.01)
                     continue
                 recording_id, seen_stop = found[0].recording_id, found[0].start_position
+            active = recording_id in counter_ids_by_recording(counters, archive_id)
+            if active or not was_active:
+                was_active = active
+                continue
+            was_active = False
             descriptor = self.archive.list_recording(recording_id)
             if descriptor is None or descriptor.is_active or descriptor.stop_position <= seen_stop:
+                was_active = True  # not stopped in the catalog yet: look again
                 continue
             self.commits.append((seen_stop, descriptor.stop_position, time.time_ns()))
             seen_stop = descriptor.stop_position
@@ -221,9 +243,17 @@ class SinkWatcher:
         stops = [stop for _, stop, _ in self.commits]
         with self.archive.replay(self.recording_id, first, last - first, "aeron:ipc", REPLAY_STREAM_ID) as replay:
             for message in replay.messages(idle_timeout=10):
+                index = bisect.bisect_left(stops, message.next_position)
                 if len(message.payload) == MESSAGE_BYTES:  # not a commit marker (64 bytes)
-                    commit = self.commits[bisect.bisect_left(stops, message.next_position)]
-                    self.samples.add(publish_time_ns(message.payload), commit[2])
+                    self.samples.add(publish_time_ns(message.payload), self.commits[index][2])
+                    self.message_commits.append((struct.unpack_from("<q", message.payload, 8)[0], index))
+                else:
+                    from aeron_spark.connector.commit_markers import CommitMarker
+
+                    self.commit_batch_ids[index] = CommitMarker.decode(message.payload).batch_id
+            if len(self.commit_batch_ids) != len(self.commits):
+                progress(f"  watcher: {len(self.commits)} stops seen, {len(self.commit_batch_ids)} markers: "
+                         "some stops were not seen separately (two commits between two polls)")
 
 
 class ForeachLatencyWriter:
@@ -311,6 +341,20 @@ class QueryResult:
     batches: int
     medians: dict[str, float]
     latency: dict[str, float] | None = None
+    window_ns: tuple[int, int] = (0, 0)
+    progress_records: list[dict] = field(default_factory=list)  # every batch: see batch_records
+
+
+def batch_records(query) -> list[dict]:
+    """Every batch Spark reported: id, begin (epoch ns), durationMs parts, rows, the source's offsets."""
+    records = []
+    for update in query.recentProgress:
+        source = update.sources[0] if update.sources else None
+        records.append({"batchId": update.batchId, "begin_ns": _iso_to_ns(update.timestamp),
+                        "durationMs": dict(update.durationMs), "rows": update.numInputRows,
+                        "startOffset": source.startOffset if source is not None else None,
+                        "endOffset": source.endOffset if source is not None else None})
+    return records
 
 
 def run_query(name: str, start_query, warmup_s: float, seconds: float,
@@ -318,11 +362,16 @@ def run_query(name: str, start_query, warmup_s: float, seconds: float,
     query = start_query()
     try:
         time.sleep(warmup_s)
+        waited = _await_steady(query)
+        if waited:
+            progress(f"  {name}: the first batches took longer than the warm-up; measuring starts {waited:.1f} s later")
         window_start = time.time_ns()
+        cpu_start = spark_cpu_seconds(JVM_PID)
         if samples is not None:
             samples.window_start_ns = window_start
         time.sleep(seconds)
         window_end = time.time_ns()
+        cpu_end = spark_cpu_seconds(JVM_PID)
         if samples is not None:
             samples.window_end_ns = window_end
             time.sleep(min(5.0, max(1.0, seconds / 10)))  # the window's last messages reach the end
@@ -333,11 +382,146 @@ def run_query(name: str, start_query, warmup_s: float, seconds: float,
     if collect is not None:
         collect()
     batches, medians = progress_medians(query, window_start, window_end)
-    result = QueryResult(name, batches, medians, samples.summary() if samples is not None else None)
+    result = QueryResult(name, batches, medians, samples.summary() if samples is not None else None,
+                         (window_start, window_end), batch_records(query))
     progress(parts_line(name, batches, medians))
+    if batches and JVM_PID is not None:
+        jvm_s, python_s = cpu_used(cpu_start, cpu_end, JVM_PID)
+        jvm_ms, python_ms = jvm_s * 1000 / batches, python_s * 1000 / batches
+        medians["cpu per batch: JVM"], medians["cpu per batch: Python"] = jvm_ms, python_ms
+        progress(f"  {name:<26} CPU per batch in the window: Spark's JVM {jvm_ms:.0f} ms, "
+                 f"its Python processes {python_ms:.0f} ms")
     if result.latency is not None:
         progress(summary_line(name, result.latency))
     return result
+
+
+def _single_position(offset_json: str | None) -> int | None:
+    """The position in a one-recording source offset ``{"<id>": position}``."""
+    if not offset_json:
+        return None
+    positions = json.loads(offset_json)
+    return next(iter(positions.values())) if len(positions) == 1 else None
+
+
+def explain_committed(result: QueryResult, watcher: SinkWatcher, publisher: Publisher) -> dict:
+    """Per batch of the committed query: Spark's progress, the watcher's detection of its commit, and
+    where its messages' latency went: waiting for the batch that read them to begin, then that batch
+    up to the commit being seen. Prints the batches holding the slowest messages; returns it all."""
+    window_start, window_end = result.window_ns
+    by_batch = {record["batchId"]: record for record in result.progress_records}
+    commits = [{"start": start, "stop": stop, "seen_ns": seen, "batchId": watcher.commit_batch_ids.get(index)}
+               for index, (start, stop, seen) in enumerate(watcher.commits)]
+    messages = []
+    for sequence, index in watcher.message_commits:
+        if sequence >= len(publisher.messages):
+            continue
+        published, position, late_ms = publisher.messages[sequence]
+        if not window_start <= published < window_end:
+            continue
+        commit = commits[index]
+        batch = by_batch.get(commit["batchId"])
+        messages.append({"seq": sequence, "published_ns": published, "position": position, "late_ms": late_ms,
+                         "commit": index, "batchId": commit["batchId"],
+                         "latency_ms": (commit["seen_ns"] - published) / 1e6,
+                         "wait_ms": (batch["begin_ns"] - published) / 1e6 if batch else None})
+    if not messages:
+        return {"batches": result.progress_records, "commits": commits, "messages": []}
+    latencies = sorted(m["latency_ms"] for m in messages)
+    p95 = latencies[int(0.95 * (len(latencies) - 1))]
+    per_batch: dict[int, list[dict]] = {}
+    for message in messages:
+        per_batch.setdefault(message["batchId"], []).append(message)
+    seen_by_batch = {c["batchId"]: c["seen_ns"] for c in commits}
+    rows = []
+    previous_end = None
+    for record in sorted(result.progress_records, key=lambda r: r["batchId"]):
+        parts = record["durationMs"]
+        begin = record["begin_ns"]
+        end = begin + parts.get("triggerExecution", 0) * 1_000_000
+        own = per_batch.get(record["batchId"], [])
+        seen = seen_by_batch.get(record["batchId"])
+        rows.append({"batchId": record["batchId"], "begin_s": (begin - window_start) / 1e9,
+                     "gap_ms": (begin - previous_end) / 1e6 if previous_end is not None else None,
+                     **{k: parts.get(k) for k in PROGRESS_PARTS}, "rows": record["rows"],
+                     "messages": len(own),
+                     "max_latency_ms": max((m["latency_ms"] for m in own), default=None),
+                     "max_wait_ms": max((m["wait_ms"] for m in own if m["wait_ms"] is not None), default=None),
+                     "seen_after_begin_ms": (seen - begin) / 1e6 if seen else None,
+                     "seen_after_end_ms": (seen - end) / 1e6 if seen else None})
+        previous_end = end
+    slow = [m for m in messages if m["latency_ms"] >= p95]
+    progress(f"  committed, per batch: {len(messages)} messages in the window, p95 {p95:.0f} ms; the {len(slow)} at "
+             f"or above it: mean wait for their batch to begin {statistics.mean(m['wait_ms'] or 0 for m in slow):.0f} ms, "
+             f"then to the commit seen {statistics.mean(m['latency_ms'] - (m['wait_ms'] or 0) for m in slow):.0f} ms; "
+             f"in {len({m['batchId'] for m in slow})} batches; publisher late > 1 interval on "
+             f"{sum(1 for m in messages if m['late_ms'] > publisher.interval_s * 1000)} of the window's messages")
+    worst = sorted((r for r in rows if r["max_latency_ms"] is not None), key=lambda r: -r["max_latency_ms"])[:12]
+    progress("    batch  begin s  gap  latestOffset planning walCommit addBatch commitOffsets trigger  rows  "
+             "max wait  seen-begin seen-end  max latency")
+    for r in sorted(worst, key=lambda r: r["batchId"]):
+        progress(f"    {r['batchId']:5d} {r['begin_s']:7.2f} {r['gap_ms'] or 0:5.0f} {r['latestOffset'] or 0:8.0f} "
+                 f"{r['queryPlanning'] or 0:8.0f} {r['walCommit'] or 0:8.0f} {r['addBatch'] or 0:8.0f} "
+                 f"{r['commitOffsets'] or 0:8.0f} {r['triggerExecution'] or 0:8.0f} {r['rows']:5d} "
+                 f"{r['max_wait_ms'] or 0:8.0f} {r['seen_after_begin_ms'] or 0:9.0f} {r['seen_after_end_ms'] or 0:8.0f} "
+                 f"{r['max_latency_ms']:9.0f}")
+    return {"window_ns": result.window_ns, "batches": rows, "progress": result.progress_records, "commits": commits,
+            "messages": messages}
+
+
+def spark_cpu_seconds(jvm_pid: int | None) -> dict[int, float]:
+    """CPU seconds (user + system) so far, per process: Spark's JVM and every process below it (the
+    daemons' reused workers, the source runner, the commit workers), from /proc."""
+    if jvm_pid is None:
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    found = {jvm_pid: cpu[jvm_pid]} if jvm_pid in cpu else {}
+    for pid in cpu:
+        ancestor = parents.get(pid)
+        while ancestor not in (None, 0, 1, jvm_pid):
+            ancestor = parents.get(ancestor)
+        if ancestor == jvm_pid:
+            found[pid] = cpu[pid]
+    return found
+
+
+def cpu_used(start: dict[int, float], end: dict[int, float], jvm_pid: int) -> tuple[float, float]:
+    """(JVM, processes below it) CPU seconds between two snapshots; a process that ended meanwhile
+    (e.g. the previous query's source runner) is left out, one that began counts from zero."""
+    jvm = end.get(jvm_pid, 0.0) - start.get(jvm_pid, 0.0)
+    below = sum(used - start.get(pid, 0.0) for pid, used in end.items() if pid != jvm_pid)
+    return jvm, below
+
+
+JVM_PID: int | None = None  # set once the session is up; run_query samples its CPU
+
+
+STEADY_AFTER_BATCH = 2  # batch 0 starts the Python workers, batch 1 reads what was published meanwhile
+
+
+def _await_steady(query, timeout_s: float = 300.0) -> float:
+    """Waits (after the warm-up) until batch ``STEADY_AFTER_BATCH`` has completed, so the measured
+    window never holds the query's start-up: its first batch starts every Python worker (11.9 s at
+    load 4 in session 6) and the next one reads the backlog published meanwhile. Returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        last = query.lastProgress
+        if (last is not None and last.batchId >= STEADY_AFTER_BATCH) or query.exception() is not None:
+            break
+        time.sleep(0.05)
+    return time.monotonic() - started if time.monotonic() - started > 0.1 else 0.0
 
 
 def aeron_stream(spark, archive_dir: Path, checkpoint: Path):
@@ -372,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="asyncProgressTrackingEnabled on the queries whose sink allows it (see above)")
     parser.add_argument("--only", choices=("visible", "committed", "floor"), action="append",
                         help="run only these parts (repeatable; default all)")
+    parser.add_argument("--per-batch", metavar="FILE",
+                        help="write every query's batches (Spark's progress) and, for the committed query, each "
+                             "commit and message with where its latency went, as JSON to FILE")
     args = parser.parse_args(argv)
     parts = set(args.only or ("visible", "committed", "floor"))
     exit_on_sigterm()
@@ -387,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with running_sidecar(work / "archive") as _sidecar, spark_processes_stopped():
             spark = local_spark("live-tail-latency", **config)
+            global JVM_PID
+            JVM_PID = spark_jvm_pid(spark)
             try:
                 results = run_all(spark, work, args, parts, query_options, timings_file)
             finally:
@@ -405,6 +594,7 @@ def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, s
     register(spark)
     archive_dir = work / "archive"
     results = []
+    per_batch: dict[str, dict] = {}
     publisher = Publisher(archive_dir, args.interval_ms / 1000)
     publisher.start()
     try:
@@ -433,6 +623,7 @@ def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, s
             results.append(run_query(f"visible ({args.visible_sink})", start_visible, args.warmup, args.seconds,
                                      samples, collect=lambda: read_foreach_latencies(seen_dir, samples)))
             _timings_report(timings_file, mark)
+            batch_timeline(results[-1], _timing_records(timings_file, mark))
         if "committed" in parts:
             samples = LatencySamples()
             watcher = SinkWatcher(archive_dir, samples)
@@ -452,34 +643,89 @@ def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, s
                 watcher.close()
             if watcher.error is not None:
                 raise RuntimeError(f"the sink watcher failed: {watcher.error!r}") from watcher.error
+            per_batch["committed"] = explain_committed(results[-1], watcher, publisher)
             _timings_report(timings_file, mark)
+            per_batch["committed"]["timeline"] = batch_timeline(results[-1], _timing_records(timings_file, mark))
+        if "floor" in parts:  # the publisher and the recording go on: the same background load
+            def rate():
+                return (spark.readStream.format("rate").option("rowsPerSecond", str(args.rate))
+                        .option("numPartitions", "1").load())
+
+            def start_noop(async_progress: bool, name: str):
+                writer = rate().writeStream.format("noop").option("checkpointLocation", str(work / name))
+                return with_options(writer, args.trigger_ms, query_options, async_progress).start()
+
+            def start_rate_shape():
+                if args.visible_sink == "foreach":
+                    writer = rate().writeStream.foreach(IgnoreRows())
+                else:
+                    writer = rate().writeStream.foreachBatch(lambda df, _id: df.select("value").collect())
+                return with_options(writer.option("checkpointLocation", str(work / "chk-rate-shape")), args.trigger_ms,
+                                    query_options, args.async_progress and args.visible_sink == "foreach").start()
+
+            results.append(run_query("floor: rate -> noop", lambda: start_noop(False, "chk-noop"), args.warmup,
+                                     args.seconds, None))
+            if args.async_progress:
+                results.append(run_query("floor-async: rate -> noop", lambda: start_noop(True, "chk-noop-async"),
+                                         args.warmup, args.seconds, None))
+            results.append(run_query(f"rate -> {args.visible_sink}", start_rate_shape, args.warmup, args.seconds, None))
         progress(f"publisher: {publisher.sent} messages sent, {publisher.late} late by more than one interval")
     finally:
         publisher.close()
-    if "floor" in parts:
-        def rate():
-            return (spark.readStream.format("rate").option("rowsPerSecond", str(args.rate))
-                    .option("numPartitions", "1").load())
-
-        def start_noop(async_progress: bool, name: str):
-            writer = rate().writeStream.format("noop").option("checkpointLocation", str(work / name))
-            return with_options(writer, args.trigger_ms, query_options, async_progress).start()
-
-        def start_rate_shape():
-            if args.visible_sink == "foreach":
-                writer = rate().writeStream.foreach(IgnoreRows())
-            else:
-                writer = rate().writeStream.foreachBatch(lambda df, _id: df.select("value").collect())
-            return with_options(writer.option("checkpointLocation", str(work / "chk-rate-shape")), args.trigger_ms,
-                                query_options, args.async_progress and args.visible_sink == "foreach").start()
-
-        results.append(run_query("floor: rate -> noop", lambda: start_noop(False, "chk-noop"), args.warmup,
-                                 args.seconds, None))
-        if args.async_progress:
-            results.append(run_query("floor-async: rate -> noop", lambda: start_noop(True, "chk-noop-async"),
-                                     args.warmup, args.seconds, None))
-        results.append(run_query(f"rate -> {args.visible_sink}", start_rate_shape, args.warmup, args.seconds, None))
+    if args.per_batch:
+        for result in results:
+            per_batch.setdefault(result.name, {"window_ns": result.window_ns, "progress": result.progress_records})
+        Path(args.per_batch).write_text(json.dumps(per_batch))
+        progress(f"per-batch records: {args.per_batch}")
     return results
+
+
+def _timing_records(path: str | None, mark: int) -> list[dict]:
+    if not path or not os.path.exists(path):
+        return []
+    with open(path, "rb") as lines:
+        lines.seek(mark)
+        return [json.loads(line) for line in lines]
+
+
+def batch_timeline(result: QueryResult, records: list[dict]) -> dict[str, float]:
+    """Medians over the window's batches of where addBatch's time goes, from the connector's step
+    timings placed on Spark's timeline (each record's start and total): Spark's work before the first
+    task, the tasks, the gap from the tasks to the commit call, the commit, and what follows it."""
+    window_start, window_end = result.window_ns
+    gaps: dict[str, list[float]] = {}
+    for batch in result.progress_records:
+        parts = batch["durationMs"]
+        begin = batch["begin_ns"] / 1e9
+        if not window_start <= batch["begin_ns"] < window_end or not batch["rows"]:
+            continue
+        add_start = begin + sum(parts.get(k, 0) for k in ("latestOffset", "walCommit", "getBatch",
+                                                          "queryPlanning")) / 1000
+        add_end = add_start + parts.get("addBatch", 0) / 1000
+        inside = [r for r in records if begin <= r.get("at", 0) <= add_end + 0.05]
+        spans = {}
+        for what in ("source.task", "sink.task", "sink.commit call"):
+            found = [r for r in inside if r["what"] == what]
+            if found:
+                spans[what] = (min(r["at"] for r in found), max(r["at"] + r["ms"]["total"] / 1000 for r in found))
+        if "source.task" not in spans:
+            continue
+        marks = {"addBatch start -> first task starts": spans["source.task"][0] - add_start,
+                 "source task": spans["source.task"][1] - spans["source.task"][0]}
+        if "sink.commit call" in spans:
+            tasks_end = spans["sink.task"][1] if "sink.task" in spans else spans["source.task"][1]
+            marks["sink task after the source's read"] = tasks_end - spans["source.task"][1]
+            marks["tasks end -> commit call starts"] = spans["sink.commit call"][0] - tasks_end
+            marks["commit call (our commit)"] = spans["sink.commit call"][1] - spans["sink.commit call"][0]
+            marks["commit call ends -> addBatch ends"] = add_end - spans["sink.commit call"][1]
+        else:
+            marks["task ends -> addBatch ends"] = add_end - spans["source.task"][1]
+        for key, value in marks.items():
+            gaps.setdefault(key, []).append(value * 1000)
+    summary = {key: statistics.median(values) for key, values in gaps.items()}
+    for key, value in summary.items():
+        progress(f"    timeline: {key:<40} median {value:7.1f} ms  (n {len(gaps[key])})")
+    return summary
 
 
 def _timings_mark(path: str | None) -> int:

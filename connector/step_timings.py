@@ -1,7 +1,8 @@
 """Where the milliseconds of a read or a commit go: named steps, logged at DEBUG.
 
 With the environment variable ``AERON_SPARK_TIMINGS`` set to a file path, each finished
-``StepTimings`` is also appended there as one JSON line ``{"what": ..., "ms": {step: ms}}``
+``StepTimings`` is also appended there as one JSON line ``{"what": ..., "at": epoch s of its
+start, "ms": {step: ms}}``
 (bench/live_tail_latency.py reads it: Spark's Python workers inherit the variable, and their log
 output is not collected). Off unless set; the cost when off is one ``perf_counter`` per step.
 """
@@ -25,6 +26,7 @@ class StepTimings:
         self.what = what
         self.ms: dict[str, float] = {}
         self._started = self._last = time.perf_counter()
+        self._started_at = time.time()  # places the steps on Spark's batch timeline (the bench)
 
     def mark(self, step: str) -> None:
         now = time.perf_counter()
@@ -38,7 +40,8 @@ class StepTimings:
             LOG.debug("%s: %s", self.what, ", ".join(f"{step} {ms:.1f} ms" for step, ms in self.ms.items()))
         path = os.environ.get(TIMINGS_FILE_VARIABLE)
         if path:
-            line = json.dumps({"what": self.what, "ms": {k: round(v, 3) for k, v in self.ms.items()}}) + "\n"
+            line = json.dumps({"what": self.what, "at": round(self._started_at, 4),
+                               "ms": {k: round(v, 3) for k, v in self.ms.items()}}) + "\n"
             try:
                 with open(path, "a", encoding="utf-8") as out:  # one short append: whole lines from many processes
                     out.write(line)

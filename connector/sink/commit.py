@@ -53,6 +53,7 @@ from aeron_spark.driver_integration.frame import scan_frames
 
 from aeron_spark.connector.sink.fault_injection import fault_point
 from aeron_spark.connector.step_timings import StepTimings
+from aeron_spark.connector.worker_gc import freeze_long_lived_objects
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock, frame_messages
 from aeron_spark.connector.commit_markers import (
     FLAG_BATCH_WRITE,
@@ -527,6 +528,7 @@ def int64_values(array: pa.Array) -> np.ndarray:
 def commit_staged(options, messages: Sequence, batch_id: int | None,
                   open_archive: Callable | None = None) -> CommitResult | None:
     """Spark's commit(messages, batchId): append the staged files of ``messages`` exactly once."""
+    freeze_long_lived_objects()  # the commit worker is reused too (worker_gc.py)
     staged = [m for m in messages if m is not None]
     if not staged:
         return None

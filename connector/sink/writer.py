@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 from aeron_spark.connector.options import OptionError
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE
 from aeron_spark.connector.step_timings import StepTimings
+from aeron_spark.connector.worker_gc import freeze_long_lived_objects
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import (
     STAGED_SCHEMA,
@@ -174,6 +175,7 @@ def spark_task_info() -> TaskInfo:
 
 def stage_task_output(options: SinkOptions, batches: Iterator[pa.RecordBatch], task: TaskInfo,
                       batch_key: str) -> SinkCommitMessage:
+    freeze_long_lived_objects()  # Spark's per-task gc.collect() then skips the imports (worker_gc.py)
     sink_id = options.resolve_sink_id(task.query_id)
     name = StagedName(batch_key, task.partition_id, task.attempt, task.task_attempt_id)
     staged = write_staged(sink_staging(options.staging_root, sink_id), name,

@@ -31,6 +31,7 @@ from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.sbe_columns import SbeColumns
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
 from aeron_spark.connector.step_timings import StepTimings
+from aeron_spark.connector.worker_gc import freeze_long_lived_objects
 
 LOG = logging.getLogger("aeron_spark.connector")
 
@@ -58,6 +59,7 @@ def available_range(replay_range: ReplayRange, descriptor: RecordingDescriptor |
 
 
 def read_range(replay_range: ReplayRange, options: SourceOptions, access: ArchiveAccess) -> Iterator[pa.RecordBatch]:
+    freeze_long_lived_objects()  # Spark's per-task gc.collect() then skips the imports (worker_gc.py)
     policy = DataLossPolicy(options.fail_on_data_loss)
     timings = StepTimings("source.read")
     descriptor = access.describe(replay_range.recording_id)
