@@ -8,7 +8,11 @@ One command, one local[2] Spark session, one sidecar (`aeron-archive serve`, emb
 2. **visible**: ``readStream`` (default trigger, startingPositions latest) → ``foreach`` (default:
    the executor's ForeachWriter notes the time it processes each row; latency = that time − publish
    time), or with ``--visible-sink foreachBatch`` a function that collects the batch's payloads
-   (latency = the time the rows are in hand on the driver − publish time; a second Spark job);
+   (latency = the time the rows are in hand on the driver − publish time; a second Spark job),
+   or with ``--visible-sink memory`` Spark's ``memory`` sink (no Python worker on the write side):
+   its rows can be queried once the batch's ``addBatch`` has ended, which Spark's progress gives as
+   the batch's begin + ``triggerExecution`` − ``commitOffsets`` (a little late, so an upper bound);
+   each message belongs to the batch whose source offsets cover its position;
 3. **committed**: the same ``readStream`` → ``writeStream.format("aeron-archive")`` (IPC sink). A
    watcher thread polls the sink recording's descriptor every ms; a batch is committed (readable)
    when the recording stops at a new position (its commit marker is recorded and the recording
@@ -16,7 +20,7 @@ One command, one local[2] Spark session, one sidecar (`aeron-archive serve`, emb
    of each message in it (the new range is replayed afterwards, off the clock, to read them);
 4. **Spark's floor**, same session, same trigger and settings: ``rate`` (``--rate`` rows/s, one
    partition) → ``noop``, the median ``triggerExecution`` of its batches; and the same query shape
-   over ``rate`` → the visible query's sink (``foreach`` / ``foreachBatch``).
+   over ``rate`` → the visible query's sink (``foreach`` / ``foreachBatch`` / ``memory``).
 
 ``--async-progress`` sets ``asyncProgressTrackingEnabled`` on the queries whose sink Spark allows it
 for (foreach, noop; not foreachBatch, and not the aeron-archive sink: Spark refuses a Python sink,
@@ -42,6 +46,7 @@ Every process started here is stopped by PID, also on failure.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import shutil
@@ -70,6 +75,7 @@ SINK_STREAM_ID = 7102
 SINK_ID = "live-tail-latency"
 REPLAY_STREAM_ID = 7199
 MESSAGE_BYTES = 32
+ASYNC_PROGRESS_SINKS = ("foreach", "memory")  # of the visible sinks, those Spark allows async progress for
 PROGRESS_PARTS = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
                   "triggerExecution")
 
@@ -289,6 +295,27 @@ class IgnoreRows:
 
     def close(self, error) -> None:
         pass
+
+
+def memory_sink_latencies(result: "QueryResult", publisher: "Publisher", samples: LatencySamples) -> None:
+    """The memory sink's rows are queryable when its batch's ``addBatch`` ends: that is the batch's
+    begin + ``triggerExecution`` − ``commitOffsets`` (Spark logs the commit after ``addBatch``; the
+    few steps between make this a little late, an upper bound). A message is in the batch whose
+    source offsets (one recording) cover its end position."""
+    batches = []
+    for record in result.progress_records:
+        start, end = _single_position(record["startOffset"]), _single_position(record["endOffset"])
+        parts = record["durationMs"]
+        if end is None or start is None or end <= start or "triggerExecution" not in parts:
+            continue
+        visible_ns = record["begin_ns"] + (parts["triggerExecution"] - parts.get("commitOffsets", 0)) * 1_000_000
+        batches.append((start, end, visible_ns))
+    batches.sort()
+    ends = [end for _, end, _ in batches]
+    for published_ns, position, _late in list(publisher.messages):
+        index = bisect.bisect_left(ends, position)
+        if index < len(batches) and batches[index][0] < position:
+            samples.add(published_ns, batches[index][2])
 
 
 def read_foreach_latencies(directory: Path, samples: LatencySamples) -> None:
@@ -550,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="extra Spark session config (repeatable)")
     parser.add_argument("--query-option", action="append", default=[], metavar="KEY=VALUE",
                         help="extra writeStream option for every query (repeatable)")
-    parser.add_argument("--visible-sink", choices=("foreach", "foreachBatch"), default="foreach",
+    parser.add_argument("--visible-sink", choices=("foreach", "foreachBatch", "memory"), default="foreach",
                         help="how the visible query sees rows (default foreach, see above)")
     parser.add_argument("--async-progress", action="store_true",
                         help="asyncProgressTrackingEnabled on the queries whose sink allows it (see above)")
@@ -613,15 +640,21 @@ def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, s
                 stream = aeron_stream(spark, archive_dir, work / "chk-visible").select("payload").writeStream
                 if args.visible_sink == "foreach":
                     writer = stream.foreach(ForeachLatencyWriter(str(seen_dir)))
+                elif args.visible_sink == "memory":
+                    writer = stream.format("memory").queryName("visible_tail").outputMode("append")
                 else:
                     writer = stream.foreachBatch(on_batch)
                 writer = writer.option("checkpointLocation", str(work / "chk-visible"))
                 return with_options(writer, args.trigger_ms, query_options,
-                                    args.async_progress and args.visible_sink == "foreach").start()
+                                    args.async_progress and args.visible_sink in ASYNC_PROGRESS_SINKS).start()
 
             mark = _timings_mark(timings_file)
+            collect = (lambda: None) if args.visible_sink == "memory" else \
+                (lambda: read_foreach_latencies(seen_dir, samples))
             results.append(run_query(f"visible ({args.visible_sink})", start_visible, args.warmup, args.seconds,
-                                     samples, collect=lambda: read_foreach_latencies(seen_dir, samples)))
+                                     samples, collect=collect))
+            if args.visible_sink == "memory":
+                memory_sink_latencies(results[-1], publisher, samples)
             _timings_report(timings_file, mark)
             batch_timeline(results[-1], _timing_records(timings_file, mark))
         if "committed" in parts:
@@ -658,10 +691,12 @@ def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, s
             def start_rate_shape():
                 if args.visible_sink == "foreach":
                     writer = rate().writeStream.foreach(IgnoreRows())
+                elif args.visible_sink == "memory":
+                    writer = rate().writeStream.format("memory").queryName("rate_shape").outputMode("append")
                 else:
                     writer = rate().writeStream.foreachBatch(lambda df, _id: df.select("value").collect())
                 return with_options(writer.option("checkpointLocation", str(work / "chk-rate-shape")), args.trigger_ms,
-                                    query_options, args.async_progress and args.visible_sink == "foreach").start()
+                                    query_options, args.async_progress and args.visible_sink in ASYNC_PROGRESS_SINKS).start()
 
             results.append(run_query("floor: rate -> noop", lambda: start_noop(False, "chk-noop"), args.warmup,
                                      args.seconds, None))
@@ -770,7 +805,7 @@ def report(results: list[QueryResult], args) -> None:
         result = by_name.get(key)
         if result is not None and result.latency:
             own_floor = floor_ms
-            if key == "visible" and floor_async is not None and args.visible_sink == "foreach":
+            if key == "visible" and floor_async is not None and args.visible_sink in ASYNC_PROGRESS_SINKS:
                 own_floor = floor_async.medians.get("triggerExecution", floor_ms)
             ratio = result.latency["p99"] / own_floor
             print(f"  {key} p99 / floor = {ratio:.2f}x (target <= {target}x): {'met' if ratio <= target else 'NOT met'}")
