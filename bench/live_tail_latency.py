@@ -427,8 +427,8 @@ def _single_position(offset_json: str | None) -> int | None:
     """The position in a one-recording source offset ``{"<id>": position}``."""
     if not offset_json:
         return None
-    positions = json.loads(offset_json)
-    return next(iter(positions.values())) if len(positions) == 1 else None
+    positions = json.loads(offset_json)  # "null" before the first batch
+    return next(iter(positions.values())) if isinstance(positions, dict) and len(positions) == 1 else None
 
 
 def explain_committed(result: QueryResult, watcher: SinkWatcher, publisher: Publisher) -> dict:
