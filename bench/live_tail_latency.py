@@ -653,8 +653,10 @@ def run_all(spark, work: Path, args, parts: set[str], query_options: dict[str, s
                 (lambda: read_foreach_latencies(seen_dir, samples))
             results.append(run_query(f"visible ({args.visible_sink})", start_visible, args.warmup, args.seconds,
                                      samples, collect=collect))
-            if args.visible_sink == "memory":
+            if args.visible_sink == "memory":  # known only from the batches' progress, after the query
                 memory_sink_latencies(results[-1], publisher, samples)
+                results[-1].latency = samples.summary()
+                progress(summary_line(results[-1].name, results[-1].latency))
             _timings_report(timings_file, mark)
             batch_timeline(results[-1], _timing_records(timings_file, mark))
         if "committed" in parts:
