@@ -21,6 +21,8 @@ import pyarrow as pa
 LOG = logging.getLogger(__name__)
 SWITCH = "AERON_SPARK_SBE_NATIVE"  # "0" forces the numpy path (tests run both)
 INTERFACE_VERSION = 4  # fixed_fields.c's INTERFACE_VERSION this module calls
+NOT_BUILT = ("the SBE C helper is not built: `pip install -e .` (tools/ensure-venv) builds "
+             "connector/sbe/fixed_fields.c with the machine's C compiler (cc)")
 
 
 def _load():
