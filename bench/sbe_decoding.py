@@ -12,11 +12,13 @@ touches every value of every row (``count(*)`` and ``bit_xor(xxhash64(<columns>)
 
 (a') and (b') are (a) and (b) given a user schema of just the columns their aggregation reads
 (``payload``; the ten decoded fields): the source then builds (and decodes) only those, the
-column pruning Spark does not do for a Python source. (a*) and (b*) are an in-memory Python source
-yielding (a)'s and (b)'s very batches (bench/in_memory_source.py, read once in this process before
-Spark starts): the ceiling Spark's Python Data Source hop leaves each read, in the same run.
+column pruning Spark does not do for a Python source. (b+) is (b) with a user schema asking for
+``session_id``, ``stream_id`` and ``reserved_value`` too (the decoded rows' default until
+session 7). (a*) and (b*) are an in-memory Python source yielding (a)'s and (b)'s very batches
+(bench/in_memory_source.py, read once in this process before Spark starts): the ceiling Spark's
+Python Data Source hop leaves each read, in the same run.
 
-(b), (b'), (b*) and (c) must hash alike (the same values, types and nulls), which checks the decoder
+(b), (b'), (b+), (b*) and (c) must hash alike (the same values, types and nulls), which checks the decoder
 against an independent struct layout. It prints min / median seconds and rows/s of each and the
 ratios b/a (target >= 0.7), b/c (target >= 10), a/c (the bound of b/c), b'/a', b*/a*, a/a*, b/b*.
 
@@ -90,7 +92,7 @@ assert TICK_DTYPE.itemsize == MESSAGE_SIZE
 DECODED_COLUMNS = ("tradeId", "transactTime", "price", "quantity", "securityId", "side", "orderId", "sequence", "venue",
                    "matchNumber")
 DECODED_ONLY = ("tradeId bigint not null, transactTime bigint not null, "
-                "price struct<mantissa:bigint,exponent:tinyint> not null, quantity int not null, "
+                "price struct<mantissa:bigint not null,exponent:tinyint not null> not null, quantity int not null, "
                 "securityId int not null, side string, orderId bigint, sequence bigint not null, "
                 "venue smallint not null, matchNumber int not null")
 UDF_TYPE = ("tradeId bigint, transactTime bigint, price struct<mantissa:bigint,exponent:tinyint>, quantity int, "
@@ -132,6 +134,9 @@ def hashed(frame, columns) -> tuple:
 
 RAW, DECODED, UDF = "(a) raw payload", "(b) sbe.schema decoded", "(c) per-row Python UDF"
 RAW_PRUNED, DECODED_PRUNED = "(a') raw, .schema(payload only)", "(b') decoded, .schema(decoded only)"
+DECODED_WITH_METADATA = "(b+) decoded, + session_id, stream_id, reserved_value"
+WITH_METADATA = ("recording_id bigint not null, position bigint not null, " + DECODED_ONLY
+                 + ", session_id int not null, stream_id int not null, reserved_value bigint not null")
 RAW_CEILING, DECODED_CEILING = "(a*) in-memory, (a)'s batches", "(b*) in-memory, (b)'s batches"
 
 
@@ -153,6 +158,7 @@ def measure(spark, archive_dir: str, recording_id: int, schema_path: Path, count
         UDF: lambda: hashed(base().load().select(per_row("payload").alias("t")).select("t.*"), DECODED_COLUMNS),
         RAW_PRUNED: lambda: hashed(base().schema("payload binary not null").load(), ["payload"]),
         DECODED_PRUNED: lambda: hashed(decoding().schema(DECODED_ONLY).load(), DECODED_COLUMNS),
+        DECODED_WITH_METADATA: lambda: hashed(decoding().schema(WITH_METADATA).load(), DECODED_COLUMNS),
     }
     if ceiling is not None:
         from in_memory_source import reader
@@ -166,7 +172,7 @@ def measure(spark, archive_dir: str, recording_id: int, schema_path: Path, count
     if any(answer[0] != count for answer in answers.values()):
         raise AssertionError(f"row counts differ from {count}: {answers}")
     decoded = answers[DECODED]
-    for name in (UDF, DECODED_PRUNED, DECODED_CEILING):
+    for name in (UDF, DECODED_PRUNED, DECODED_WITH_METADATA, DECODED_CEILING):
         if name in answers and answers[name] != decoded:
             raise AssertionError(f"{name} and the decoder disagree: {answers[name]} != {decoded}")
     seconds: dict[str, list[float]] = {name: [] for name in scans}
@@ -256,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
             print(raw.ratio_line("(a) raw", per_row, "(c) UDF") + "   (the bound of b/c when b/a <= 1)")
             print(timings[DECODED_PRUNED].ratio_line("(b')", timings[RAW_PRUNED], "(a')"))
             print(timings[DECODED_PRUNED].ratio_line("(b')", per_row, "(c) UDF"))
+            print(timings[DECODED_WITH_METADATA].ratio_line("(b+)", per_row, "(c) UDF"))
+            print(timings[DECODED_WITH_METADATA].ratio_line("(b+)", raw, "(a) raw"))
             if ceiling is not None:
                 print(timings[DECODED_CEILING].ratio_line("(b*)", timings[RAW_CEILING], "(a*)")
                       + "   what Spark allows b/a with these columns")

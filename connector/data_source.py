@@ -12,7 +12,9 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StructField,
@@ -120,25 +122,44 @@ def select_columns(schema: StructType | None, options: SourceOptions) -> SourceO
 
 
 def _select_decoded_columns(schema: StructType | None, options: SourceOptions) -> SourceOptions:
-    """With sbe.schema a user schema may select any of the decoded rows' columns, in any order, with
-    their types; a column that can be NULL must be declared nullable. Only those are decoded and
-    built (column pruning a Python source otherwise never gets)."""
-    expected = sbe_schema(options.sbe, options.include_timestamp)
-    if schema is None or schema == expected:
+    """With sbe.schema a user schema may select any of the decoded rows' columns (also
+    ``session_id``, ``stream_id`` and ``reserved_value``, not in the default rows), in any order,
+    with their types; a column or nested field that can be NULL must be declared nullable, one
+    that cannot may be. Only those are decoded and built (column pruning a Python source otherwise
+    never gets)."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
+    from aeron_spark.connector.source.sbe_columns import SbeColumns
+    if schema is None or schema == sbe_schema(options.sbe, options.include_timestamp):
         return options
-    known = {f.name: f for f in expected.fields}
+    selectable = from_arrow_schema(SbeColumns(options.sbe, options.include_timestamp).full_schema)
+    known = {f.name: f for f in selectable.fields}
     names = [f.name for f in schema.fields]
     problems = [f"{f.name} {f.dataType.simpleString()}" + (" NOT NULL" if not f.nullable else "")
                 for f in schema.fields
-                if f.name not in known or known[f.name].dataType != f.dataType or (known[f.name].nullable and not f.nullable)]
+                if f.name not in known or not _same_or_more_nullable(known[f.name].dataType, f.dataType)
+                or (known[f.name].nullable and not f.nullable)]
     if problems or not names or len(set(names)) != len(names):
         what = (f"unknown column, wrong type or NOT NULL where values can be NULL: {', '.join(problems)}" if problems
                 else "no columns" if not names else "a column is named twice")
         raise OptionError(f"format {FORMAT_NAME}: with sbe.schema the schema {schema.simpleString()} is not accepted "
                           f"({what}); a schema may select any of the decoded rows' columns, in any order, each at "
-                          f"most once: {expected.simpleString()}")
+                          f"most once: {selectable.simpleString()}")
+    widened = tuple((f.name, to_arrow_type(f.dataType)) for f in schema.fields if f.dataType != known[f.name].dataType)
     return dataclasses.replace(options, output_columns=tuple(names),
-                               nullable_columns=frozenset(f.name for f in schema.fields if f.nullable))
+                               nullable_columns=frozenset(f.name for f in schema.fields if f.nullable),
+                               widened_column_types=widened)
+
+
+def _same_or_more_nullable(ours: DataType, theirs: DataType) -> bool:
+    """``theirs`` is ``ours``, except that nested fields or elements may be nullable where ours are not."""
+    if isinstance(ours, StructType) and isinstance(theirs, StructType):
+        return len(ours.fields) == len(theirs.fields) and all(
+            a.name == b.name and (b.nullable or not a.nullable) and _same_or_more_nullable(a.dataType, b.dataType)
+            for a, b in zip(ours.fields, theirs.fields))
+    if isinstance(ours, ArrayType) and isinstance(theirs, ArrayType):
+        return ((theirs.containsNull or not ours.containsNull)
+                and _same_or_more_nullable(ours.elementType, theirs.elementType))
+    return ours == theirs
 
 
 def register(spark) -> None:

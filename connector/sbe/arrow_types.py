@@ -1,9 +1,11 @@
 """What each SBE schema element becomes in Arrow (and so in Spark): the type mapping of docs/sbe.md.
 
-Every decoded value is nullable: an optional field at its null value, a field newer than the
-producer's version (``sinceVersion``) or past its block, and an enum value the schema does not
-know all decode to NULL. Spark has no unsigned integers, so each unsigned type widens to the
-next signed one, and uint64 to decimal(20,0).
+An optional field at its null value, a field newer than the producer's version (``sinceVersion``)
+or past its block, and an enum value the schema does not know all decode to NULL. A composite's
+member that none of these can make NULL is declared NOT NULL inside its struct (NULL only where
+the whole struct is): Spark reads a NOT NULL value without asking whether it is NULL. Spark has
+no unsigned integers, so each unsigned type widens to the next signed one, and uint64 to
+decimal(20,0).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def list_of(value_type: pa.DataType) -> pa.DataType:
     return pa.list_(pa.field("element", value_type, nullable=True))
 
 
-def type_arrow_type(field_type: FieldType) -> pa.DataType:
+def type_arrow_type(field_type: FieldType, optional: bool = False) -> pa.DataType:
+    """``optional``: the field holding this type is optional, so each composite member can be NULL."""
     if isinstance(field_type, EncodedType):
         if field_type.is_string:
             return pa.string()
@@ -61,8 +64,9 @@ def type_arrow_type(field_type: FieldType) -> pa.DataType:
     if isinstance(field_type, SetType):
         return list_of(pa.string())
     if isinstance(field_type, CompositeType):
-        return pa.struct([pa.field(m.name, type_arrow_type(m.type)) for m in field_type.members
-                          if not _is_var_member(m.type)])
+        return pa.struct([pa.field(m.name, type_arrow_type(m.type, optional),
+                                   nullable=optional or not _type_never_null(m.type))
+                          for m in field_type.members if not _is_var_member(m.type)])
     raise TypeError(f"not an SBE field type: {field_type!r}")
 
 
@@ -71,7 +75,7 @@ def _is_var_member(member_type: FieldType) -> bool:
 
 
 def field_arrow_type(field: Field) -> pa.DataType:
-    return type_arrow_type(field.type)
+    return type_arrow_type(field.type, field.presence is Presence.OPTIONAL)
 
 
 def never_null(node: Field | Group | VarData) -> bool:

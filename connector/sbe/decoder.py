@@ -35,6 +35,7 @@ from aeron_spark.connector.sbe import native_fields
 from aeron_spark.connector.sbe.arrow_types import (
     UINT64_TYPE,
     block_fields,
+    field_arrow_type,
     message_arrow_type,
     primitive_arrow_type,
     type_arrow_type,
@@ -383,7 +384,7 @@ class SbeDecoder:
     # --- one field for every record of a level -------------------------------------------------
 
     def _field(self, field: Field, data: np.ndarray, level: _Level, path: str) -> pa.Array:
-        arrow_type = type_arrow_type(field.type)
+        arrow_type = field_arrow_type(field)
         if field.presence is Presence.CONSTANT:
             return _constant(field, arrow_type, level.count)
         present = level.present(field.since_version, field.offset + field.type.size)
@@ -442,10 +443,10 @@ class SbeDecoder:
             for member in field_type.members:
                 if isinstance(member.type, EncodedType) and member.type.length == 0:
                     continue
-                member_type = type_arrow_type(member.type)
+                member_field = arrow_type.field(member.name)  # its nullability: arrow_types.type_arrow_type
                 members.append(self._value(member.type, data, places.shifted(member.offset), absent, optional,
-                                           member_type))
-                fields.append(pa.field(member.name, member_type))
+                                           member_field.type))
+                fields.append(member_field)
             return pa.StructArray.from_arrays(members, fields=fields, mask=pa.array(absent) if absent.any() else None)
         raise TypeError(f"not an SBE field type: {field_type!r}")
 

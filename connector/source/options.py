@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from aeron_spark.connector.options import (
     DEFAULT_CONTROL_STREAM_ID,
@@ -251,6 +252,9 @@ class SourceOptions:
     # reader (data_source.select_columns); None: the default schema.
     output_columns: tuple[str, ...] | None = None
     nullable_columns: frozenset[str] = frozenset()
+    # With sbe.schema: (column, Arrow type) of each selected column the user schema declares with
+    # nested fields nullable where the decoder's are NOT NULL (sbe_columns.SbeColumns casts to it).
+    widened_column_types: tuple[tuple[str, Any], ...] = ()
     # startingTimestamp & co (connector/source/timestamp_resolution.py); None: not set.
     starting_time: TimeSpec | None = None
     ending_time: TimeSpec | None = None

@@ -68,7 +68,8 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
     if readable is None or descriptor is None:
         return
     sbe_columns = None if options.sbe is None else SbeColumns(
-        options.sbe, options.include_timestamp, options.output_columns, options.nullable_columns)
+        options.sbe, options.include_timestamp, options.output_columns, options.nullable_columns,
+        options.widened_column_types)
     columns = _builder_columns(options, sbe_columns)
     if getattr(access, "replay_pump", None) is not None:
         batches = _read_pumped(readable, descriptor, options, access, columns, timings)

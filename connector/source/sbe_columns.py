@@ -5,7 +5,9 @@ Rows: ``recording_id``, ``position``, ``template_id`` (left out when one message
 the others skipped: it would be constant), then the decoded message (one selected message: its
 fields as top-level columns, NOT NULL where no value can be NULL; several: one struct column per
 message, named by the message), then ``payload`` (only with ``sbe.unselected=raw``: the bytes of each row not decoded),
-then ``session_id``, ``stream_id``, ``reserved_value`` and ``timestamp`` as without SBE.
+then ``timestamp`` with ``includeTimestamp``. ``session_id``, ``stream_id`` and ``reserved_value``
+are there on request (a user schema naming them), not by default: decoded rows are the message
+and its offset, and Spark converts every column a Python source returns, used or not.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ TEMPLATE_ID_FIELD = pa.field("template_id", pa.int32(), nullable=True)
 RAW_PAYLOAD_FIELD = pa.field("payload", pa.binary(), nullable=True)
 _LEADING = ("recording_id", "position")
 _TRAILING = ("session_id", "stream_id", "reserved_value")
+_ON_REQUEST = frozenset(_TRAILING)  # not in the default rows (see above)
 
 
 @dataclass(frozen=True)
@@ -124,12 +127,14 @@ def _parse_timestamp_field(raw: dict[str, str], schema, messages: tuple[str, ...
 class SbeColumns:
     """The row schema of an SBE read, and batches of whole messages -> batches of decoded rows.
 
-    ``columns`` (a user schema's names, in its order; None: every column) prunes the rows: only
-    the selected fields are decoded and only the selected standard columns are built, which is
-    cheaper end to end because Spark converts every column a Python source returns."""
+    ``columns`` (a user schema's names, in its order; None: the default rows) selects among every
+    column (``full_schema``): only the selected fields are decoded and only the selected standard
+    columns are built, which is cheaper end to end because Spark converts every column a Python
+    source returns. ``widened``: the Arrow type of each selected column the user schema declares
+    with nested fields nullable where the decoder's are NOT NULL (the column is cast to it)."""
 
     def __init__(self, settings: SbeSettings, include_timestamp: bool, columns: tuple[str, ...] | None = None,
-                 nullable: frozenset[str] = frozenset()) -> None:
+                 nullable: frozenset[str] = frozenset(), widened: tuple[tuple[str, pa.DataType], ...] = ()) -> None:
         self.settings = settings
         schema = settings.schema
         self.messages = [schema.message(name) for name in settings.messages]
@@ -155,16 +160,18 @@ class SbeColumns:
                               "of that name; select several messages (sbe.messages) to get one struct column per "
                               "message, or rename the field in the schema")
         self.full_schema = pa.schema(fields)
+        self._casts = dict(widened)
         if columns is None:
-            self.arrow_schema = self.full_schema
+            self.arrow_schema = pa.schema([f for f in fields if f.name not in _ON_REQUEST])
         else:
             by_column = {f.name: f for f in fields}
             unknown = [name for name in columns if name not in by_column]
             if unknown or not columns or len(set(columns)) != len(columns):
                 raise OptionError(f"the schema's columns {', '.join(columns)} are not a selection of the decoded "
                                   f"rows' columns {', '.join(names)} (each at most once)")
-            self.arrow_schema = pa.schema([by_column[name].with_nullable(by_column[name].nullable or name in nullable)
-                                           for name in columns])
+            self.arrow_schema = pa.schema([
+                pa.field(name, self._casts.get(name, by_column[name].type), by_column[name].nullable or name in nullable)
+                for name in columns])
         selected = set(self.arrow_schema.names)
         if self.single:
             wanted = {self.messages[0].name: frozenset(f.name for f in decoded if f.name in selected)}
@@ -208,4 +215,6 @@ class SbeColumns:
         if self.raw and "payload" in self.arrow_schema.names:
             payload = take(batch.column("payload"))
             columns["payload"] = pc.if_else(pa.array(selected[kept]), pa.nulls(kept.size, pa.binary()), payload)
+        for name, arrow_type in self._casts.items():
+            columns[name] = columns[name].cast(arrow_type)
         return pa.RecordBatch.from_arrays([columns[f.name] for f in self.arrow_schema], schema=self.arrow_schema)

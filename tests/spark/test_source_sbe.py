@@ -56,6 +56,8 @@ def test_a_batch_read_of_one_message_gives_its_fields_as_typed_columns(spark, re
              .option("sbe.messages", "Trade").load())
     assert frame.schema["tradeId"].dataType.simpleString() == "bigint"
     assert frame.schema["price"].dataType.simpleString() == "struct<mantissa:bigint,exponent:tinyint>"
+    assert not frame.schema["price"].dataType["mantissa"].nullable  # a required member: NOT NULL
+    assert "stream_id" not in frame.columns  # the raw rows' session_id/stream_id/reserved_value: on request
     rows = frame.select("tradeId", "orderId", "side", "flags", "venue", "transactTime", "position").collect()
     assert sorted(r[:6] for r in rows) == [expected_trade(i) for i in range(400) if i % 4 != 3]
     positions = {position for position, _ in recording.messages}
@@ -70,6 +72,20 @@ def test_a_user_schema_with_a_subset_of_the_decoded_columns_reads_only_those(spa
     assert frame.columns == ["orderId", "tradeId"]
     rows = sorted((r.tradeId, r.orderId) for r in frame.collect())
     assert rows == [(i, expected_trade(i)[1]) for i in range(400) if i % 4 != 3]
+
+
+def test_a_user_schema_may_ask_for_the_stream_id_and_declare_nested_fields_nullable(spark, recorded):
+    archive, recording = recorded
+    frame = (spark.read.format("aeron-archive").option("archive.dir", archive.archive_dir)
+             .option("recordingIds", recording.recording_id).option("sbe.schema", str(READER_SCHEMA))
+             .option("sbe.messages", "Trade")
+             .schema("tradeId bigint, stream_id int, price struct<mantissa:bigint,exponent:tinyint>").load())
+    assert frame.schema["price"].dataType["mantissa"].nullable
+    raw = (spark.read.format("aeron-archive").option("archive.dir", archive.archive_dir)
+           .option("recordingIds", recording.recording_id).load())
+    rows = frame.collect()
+    assert len(rows) == 300 and {r.stream_id for r in rows} == {r.stream_id for r in raw.select("stream_id").collect()}
+    assert all(r.price is not None and r.price.exponent is not None for r in rows)
 
 
 def test_a_stream_of_several_messages_gives_a_struct_column_each(spark, recorded, tmp_path):

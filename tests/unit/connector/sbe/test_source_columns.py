@@ -29,11 +29,22 @@ def test_one_message_gives_its_fields_as_columns_and_skips_the_rest():
     columns = SbeColumns(parse_sbe_options({"sbe.schema": str(READER_SCHEMA), "sbe.messages": "Trade"}), False)
     batch = columns.convert(base_batch(PAYLOADS))
     assert batch.schema.names[:3] == ["recording_id", "position", "tradeId"]  # no template_id: it is constant
-    assert batch.schema.names[-3:] == ["session_id", "stream_id", "reserved_value"]
+    # session_id, stream_id and reserved_value only on request (a user schema): the message and its offset
+    assert not {"session_id", "stream_id", "reserved_value"} & set(batch.schema.names)
+    assert batch.schema.names[-1] == "orderId"
     assert batch.column("tradeId").to_pylist() == [1, 2] and batch.column("position").to_pylist() == [32, 128]
     # NOT NULL where no value can be NULL: not an enum (unknown values), nor a field newer than version 0
     nullable = {f.name for f in batch.schema if f.nullable}
     assert {"side", "orderId"} <= nullable and not nullable & {"tradeId", "price", "flags", "venue", "quantity"}
+    # ... and so are a composite's required members (Spark then never asks them whether they are NULL)
+    assert batch.schema.field("price").type == pa.struct([pa.field("mantissa", pa.int64(), nullable=False),
+                                                          pa.field("exponent", pa.int8(), nullable=False)])
+
+
+def test_composite_members_that_can_be_null_stay_nullable():
+    settings = parse_sbe_options({"sbe.schema": str(READER_SCHEMA), "sbe.messages": "MarketDataIncrementalRefresh"})
+    entry = SbeColumns(settings, False).arrow_schema.field("entries").type.value_type  # DecimalNull: optional members
+    assert entry.field("price").type == pa.struct([pa.field("mantissa", pa.int64()), pa.field("exponent", pa.int8())])
 
 
 def test_several_messages_give_a_struct_column_each_and_raw_keeps_the_rest():
@@ -92,7 +103,7 @@ def test_a_selection_of_standard_columns_only_decodes_nothing():
 
 
 def test_a_user_schema_with_sbe_selects_decoded_columns_or_is_rejected_with_the_accepted_ones():
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    from pyspark.sql.types import ByteType, IntegerType, LongType, StringType, StructField, StructType
 
     from aeron_spark.connector.data_source import select_columns
     options = SourceOptions.parse({"recordingIds": "1", "archive.dir": "/tmp", "sbe.schema": str(READER_SCHEMA),
@@ -101,6 +112,17 @@ def test_a_user_schema_with_sbe_selects_decoded_columns_or_is_rejected_with_the_
     chosen = select_columns(StructType([StructField("side", StringType()),
                                         StructField("tradeId", LongType(), nullable=False)]), options)
     assert chosen.output_columns == ("side", "tradeId") and chosen.nullable_columns == {"side"}
+    # columns of the raw rows a user schema may ask for, and nested fields it may declare nullable
+    price = StructType([StructField("mantissa", LongType()), StructField("exponent", ByteType())])
+    chosen = select_columns(StructType([StructField("stream_id", IntegerType()), StructField("price", price)]), options)
+    assert chosen.widened_column_types == (("price", pa.struct([pa.field("mantissa", pa.int64()),
+                                                                pa.field("exponent", pa.int8())])),)
+    columns = SbeColumns(chosen.sbe, False, chosen.output_columns, chosen.nullable_columns, chosen.widened_column_types)
+    assert columns.input_columns() == ("payload", "stream_id")
+    batch = columns.convert(base_batch(PAYLOADS).select(["payload", "stream_id"]))
+    assert batch.schema == pa.schema([pa.field("stream_id", pa.int32()), pa.field("price", price_arrow := pa.struct(
+        [pa.field("mantissa", pa.int64()), pa.field("exponent", pa.int8())]))])
+    assert batch.column("price").type == price_arrow and batch.column("stream_id").to_pylist() == [2, 2]
     for schema, what in ((StructType([StructField("side", StringType(), nullable=False)]), "side string NOT NULL"),
                          (StructType([StructField("tradeId", StringType())]), "tradeId string"),
                          (StructType([StructField("payload", LongType())]), "payload bigint")):
