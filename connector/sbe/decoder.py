@@ -268,7 +268,8 @@ class SbeDecoder:
                 starts, ends = starts_and_ends()
                 level = _Level((starts[rows] + header.size).astype(np.int64), block_lengths[rows].astype(np.int64),
                                versions[rows].astype(np.int64), ends[rows], rows.astype(np.int64))
-            columns, _ = self._decode_level(message, data, level, message.name, self._wanted.get(message.name))
+            columns, _ = self._decode_level(message, data, level, message.name, self._wanted.get(message.name),
+                                            need_end=False)
             values = pa.StructArray.from_arrays(columns, fields=self.decoded_fields(message)) if columns \
                 else pa.array([{}] * level.count, type=pa.struct([]))
             by_message[message.name] = DecodedMessages(message, rows, values)
@@ -285,9 +286,10 @@ class SbeDecoder:
     # --- one level: fields, then groups, then var data -----------------------------------------
 
     def _decode_level(self, node: Message | Group, data: np.ndarray, level: _Level, path: str,
-                      wanted: frozenset[str] | None = None):
+                      wanted: frozenset[str] | None = None, need_end: bool = True):
         """The columns of a level (only the ``wanted`` ones when given) and the cursor after its
-        last walked part: groups and var data before a wanted one are walked, not kept."""
+        last walked part: groups and var data before a wanted one are walked, not kept. Without
+        ``need_end`` and with nothing to walk the cursor is None (no per-record starts are built)."""
         if not level.blocks_checked:
             _check_bounds(level.starts + level.block_lengths, level, f"{path}: the block (blockLength)")
         fields = [field for field in node.fields if wanted is None or field.name in wanted]
@@ -296,10 +298,12 @@ class SbeDecoder:
             columns = [self._field(field, data, level, f"{path}.{field.name}") for field in fields]
         finally:
             self._copied = {}
-        cursor = level.starts + level.block_lengths
         parts = list(node.groups) + list(node.var_data)
         walked = parts if wanted is None else parts[:max((i + 1 for i, part in enumerate(parts) if part.name in wanted),
                                                           default=0)]
+        if not walked and not need_end:
+            return columns, None
+        cursor = level.starts + level.block_lengths
         for part in walked:
             if isinstance(part, Group):
                 column, cursor = self._group(part, data, level, cursor, f"{path}.{part.name}")
@@ -328,7 +332,7 @@ class SbeDecoder:
             entry_starts = first[parents] + index_in_group * entry_lengths[parents]
             entries = _Level(entry_starts, entry_lengths[parents], level.versions[parents], level.ends[parents],
                              level.rows[parents])
-            columns, _ = self._decode_level(group, data, entries, path)
+            columns, _ = self._decode_level(group, data, entries, path, need_end=False)
             end = first + counts * entry_lengths
         else:
             columns, end = self._nested_group(group, data, level, first, entry_lengths, counts, path)
