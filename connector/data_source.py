@@ -129,9 +129,10 @@ def _select_decoded_columns(schema: StructType | None, options: SourceOptions) -
     never gets)."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
     from aeron_spark.connector.source.sbe_columns import SbeColumns
-    if schema is None or schema == sbe_schema(options.sbe, options.include_timestamp):
+    columns = SbeColumns(options.sbe, options.include_timestamp)
+    if schema is None or schema == from_arrow_schema(columns.arrow_schema):  # the default rows (sbe_schema)
         return options
-    selectable = from_arrow_schema(SbeColumns(options.sbe, options.include_timestamp).full_schema)
+    selectable = from_arrow_schema(columns.full_schema)
     known = {f.name: f for f in selectable.fields}
     names = [f.name for f in schema.fields]
     problems = [f"{f.name} {f.dataType.simpleString()}" + (" NOT NULL" if not f.nullable else "")
