@@ -210,6 +210,7 @@ int aeron_buffer_claim_abort(aeron_buffer_claim_t *buffer_claim);
 /* fragment headers */
 int aeron_header_values(aeron_header_t *header, aeron_header_values_t *values);
 int64_t aeron_header_position(aeron_header_t *header);
+void *aeron_header_context(aeron_header_t *header);
 
 /* subscription */
 int aeron_subscription_poll(aeron_subscription_t *subscription, aeron_fragment_handler_t handler,

@@ -49,13 +49,14 @@ class Header:
     (like Aeron's ``Header``). Fields are read from C on first access; ``snapshot()`` keeps them.
     Using it after the handler returned raises AeronError instead of reading freed memory."""
 
-    __slots__ = ("_pointer", "_values", "_frame", "_position")
+    __slots__ = ("_pointer", "_values", "_frame", "_position", "_image_constants")
 
     def __init__(self) -> None:
         self._pointer: object = ffi.NULL
         self._values = ffi.new("aeron_header_values_t *")
         self._frame: object = None
         self._position: int | None = None
+        self._image_constants: object = None
 
     def _reset(self, pointer: object) -> None:
         self._pointer = pointer
@@ -78,6 +79,21 @@ class Header:
                 raise AeronError("message header used after its handler returned: keep header.snapshot()")
             self._position = lib.aeron_header_position(self._pointer)
         return self._position
+
+    @property
+    def image_correlation_id(self) -> int:
+        """The correlation id of the Image this message came from (Aeron's
+        ``((Image) header.context()).correlationId()``): the media driver's id of that Image, which
+        a response publication names as ``response-correlation-id`` (``control-mode=response``)."""
+        if self._pointer == ffi.NULL:
+            raise AeronError("message header used after its handler returned: keep header.snapshot()")
+        image = lib.aeron_header_context(self._pointer)
+        if image == ffi.NULL:
+            raise AeronError("this message header names no Image (aeron_header_context is NULL)")
+        if self._image_constants is None:
+            self._image_constants = ffi.new("aeron_image_constants_t *")
+        check(lib.aeron_image_constants(image, self._image_constants), "aeron_image_constants")
+        return self._image_constants.correlation_id  # type: ignore[attr-defined]
 
     @property
     def session_id(self) -> int:
