@@ -18,9 +18,10 @@ The conductor owns the parts of the control plane and runs their duty cycle on i
 5. updates the mark file's activity timestamp every second.
 
 Not served (answered ERROR GENERIC "... is not supported by this archive"): replication (50, 62,
-66; StopReplication gets UNKNOWN_REPLICATION), MigrateSegments (57), ReplayToken (105) and
-UpdateChannel (107). The per-session ``control-session`` counters (types 102/113) are not
-allocated. See docs/protocol.md for the requests and docs/architecture.md for the threads.
+66; StopReplication gets UNKNOWN_REPLICATION), MigrateSegments (57) and UpdateChannel (107).
+ReplayToken (105) is served by the control demuxer (replays over response channels). The
+per-session ``control-session`` counters (types 102/113) are not allocated. See docs/protocol.md
+for the requests and docs/architecture.md for the threads.
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ class ArchiveConductor:
             c.TaggedReplicateRequest: _not_supported,
             c.ReplicateRequest2: _not_supported,
             c.StopReplicationRequest: _stop_replication,
-            c.ReplayTokenRequest: _not_supported,
+            c.ReplayTokenRequest: lambda s, m: self.demuxer.issue_replay_token(s, m),
             c.UpdateChannelRequest: _not_supported,
         }
 

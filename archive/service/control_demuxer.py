@@ -13,6 +13,18 @@ and one `ControlSession` per client with the client's response publication:
   (`listing_sessions`), drains its outbox onto its response publication and closes finished
   sessions.
 
+Response channels (``control-mode=response``, Aeron 1.45+, GA in 1.48): the client opens every
+connection itself. Its request publication carries ``response-correlation-id=<its response
+subscription's registration id>``; the archive creates the session's response publication on the
+client's response channel with ``response-correlation-id=<the request Image's correlation id>``,
+and the media drivers send the responses back over that connection. A replay to such a client
+comes with a replay token (`replay_tokens`): the ReplayTokenRequest is answered on the session,
+and the Replay/BoundedReplay carrying the token arrives on a new request Image (a publication the
+client opened for it), is routed to the token's session whatever Image brought it, and its replay
+publication gets ``response-correlation-id=<that Image's correlation id>``. An unknown or expired
+token is answered with an ERROR on the session the request names, if it exists (Aeron's archive
+answers nothing and logs).
+
 Bad input never ends the process: an undecodable or unknown request is answered with an ERROR
 response when its controlSessionId names a session (or the request Image has one), otherwise
 logged; a handler's `ArchiveRequestError` becomes an ERROR with its code, any other exception an
@@ -27,6 +39,7 @@ sessions and the rest of the conductor's duty cycle go on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Callable
@@ -40,6 +53,7 @@ from aeron_spark.archive.service.conductor_events import ControlImageUnavailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession, SessionState
 from aeron_spark.archive.service.failure_log import FailureLog
+from aeron_spark.archive.service.replay_tokens import NULL_TOKEN, ReplayTokens
 from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError
 from aeron_spark.archive.storage.catalog import UnknownRecordingError
 from aeron_spark.driver_integration import channel_uri
@@ -54,6 +68,10 @@ MAX_OUTBOX_FOR_LISTING = 32  # a listing waits while its session's outbox is thi
 RequestHandler = Callable[[ControlSession, Any], None]
 
 _SESSION_MESSAGES = (codecs.ChallengeResponse, codecs.CloseSessionRequest, codecs.KeepAliveRequest)
+_REPLAY_REQUESTS = (codecs.ReplayRequest, codecs.BoundedReplayRequest)
+
+CONTROL_MODE_RESPONSE = "response"
+RESPONSE_CORRELATION_ID = "response-correlation-id"
 
 
 class ControlDemuxer:
@@ -63,7 +81,8 @@ class ControlDemuxer:
     def __init__(self, *, aeron: AeronPort, settings: ConductorSettings, authenticator: Authenticator,
                  control_channels: list[tuple[str, int]], handlers: dict[type, RequestHandler],
                  enqueue: Callable[[Any], None], clock: Callable[[], int],
-                 error_handler: Callable[[BaseException], None] | None = None) -> None:
+                 error_handler: Callable[[BaseException], None] | None = None,
+                 replay_tokens: ReplayTokens[ControlSession] | None = None) -> None:
         self.aeron = aeron
         self.error_handler = error_handler  # told of a handler's unexpected exception
         self.settings = settings
@@ -75,6 +94,9 @@ class ControlDemuxer:
         self._next_session_id = random.randrange(0, 1 << 31)
         self._sessions: dict[int, ControlSession] = {}
         self._session_publications: dict[int, Any] = {}
+        #: tokens of replays over response channels (ReplayTokenRequest), valid for the connect timeout
+        self.replay_tokens: ReplayTokens[ControlSession] = replay_tokens or ReplayTokens(
+            validity_ms=settings.connect_timeout_ms)
         self.control_subscriptions: list[tuple[Any, str, int]] = []
         self._fragment_handlers: list[Callable[[memoryview, Any], None]] = []
         for channel, stream_id in control_channels:
@@ -100,7 +122,8 @@ class ControlDemuxer:
     def _fragment_handler(self, index: int) -> Callable[[memoryview, Any], None]:
         def on_message(payload: memoryview, header: Any) -> None:
             try:
-                self.on_control_message(bytes(payload), (index, header.session_id))
+                self.on_control_message(bytes(payload), (index, header.session_id),
+                                        image_correlation_id=header.image_correlation_id)
             except Exception as error:  # noqa: BLE001 - one request must not stop the poll
                 self.count_error(error)
                 self.failures.failed(("request", type(error).__name__),
@@ -116,8 +139,10 @@ class ControlDemuxer:
             except Exception:  # noqa: BLE001 - the handler must not stop the duty cycle either
                 log.warning("the error handler failed", exc_info=True)
 
-    def on_control_message(self, data: bytes, image_key: Any) -> None:
-        """One request as received on a control Image (``image_key`` names that Image)."""
+    def on_control_message(self, data: bytes, image_key: Any, *, image_correlation_id: int = NULL_VALUE) -> None:
+        """One request as received on a control Image (``image_key`` names that Image;
+        ``image_correlation_id`` is the media driver's correlation id of it, which response
+        channels need)."""
         now = self._clock()
         try:
             message = codecs.decode(data)
@@ -125,7 +150,11 @@ class ControlDemuxer:
             self._answer_undecodable(error, image_key, now)
             return
         if isinstance(message, (codecs.ConnectRequest, codecs.AuthConnectRequest)):
-            self._on_connect(message, image_key, now)
+            self._on_connect(message, image_key, image_correlation_id, now)
+            return
+        if isinstance(message, _REPLAY_REQUESTS) and message.replay_token != NULL_TOKEN \
+                and _is_response_channel(message.replay_channel):
+            self._on_token_replay(message, image_key, image_correlation_id, now)
             return
         control_session_id = getattr(message, "control_session_id", None)
         if control_session_id is None or type(message) not in self._handlers \
@@ -148,6 +177,41 @@ class ControlDemuxer:
             session.on_keep_alive(now)
         elif session.accept_request(now):
             self._dispatch(session, message)
+
+    def _on_token_replay(self, message: Any, image_key: Any, image_correlation_id: int, now: int) -> None:
+        """A replay over a response channel: it comes on a request Image of its own, and its token
+        (not that Image) names the session (see the module docstring)."""
+        session = self.replay_tokens.session_for(message.replay_token, message.recording_id, now)
+        if session is None or session.is_done:
+            text = (f"Unknown session or token timeout for replayToken={message.replay_token} "
+                    f"(recordingId={message.recording_id})")
+            named = self._sessions.get(message.control_session_id)
+            if named is not None and named.accept_request(now):
+                named.send_error(message.correlation_id, text)
+            else:
+                self.failures.failed(("replay token", "unknown"), "%s; dropped (no session to tell)", text)
+            return
+        if image_correlation_id == NULL_VALUE:
+            if session.accept_request(now):
+                session.send_error(message.correlation_id, "a replay over a response channel needs the "
+                                                           "request Image's correlation id, which is unknown")
+            return
+        try:
+            uri = channel_uri.parse(message.replay_channel)
+        except ValueError as error:
+            if session.accept_request(now):
+                session.send_error(message.correlation_id,
+                                   f"invalid replay channel {message.replay_channel!r}: {error}")
+            return
+        uri.set(RESPONSE_CORRELATION_ID, str(image_correlation_id))
+        if session.accept_request(now):
+            self._dispatch(session, dataclasses.replace(message, replay_channel=uri.build()))
+
+    def issue_replay_token(self, session: ControlSession, message: Any) -> None:
+        """ReplayTokenRequest (105): OK with a new token for the session and the recording."""
+        token = self.replay_tokens.issue(session, session.control_session_id, message.recording_id,
+                                         self._clock())
+        session.send_ok(message.correlation_id, token)
 
     def _dispatch(self, session: ControlSession, message: Any) -> None:
         correlation_id = message.correlation_id
@@ -230,7 +294,15 @@ class ControlDemuxer:
 
     # ------------------------------------------------------------------ sessions
 
-    def _on_connect(self, message: Any, image_key: Any, now: int) -> None:
+    def _on_connect(self, message: Any, image_key: Any, image_correlation_id: int, now: int) -> None:
+        try:
+            response_channel = response_publication_channel(message.response_channel, image_correlation_id)
+        except ValueError as error:
+            # No session to answer on: only the log says why the client hears nothing.
+            self.failures.failed(("response channel", type(error).__name__),
+                                 "connect (correlationId=%d): response channel %r refused: %s",
+                                 message.correlation_id, message.response_channel, error)
+            return
         session_id = self._allocate_session_id()
         credentials = getattr(message, "encoded_credentials", b"")
         session = ControlSession(
@@ -243,8 +315,7 @@ class ControlDemuxer:
             client_info=getattr(message, "client_info", ""), request_image_key=image_key)
         self.authenticator.on_connect_request(session_id, credentials, now)
         try:
-            publication = self.aeron.add_exclusive_publication(
-                response_publication_channel(message.response_channel), message.response_stream_id)
+            publication = self.aeron.add_exclusive_publication(response_channel, message.response_stream_id)
         except Exception as error:  # noqa: BLE001 - a bad response channel is the client's problem
             # No session to answer on: only the log says why the client hears nothing.
             self.failures.failed(("response publication", type(error).__name__),
@@ -267,7 +338,7 @@ class ControlDemuxer:
         return session_id
 
     def service_sessions(self, now: int) -> int:
-        work = 0
+        work = self.replay_tokens.expire(now) if len(self.replay_tokens) else 0
         for session in list(self._sessions.values()):
             try:
                 work += self._service_session(session, now)
@@ -307,6 +378,7 @@ class ControlDemuxer:
     def _close_session(self, session: ControlSession) -> None:
         session_id = session.control_session_id
         self._sessions.pop(session_id, None)
+        self.replay_tokens.remove_session(session_id)
         session.active_listing = None
         publication = self._session_publications.pop(session_id, None)
         if publication is not None:
@@ -327,15 +399,30 @@ class ControlDemuxer:
             close_quietly(subscription)
 
 
-def response_publication_channel(channel: str) -> str:
+def response_publication_channel(channel: str, image_correlation_id: int = NULL_VALUE) -> str:
     """The client's response channel with Aeron's control defaults where it sets none: a 64 KiB
-    term (not the driver's 16/64 MiB per session) and sparse log buffers."""
+    term (not the driver's 16/64 MiB per session) and sparse log buffers. A response channel
+    (``control-mode=response``) gets ``response-correlation-id=<the request Image's correlation
+    id>``, as Aeron's archive does: the media driver then answers over the connection the
+    client's request publication opened. ValueError when that id is unknown."""
     uri = channel_uri.parse(channel)
     if uri.get("term-length") is None:
         uri.set("term-length", CONTROL_TERM_LENGTH)
     if uri.get("sparse") is None:
         uri.set("sparse", "true")
+    if uri.get(channel_uri.CONTROL_MODE) == CONTROL_MODE_RESPONSE:
+        if image_correlation_id == NULL_VALUE:
+            raise ValueError("a control-mode=response channel needs the request Image's correlation id")
+        uri.set(RESPONSE_CORRELATION_ID, str(image_correlation_id))
     return uri.build()
+
+
+def _is_response_channel(channel: str) -> bool:
+    """Whether ``channel`` is a response channel (``control-mode=response``); False if unparsable."""
+    try:
+        return channel_uri.parse(channel).get(channel_uri.CONTROL_MODE) == CONTROL_MODE_RESPONSE
+    except ValueError:
+        return False
 
 
 def _image_unavailable_callback(index: int, enqueue: Callable[[Any], None]) -> Callable[[Any], None]:
