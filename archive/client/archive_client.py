@@ -24,6 +24,15 @@ archive; ``"auto"`` connects with a ConnectRequest (2) that both understand and 
 Requests a 1.15.x archive does not have either fall back (``start_position`` via the descriptor,
 ``max_recorded_position`` via recording/stop position) or raise `ArchiveError`.
 
+Response channels (``response_channel="aeron:udp?control-mode=response|control=<archive host>:<port>"``,
+Aeron's ``control-mode=response``): every connection is opened by this client, so the archive
+needs no route to it (a client behind NAT or a firewall that admits no inbound traffic). Replays
+to a response channel (``replay_channel`` with ``control-mode=response``) go as Aeron's
+AeronArchive sends them: a ReplayTokenRequest on the session, then the Replay/BoundedReplay with
+the token over a request publication of its own whose ``response-correlation-id`` names the
+replay subscription (`start_replay` needs that subscription's ``subscription_registration_id``;
+`replay` subscribes itself).
+
 Recording signals (START, STOP, EXTEND, DELETE, ...) arrive interleaved with responses; they are
 queued, never dropped, and handed to ``on_recording_signal`` after each call completes, or taken
 with `poll_for_recording_signals` / `await_recording_signal`.
@@ -60,8 +69,10 @@ from aeron_spark.archive.client.transport import (
     RETRYABLE_OFFER_RESULTS,
     AeronControlTransport,
     ControlTransport,
+    RequestPublication,
     default_aeron_dir,
     endpoint_host,
+    is_response_channel,
     subscribe_resolved,
 )
 from aeron_spark.archive.codecs import (
@@ -422,12 +433,16 @@ class ArchiveClient:
         except codecs.EncodeError as error:
             raise ArchiveError(f"cannot send {request}: {error}", request=request) from None
 
-    def _send(self, message: object, request: str, correlation_id: int | None = None) -> None:
+    def _send(self, message: object, request: str, correlation_id: int | None = None, *,
+              offer: Callable[[bytes], int] | None = None) -> None:
+        """Offers ``message`` on the request publication (or with ``offer``), retrying while it is
+        not connected or back pressured, for up to the timeout."""
         data = self._encode(message, request)
         deadline = time.monotonic() + self.timeout
         idle = 0
+        offer = offer or self._transport.offer
         while True:
-            result = self._transport.offer(data)
+            result = offer(data)
             if result >= 0:
                 return
             if result not in RETRYABLE_OFFER_RESULTS:
@@ -489,14 +504,16 @@ class ArchiveClient:
         return text + self._router.decode_problems()
 
     def _call(self, build: Callable[[int, int], object],
-              expectation_type: type[Expectation] = AwaitResponse, **fields) -> object:
-        """Sends ``build(controlSessionId, correlationId)`` and waits for its answer."""
+              expectation_type: type[Expectation] = AwaitResponse, *,
+              offer: Callable[[bytes], int] | None = None, **fields) -> object:
+        """Sends ``build(controlSessionId, correlationId)`` (on the request publication, or with
+        ``offer``) and waits for its answer on the response channel."""
         self._require_open()
         correlation_id = self._transport.next_correlation_id()
         message = build(self.control_session_id, correlation_id)
         request = type(message).__name__
         expectation = expectation_type(request, frozenset((correlation_id,)), **fields)
-        self._send(message, request, correlation_id)
+        self._send(message, request, correlation_id, offer=offer)
         try:
             return self._await(expectation)
         finally:
@@ -650,38 +667,75 @@ class ArchiveClient:
 
     # ------------------------------------------------------------------------------ replay
     def start_replay(self, recording_id: int, position: int, length: int, replay_channel: str,
-                     replay_stream_id: int, *, file_io_max_length: int | None = None) -> int:
+                     replay_stream_id: int, *, file_io_max_length: int | None = None,
+                     subscription_registration_id: int | None = None) -> int:
         """Starts a replay; returns the replaySessionId (its low 32 bits are the replay image's
         session id). ``position`` -1 means from the start; ``length`` -1 follows a live recording
-        (REPLAY_ALL_AND_FOLLOW), -2 stops at the current end (REPLAY_ALL_AND_STOP)."""
+        (REPLAY_ALL_AND_FOLLOW), -2 stops at the current end (REPLAY_ALL_AND_STOP). A response
+        ``replay_channel`` (``control-mode=response``) needs the registration id of the
+        subscription the replay goes to (Aeron's ``ReplayParams.subscriptionRegistrationId``)."""
         io_max = -1 if file_io_max_length is None else file_io_max_length
         if io_max != -1:
             self._require_modern("ReplayRequest with file_io_max_length")
-        return self._start_replay(lambda s, c: codecs.ReplayRequest(
-            s, c, recording_id, position, length, replay_stream_id, io_max, codecs.NULL_VALUE,
-            replay_channel))
+        build = lambda s, c, token: codecs.ReplayRequest(  # noqa: E731
+            s, c, recording_id, position, length, replay_stream_id, io_max, token, replay_channel)
+        if is_response_channel(replay_channel):
+            session_id, publication = self._start_replay_over_response_channel(
+                recording_id, build, subscription_registration_id)
+            publication.close()
+            return session_id
+        return self._start_replay(lambda s, c: build(s, c, codecs.NULL_VALUE))
 
     def start_bounded_replay(self, recording_id: int, position: int, length: int,
                              limit_counter_id: int, replay_channel: str, replay_stream_id: int, *,
-                             file_io_max_length: int | None = None) -> int:
+                             file_io_max_length: int | None = None,
+                             subscription_registration_id: int | None = None) -> int:
         """As `start_replay`, never replaying past the value of counter ``limit_counter_id``."""
         self._require_modern("BoundedReplayRequest")
         io_max = -1 if file_io_max_length is None else file_io_max_length
-        return self._start_replay(lambda s, c: codecs.BoundedReplayRequest(
+        build = lambda s, c, token: codecs.BoundedReplayRequest(  # noqa: E731
             s, c, recording_id, position, length, limit_counter_id, replay_stream_id, io_max,
-            codecs.NULL_VALUE, replay_channel))
+            token, replay_channel)
+        if is_response_channel(replay_channel):
+            session_id, publication = self._start_replay_over_response_channel(
+                recording_id, build, subscription_registration_id)
+            publication.close()
+            return session_id
+        return self._start_replay(lambda s, c: build(s, c, codecs.NULL_VALUE))
 
-    def _start_replay(self, build: Callable[[int, int], object]) -> int:
+    def _start_replay(self, build: Callable[[int, int], object], *,
+                      offer: Callable[[bytes], int] | None = None) -> int:
         correlation: list[int] = []
 
         def remembering(session_id: int, correlation_id: int) -> object:
             correlation.append(correlation_id)
             return build(session_id, correlation_id)
-        replay_session_id = self._call(remembering)
+        replay_session_id = self._call(remembering, offer=offer)
         self._replay_correlations[replay_session_id] = correlation[0]
         if len(self._replay_correlations) > 1024:  # keep the newest; old replays are long done
             self._replay_correlations.pop(next(iter(self._replay_correlations)))
         return replay_session_id
+
+    def _start_replay_over_response_channel(
+            self, recording_id: int, build: Callable[[int, int, int], object],
+            subscription_registration_id: int | None) -> tuple[int, RequestPublication]:
+        """Aeron's replay over a response channel: a replay token from the session, then the
+        request carrying it over a request publication of its own whose
+        ``response-correlation-id`` names the replay subscription; the archive answers on this
+        session. Returns (replaySessionId, that publication: the caller closes it)."""
+        self._require_modern("a replay over a response channel (ReplayTokenRequest)")
+        if subscription_registration_id is None:
+            raise ArchiveError("a replay to a response channel (control-mode=response) needs "
+                               "subscription_registration_id: the registration id of the subscription "
+                               "the replay goes to", request="ReplayRequest")
+        token = self._call(lambda s, c: codecs.ReplayTokenRequest(s, c, recording_id))
+        publication = self._transport.open_request_publication(subscription_registration_id)
+        try:
+            replay_session_id = self._start_replay(lambda s, c: build(s, c, token), offer=publication.offer)
+        except BaseException:
+            publication.close()
+            raise
+        return replay_session_id, publication
 
     def stop_replay(self, replay_session_id: int) -> None:
         self._replay_correlations.pop(replay_session_id, None)
@@ -698,18 +752,35 @@ class ArchiveClient:
                timeout: float | None = None) -> Iterator[ReplaySubscription]:
         """Subscribes to ``replay_channel``, starts the replay and yields a `ReplaySubscription`
         holding the subscription and the replay Image (found by the low 32 bits of the replay
-        session id). Leaving the block stops the replay and closes the subscription."""
+        session id). Leaving the block stops the replay and closes the subscription. A response
+        ``replay_channel`` (``control-mode=response``) is replayed over the connection this client
+        opens (see the module docstring)."""
         self._require_open()
-        subscription, channel = subscribe_resolved(self.aeron, replay_channel, replay_stream_id,
-                                                   self.timeout)
+        response_mode = is_response_channel(replay_channel)
+        if response_mode:
+            subscription, channel = self.aeron.add_subscription(replay_channel, replay_stream_id), replay_channel
+        else:
+            subscription, channel = subscribe_resolved(self.aeron, replay_channel, replay_stream_id,
+                                                       self.timeout)
         replay_session_id: int | None = None
         replay: ReplaySubscription | None = None
+        request_publication: RequestPublication | None = None
         try:
-            replay_session_id = self.start_replay(recording_id, position, length, channel,
-                                                  replay_stream_id,
-                                                  file_io_max_length=file_io_max_length)
+            if response_mode:
+                io_max = -1 if file_io_max_length is None else file_io_max_length
+                replay_session_id, request_publication = self._start_replay_over_response_channel(
+                    recording_id, lambda s, c, token: codecs.ReplayRequest(
+                        s, c, recording_id, position, length, replay_stream_id, io_max, token, channel),
+                    subscription.registration_id)
+            else:
+                replay_session_id = self.start_replay(recording_id, position, length, channel,
+                                                      replay_stream_id,
+                                                      file_io_max_length=file_io_max_length)
             image = self._await_replay_image(subscription, replay_session_id, channel,
                                              replay_stream_id, timeout)
+            if request_publication is not None:  # the replay is connected: its request is done
+                request_publication.close()
+                request_publication = None
             end = position + length if position >= 0 and length >= 0 else None
             replay = ReplaySubscription(
                 subscription=subscription, image=image, recording_id=recording_id,
@@ -717,6 +788,8 @@ class ArchiveClient:
                 check_errors=lambda: self.check_replay_error(replay_session_id))
             yield replay
         finally:
+            if request_publication is not None:
+                request_publication.close()
             if replay is not None:
                 replay.close()
             if replay_session_id is not None and not self._closed:

@@ -3,6 +3,14 @@
 `ControlTransport` is the small interface the client needs; `AeronControlTransport` implements
 it over `driver_integration` (an exclusive publication on the control channel, as Aeron's
 clients use, and a subscription on the response channel). Unit tests give the client a fake.
+
+Response channels (``control-mode=response``, as Aeron's AeronArchive since 1.45): the response
+channel names no endpoint of this host (e.g. ``aeron:udp?control-mode=response|control=<archive
+host>:<port>``, a port of the archive's), and the request publication carries
+``response-correlation-id=<the response subscription's registration id>``: the media drivers then
+bring the archive's responses back over the connection this client opened, so no port of this
+host need be reachable. No ``session-id`` is added in that mode (the driver matches the session).
+A replay to such a client needs a request publication of its own (`open_request_publication`).
 """
 
 from __future__ import annotations
@@ -45,7 +53,51 @@ class ControlTransport(Protocol):
 
     def next_correlation_id(self) -> int: ...
 
+    @property
+    def is_response_mode(self) -> bool:
+        """Whether responses come over a response channel (``control-mode=response``)."""
+
+    def open_request_publication(self, response_correlation_id: int) -> RequestPublication:
+        """Another request publication to the archive's control channel whose answers come back
+        to the subscription ``response_correlation_id`` (a replay over a response channel)."""
+
     def close(self) -> None: ...
+
+
+class RequestPublication(Protocol):
+    """A request publication of its own (see `ControlTransport.open_request_publication`)."""
+
+    def offer(self, data: bytes) -> int: ...
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+CONTROL_MODE_RESPONSE = "response"
+RESPONSE_CORRELATION_ID = "response-correlation-id"
+#: The term length of a replay's request publication (Aeron's AeronArchive uses 64 KiB).
+REPLAY_REQUEST_TERM_LENGTH = 64 * 1024
+
+
+def is_response_channel(channel: str) -> bool:
+    """Whether ``channel`` is a response channel (``control-mode=response``)."""
+    return ChannelUri.parse(channel).get("control-mode") == CONTROL_MODE_RESPONSE
+
+
+def response_request_channel(control_channel: str, response_correlation_id: int,
+                             term_length: int | None = None) -> str:
+    """The control channel of a request publication whose answers come back over a response
+    channel: ``response-correlation-id`` set, no ``session-id`` and no initial position (Aeron's
+    AeronArchive builds it so); ``term_length`` when given."""
+    uri = ChannelUri.parse(control_channel)
+    for name in ("session-id", "init-term-id", "term-id", "term-offset"):
+        uri.remove(name)
+    uri.set(RESPONSE_CORRELATION_ID, str(response_correlation_id))
+    if term_length is not None:
+        uri.set("term-length", str(term_length))
+    return uri.build()
 
 
 def default_aeron_dir() -> str:
@@ -67,9 +119,10 @@ def isolated_response_channel(channel: str) -> str:
     do): the archive creates its response publication on the channel as told, and this client
     subscribes to that session only. Without it every IPC client on the driver holds an image of
     every session's responses, and IPC flow control makes them all wait for the slowest one.
-    UDP channels (a port of their own) and channels naming a session id are returned unchanged."""
+    UDP channels (a port of their own), response channels (the driver matches their session) and
+    channels naming a session id are returned unchanged."""
     uri = ChannelUri.parse(channel)
-    if not uri.is_ipc or uri.get("session-id") is not None:
+    if not uri.is_ipc or uri.get("session-id") is not None or uri.get("control-mode") == CONTROL_MODE_RESPONSE:
         return channel
     uri.set("session-id", str(secrets.randbits(32) - (1 << 31)))  # int32, unique per client in practice
     return uri.build()
@@ -134,11 +187,18 @@ class AeronControlTransport:
         #: Where responses are received: the channel subscribed to (its host is the bind address).
         self.response_bind_channel = response_channel
         self.response_stream_id = response_stream_id
+        self.control_stream_id = control_stream_id
+        self._response_mode = is_response_channel(response_channel)
         response_channel = isolated_response_channel(response_channel)
         self._subscription, self.response_channel = subscribe_resolved(
-            aeron, response_channel, response_stream_id, timeout, response_host)
+            aeron, response_channel, response_stream_id, timeout,
+            None if self._response_mode else response_host)
+        if self._response_mode:
+            self.request_channel = response_request_channel(control_channel, self._subscription.registration_id)
+        else:
+            self.request_channel = control_channel
         try:
-            self._publication = aeron.add_exclusive_publication(control_channel, control_stream_id)
+            self._publication = aeron.add_exclusive_publication(self.request_channel, control_stream_id)
         except BaseException:
             self._subscription.close()
             raise
@@ -183,6 +243,15 @@ class AeronControlTransport:
 
     def next_correlation_id(self) -> int:
         return self.aeron.next_correlation_id()
+
+    @property
+    def is_response_mode(self) -> bool:
+        return self._response_mode
+
+    def open_request_publication(self, response_correlation_id: int) -> RequestPublication:
+        channel = response_request_channel(self.control_channel, response_correlation_id,
+                                           REPLAY_REQUEST_TERM_LENGTH)
+        return self.aeron.add_exclusive_publication(channel, self.control_stream_id)
 
     def close(self) -> None:
         if self._closed:

@@ -407,6 +407,86 @@ def test_replay_requests_and_a_late_replay_error() -> None:
     assert client.poll_for_error_response() is None
 
 
+class SideRequestPublication:
+    """A request publication of its own (a replay over a response channel): what is offered on it
+    reaches the same scripted archive, whose answers come on the session's response channel."""
+
+    def __init__(self, archive: FakeArchive, response_correlation_id: int) -> None:
+        self.archive = archive
+        self.response_correlation_id = response_correlation_id
+        self.offered: list[object] = []
+        self.closed = False
+        self.is_connected = True
+
+    def offer(self, data: bytes) -> int:
+        self.offered.append(codecs.decode(data))
+        return self.archive.offer(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ResponseModeArchive(FakeArchive):
+    is_response_mode = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.side_publications: list[SideRequestPublication] = []
+
+    def open_request_publication(self, response_correlation_id: int) -> SideRequestPublication:
+        self.side_publications.append(SideRequestPublication(self, response_correlation_id))
+        return self.side_publications[-1]
+
+
+RESPONSE_REPLAY = "aeron:udp?control-mode=response|control=archive-host:8012"
+
+
+def test_a_replay_over_a_response_channel_asks_a_token_and_sends_it_on_a_publication_of_its_own() -> None:
+    archive = ResponseModeArchive()
+    replay_session_id = (4 << 32) | 77
+    archive.handlers[105] = lambda m: [archive.ok(m, -5_000_000_000_123)]
+    archive.handlers[6] = lambda m: [archive.ok(m, replay_session_id)]
+    archive.handlers[18] = lambda m: [archive.ok(m, replay_session_id + 1)]
+    client = connect(archive)
+    assert client.start_replay(5, 0, 1024, RESPONSE_REPLAY, 2001, subscription_registration_id=42) \
+        == replay_session_id
+    [token_request] = archive.of_type(codecs.ReplayTokenRequest)
+    assert (token_request.control_session_id, token_request.recording_id) == (SESSION, 5)
+    [side] = archive.side_publications
+    assert side.response_correlation_id == 42 and side.closed
+    [request] = side.offered
+    assert isinstance(request, codecs.ReplayRequest) and request.replay_token == -5_000_000_000_123
+    assert (request.control_session_id, request.replay_channel) == (SESSION, RESPONSE_REPLAY)
+    assert client.start_bounded_replay(5, 0, 1024, 9, RESPONSE_REPLAY, 2001, subscription_registration_id=43) \
+        == replay_session_id + 1
+    assert archive.side_publications[1].offered[0].replay_token == -5_000_000_000_123
+    # the late error of a replay over a response channel is found as any other's
+    archive.push(archive.ok(request, ArchiveErrorCode.GENERIC, Code.ERROR, "segment file missing"))
+    with pytest.raises(ArchiveError, match="segment file missing"):
+        client.check_replay_error(replay_session_id)
+
+
+def test_a_replay_over_a_response_channel_needs_the_subscription_and_a_modern_archive() -> None:
+    archive = ResponseModeArchive()
+    client = connect(archive)
+    with pytest.raises(ArchiveError, match="subscription_registration_id"):
+        client.start_replay(5, 0, 1024, RESPONSE_REPLAY, 2001)
+    assert archive.of_type(codecs.ReplayTokenRequest) == []
+    legacy = connect(FakeArchive(legacy=True), protocol="legacy")
+    with pytest.raises(ArchiveError, match="1.15.x"):
+        legacy.start_replay(5, 0, 1024, RESPONSE_REPLAY, 2001, subscription_registration_id=1)
+
+
+def test_a_refused_token_replay_closes_its_request_publication() -> None:
+    archive = ResponseModeArchive()
+    archive.handlers[105] = lambda m: [archive.ok(m, 11)]
+    archive.handlers[6] = lambda m: [archive.ok(m, 0, Code.ERROR, "Unknown session or token timeout")]
+    client = connect(archive)
+    with pytest.raises(ArchiveError, match="token timeout"):
+        client.start_replay(5, 0, 1024, RESPONSE_REPLAY, 2001, subscription_registration_id=42)
+    assert archive.side_publications[0].closed
+
+
 def test_stop_replay_and_maintenance_results() -> None:
     archive = FakeArchive()
     archive.handlers[13] = lambda m: [archive.ok(m, 2)]
