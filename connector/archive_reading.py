@@ -51,6 +51,7 @@ import numpy as np
 
 from aeron_spark.archive.client import live_positions
 from aeron_spark.archive.client import RecordingDescriptor
+from aeron_spark.archive.client.replay_subscription import replay_image_session_id
 from aeron_spark.driver_integration.frame import aligned_frame_length
 
 from aeron_spark.connector.options import ReplaySettings
@@ -151,7 +152,8 @@ class ClientArchiveAccess:
             shares = getattr(self._client, "shares_archive_driver", None)
             self._endpoints = ReplayEndpoints(
                 self._client.aeron, shares() if shares is not None else True,
-                self._hosts or getattr(self._client, "response_hosts", None), getattr(self._client, "timeout", 10.0))
+                self._hosts or getattr(self._client, "response_hosts", None), getattr(self._client, "timeout", 10.0),
+                response_channel=getattr(self._client, "response_channel", None))
         return self._endpoints
 
     @property
@@ -292,6 +294,9 @@ class ClientArchiveAccess:
         subscription = receiver.subscription
         limit = None
         replay_session_id = None
+        # A response channel's replay names its subscription (and the Image has the replay's session id).
+        over_response = {"subscription_registration_id": subscription.registration_id} \
+            if receiver.response_mode else {}
         try:
             try:
                 if getattr(self._client, "is_legacy", False) or not endpoints.shares_archive_driver:
@@ -299,19 +304,22 @@ class ClientArchiveAccess:
                     # another driver cannot read our counters. The same for recorded data (ranges
                     # never end past the recorded position).
                     replay_session_id = self._client.start_replay(
-                        recording_id, start, end - start, receiver.told, settings.stream_id)
+                        recording_id, start, end - start, receiver.told, settings.stream_id, **over_response)
                 else:
                     limit = aeron.add_counter(REPLAY_LIMIT_COUNTER_TYPE_ID, struct.pack("<q", recording_id),
                                               f"aeron-archive source replay limit: {recording_id} [{start}, {end})")
                     limit.value = end
                     replay_session_id = self._client.start_bounded_replay(
-                        recording_id, start, end - start, limit.counter_id, receiver.told, settings.stream_id)
+                        recording_id, start, end - start, limit.counter_id, receiver.told, settings.stream_id,
+                        **over_response)
             except Exception as error:
                 if _is_archive_error(error):
                     raise ReplayFailed(f"recording {recording_id}: the archive refused the replay of "
                                        f"[{start}, {end}): {_archive_text(error)}") from error
                 raise
             watch = _ArchiveReplayWatch(self, recording_id, end, replay_session_id, settings)
+            if receiver.response_mode:
+                session_id = replay_image_session_id(replay_session_id)
             if receiver.over_udp:
                 image = _await_udp_image(subscription, session_id, self._image_timeout_ms(settings), recording_id,
                                          watch, receiver.told)

@@ -14,6 +14,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aeron_spark.driver_integration.channel_uri import ChannelUriError
+from aeron_spark.driver_integration.channel_uri import parse as parse_channel_uri
+
 from aeron_spark.connector.credentials import (
     CREDENTIALS_FILE_OPTION,
     CREDENTIALS_OPTION,
@@ -145,9 +148,29 @@ def parse_replay(raw: dict[str, str]) -> ReplaySettings:
     )
 
 
+#: Aeron's values of a channel's ``control-mode`` (``response``: a response channel, Aeron 1.45+).
+CONTROL_MODES = ("manual", "dynamic", "response")
+
+
 def check_channel(name: str, value: str) -> None:
+    """An Aeron channel; a ``control-mode`` one of Aeron's, and a UDP response channel
+    (``control-mode=response``) naming the archive's response endpoint with ``control=``."""
     if not value.startswith(("aeron:udp", "aeron:ipc", "aeron-spy:")):
         raise OptionError(f"option {name}={value!r} is not an Aeron channel; accepted: aeron:udp?... | aeron:ipc?...")
+    try:
+        uri = parse_channel_uri(value)
+    except ChannelUriError as error:
+        raise OptionError(f"option {name}={value!r} is not a valid Aeron channel: {error}") from None
+    mode = uri.get("control-mode")
+    if mode is None:
+        return
+    if mode not in CONTROL_MODES:
+        raise OptionError(f"option {name}={value!r}: control-mode={mode} is not valid; accepted: "
+                          f"{' | '.join(CONTROL_MODES)}")
+    if mode == "response" and uri.is_udp and uri.get("control") is None:
+        raise OptionError(f"option {name}={value!r}: a UDP response channel needs control=<archive host>:<port>, "
+                          "a port of the archive's host it answers from (the archive opens no connection to this "
+                          "host), e.g. aeron:udp?control-mode=response|control=archive-host:8011")
 
 
 def parse_choice(raw: dict[str, str], name: str, accepted: tuple[str, ...], default: str) -> str:

@@ -8,6 +8,13 @@ means nothing to the archive. So each replay subscribes to ``<aeron.bindAddress>
 the channel as subscribed, so a second subscription naming an already-resolved port would try to
 bind it again (measured: EADDRINUSE), and a shared wildcard subscription would bind a new port
 anyway. Partitions of one worker therefore never see each other's replays.
+
+A client connected over a response channel (``archive.responseChannel`` with
+``control-mode=response``: the worker has no port the archive can reach) gets its replays over a
+response channel too: the same channel (``control=`` names the archive's response port), with no
+``session-id`` added (the media driver matches the replay's session to the subscription) and
+started the response-channel way (a replay token, then the request over a publication of the
+worker's own: ``ArchiveClient.start_replay(..., subscription_registration_id=...)``).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from aeron_spark.archive.client.transport import subscribe_resolved, with_endpoint_host
+from aeron_spark.archive.client.transport import is_response_channel, subscribe_resolved, with_endpoint_host
 from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 IPC = "aeron:ipc"
@@ -28,6 +35,9 @@ class ReplayReceiver:
     subscription: object
     told: str
     over_udp: bool
+    #: a response channel: the replay starts with the subscription's registration id, and its
+    #: Image's session id is the replay's (low 32 bits of the replaySessionId), not one chosen here
+    response_mode: bool = False
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -49,14 +59,19 @@ class ReplayEndpoints:
     """Chooses each replay's channel for one archive connection.
 
     ``replay.channel`` unset: ``aeron:ipc`` when this client shares the archive's media driver,
+    else the client's response channel when that is a response channel (``response_channel``),
     else a UDP endpoint bound at the bind host and told at the advertised host. A UDP
-    ``replay.channel`` with port 0 is bound as it says and told at the advertised host; any other
-    channel is used as given.
+    ``replay.channel`` with port 0 is bound as it says and told at the advertised host; a response
+    channel is subscribed as it is; any other channel is used as given.
     """
 
-    def __init__(self, aeron, shares_archive_driver: bool, hosts: tuple[str, str] | None, timeout_s: float) -> None:
+    def __init__(self, aeron, shares_archive_driver: bool, hosts: tuple[str, str] | None, timeout_s: float,
+                 response_channel: str | None = None) -> None:
         self._aeron = aeron
         self.shares_archive_driver = shares_archive_driver
+        #: the client's response channel if it is one (control-mode=response), else None
+        self.response_channel = response_channel if response_channel and is_response_channel(response_channel) \
+            else None
         self.advertised_host, self.bind_host = hosts or ("127.0.0.1", "127.0.0.1")
         self._timeout_s = timeout_s
 
@@ -64,10 +79,16 @@ class ReplayEndpoints:
         """The replay channel before its session-id and port resolution."""
         if configured is not None:
             return configured
-        return IPC if self.shares_archive_driver else _udp_channel(self.bind_host)
+        if self.shares_archive_driver:
+            return IPC
+        return self.response_channel or _udp_channel(self.bind_host)
 
     def subscribe(self, configured: str | None, stream_id: int, session_id: int) -> ReplayReceiver:
-        channel = with_param(self.base_channel(configured), "session-id", str(session_id))
+        base = self.base_channel(configured)
+        if is_response_channel(base):
+            subscription = self._aeron.add_subscription(base, stream_id)
+            return ReplayReceiver(subscription, base, over_udp=ChannelUri.parse(base).is_udp, response_mode=True)
+        channel = with_param(base, "session-id", str(session_id))
         if needs_port_resolution(channel):
             subscription, resolved = subscribe_resolved(self._aeron, channel, stream_id, self._timeout_s)
             return ReplayReceiver(subscription, with_endpoint_host(resolved, self.advertised_host), over_udp=True)

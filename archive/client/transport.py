@@ -86,6 +86,16 @@ def is_response_channel(channel: str) -> bool:
     return ChannelUri.parse(channel).get("control-mode") == CONTROL_MODE_RESPONSE
 
 
+def check_response_channel(channel: str) -> None:
+    """ValueError unless a response channel can work: over UDP it must name, with ``control=``, the
+    archive's host and a port there that its response publications use (measured: without it the
+    response publication never connects)."""
+    uri = ChannelUri.parse(channel)
+    if uri.is_udp and uri.get("control") is None:
+        raise ValueError(f"response channel {channel!r} names no control=<archive host>:<port>: a UDP response "
+                         "channel needs the archive's address and a port there it answers from")
+
+
 def response_request_channel(control_channel: str, response_correlation_id: int,
                              term_length: int | None = None) -> str:
     """The control channel of a request publication whose answers come back over a response
@@ -189,6 +199,8 @@ class AeronControlTransport:
         self.response_stream_id = response_stream_id
         self.control_stream_id = control_stream_id
         self._response_mode = is_response_channel(response_channel)
+        if self._response_mode:
+            check_response_channel(response_channel)
         response_channel = isolated_response_channel(response_channel)
         self._subscription, self.response_channel = subscribe_resolved(
             aeron, response_channel, response_stream_id, timeout,

@@ -134,3 +134,54 @@ def _await_image(subscription, replay_session_id: int):
             return image
         assert time.monotonic() < deadline, "no replay image over the response channel"
         time.sleep(0.002)
+
+
+def test_the_connector_on_another_driver_reads_over_response_channels(sidecar, local_aeron):
+    """``archive.responseChannel`` with ``control-mode=response``: the connector's replays use the
+    same response channel (no port of this worker is told to the archive) and are byte-exact."""
+    from aeron_spark.connector.options import parse_connection
+    from aeron_spark.connector.source.archive_access import open_archive
+
+    recorder = ipc_archive(local_aeron)
+    recording_id, published, _ = record_ipc(recorder, payloads(300, seed=14))
+    responses = response_channel(free_udp_port())
+    with MediaDriver(threading_mode="shared") as other_host_driver:
+        access = open_archive(parse_connection({"archive.controlChannel": sidecar.control_channel,
+                                                "archive.responseChannel": responses,
+                                                "aeron.dir": other_host_driver.dir}))
+        reference = open_archive(parse_connection({"archive.dir": str(sidecar.archive_dir)}))
+        try:
+            assert not access.replay_endpoints.shares_archive_driver
+            assert access.replay_endpoints.base_channel(None) == responses
+            for start in (0, published.starts[100]):
+                got = _replayed(access, recording_id, start, published.end)
+                assert len(got) == published.end - start
+                assert got == _replayed(reference, recording_id, start, published.end)
+        finally:
+            access.close()
+            reference.close()
+    recorder.close()
+    told = [line for line in sidecar.stderr_lines if "replay_requests: replay" in line and " from " in line]
+    assert len(told) == 4 and sum("control-mode=response" in line for line in told) == 2, sidecar.log_tail()
+
+
+def _replayed(access, recording_id: int, start: int, end: int) -> bytes:
+    """The frames of a connector replay of [start, end), session ids zeroed (each replay has its own)."""
+    from aeron_spark.connector.options import parse_replay
+
+    with access.replay(recording_id, start, end, parse_replay({})) as replay:
+        return _without_session_ids(b"".join(block for _position, block in replay))
+
+
+def _without_session_ids(frames: bytes) -> bytes:
+    import struct
+
+    out = bytearray(frames)
+    offset = 0
+    while offset + 32 <= len(out):
+        length = struct.unpack_from("<i", out, offset)[0]
+        if length <= 0:
+            break
+        out[offset + 12:offset + 16] = bytes(4)
+        offset += (length + 31) & ~31
+    return bytes(out)

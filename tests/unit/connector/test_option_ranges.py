@@ -78,3 +78,22 @@ def test_positions_at_the_top_of_the_range_are_accepted():
     options = source(**{**SOURCE, "recordingIds": f"1,{INT64_MAX}", "startingPositions": f'{{"{INT64_MAX}": 0}}',
                         "endingPositions": f'{{"1": {top}}}'})
     assert options.ending.for_recording(1, 0) == top
+
+
+def test_a_response_channel_passes_through_and_its_control_mode_is_checked():
+    from aeron_spark.connector.options import parse_connection
+
+    response = "aeron:udp?control-mode=response|control=archive-host:8011"
+    connection = parse_connection({"archive.controlChannel": "aeron:udp?endpoint=archive-host:8010",
+                                   "archive.responseChannel": response})
+    assert connection.response_channel == response
+    assert parse_connection({"archive.controlChannel": "aeron:ipc",
+                             "archive.responseChannel": "aeron:ipc?control-mode=response"}).response_channel
+    for name in ("archive.responseChannel", "replay.channel"):
+        with pytest.raises(OptionError, match=rf"option {name}=.*control-mode=respond is not valid; "
+                                              r"accepted: manual \| dynamic \| response"):
+            source(**{**SOURCE, name: "aeron:udp?control-mode=respond|control=h:1"})
+        with pytest.raises(OptionError, match=rf"option {name}=.*needs control=<archive host>:<port>"):
+            source(**{**SOURCE, name: "aeron:udp?control-mode=response"})
+    with pytest.raises(OptionError, match="not a valid Aeron channel"):
+        source(**{**SOURCE, "archive.responseChannel": "aeron:udp?endpoint"})

@@ -55,3 +55,22 @@ def test_channel_helpers():
     assert with_param("aeron:ipc", "session-id", "3") == "aeron:ipc?session-id=3"
     assert needs_port_resolution("aeron:udp?endpoint=h:0") and not needs_port_resolution("aeron:udp?endpoint=h:7")
     assert not needs_port_resolution("aeron:ipc")
+
+
+RESPONSE = "aeron:udp?control-mode=response|control=archive-host:8011"
+
+
+def test_a_client_on_a_response_channel_gets_its_replays_over_that_response_channel():
+    aeron = FakeAeron()
+    endpoints = ReplayEndpoints(aeron, False, ("10.0.0.5", "0.0.0.0"), 5.0, response_channel=RESPONSE)
+    assert endpoints.base_channel(None) == RESPONSE
+    receiver = endpoints.subscribe(None, 77, 9)
+    # No session id (the driver matches the replay's session) and no port of this host is told.
+    assert receiver.told == receiver.subscription.channel == RESPONSE
+    assert receiver.response_mode and receiver.over_udp
+    explicit = "aeron:udp?control-mode=response|control=archive-host:8012"
+    assert endpoints.subscribe(explicit, 77, 9).told == explicit
+    # On the archive's driver IPC still wins; other response channels are ignored.
+    assert ReplayEndpoints(aeron, True, None, 5.0, response_channel=RESPONSE).base_channel(None) == "aeron:ipc"
+    plain = ReplayEndpoints(aeron, False, ("10.0.0.5", "0.0.0.0"), 5.0, response_channel="aeron:udp?endpoint=h:1")
+    assert plain.response_channel is None and not plain.subscribe(None, 77, 1).response_mode
