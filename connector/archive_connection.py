@@ -12,6 +12,11 @@ the response channel the archive is told names this host's reachable address (``
 by default the address that routes to the archive's control endpoint) and the port the driver
 bound, never ``localhost`` or port 0.
 
+With ``archive.responseChannel=aeron:udp?control-mode=response|control=<archive host>:<port>`` (a
+response channel, Aeron's ``control-mode=response``) the archive answers, and replays, over the
+connections this process opens: nothing of this host need be reachable (NAT, firewalls), and no
+``aeron.host`` is told (connector/replay_endpoint.py).
+
 With ``archive.credentials`` / ``archive.credentialsFile`` (connector/credentials.py) the client
 authenticates; an archive that refuses is an ``ArchiveAuthenticationRejected`` naming its
 refusal (AUTHENTICATION_REJECTED) at once, never a timeout, and never quoting a secret.
@@ -144,6 +149,14 @@ def connect_client(connection: ArchiveConnection):
         if getattr(error, "error_code", None) == AUTHENTICATION_REJECTED:
             raise ArchiveAuthenticationRejected(_rejection_message(connection, secret, resolved.control_channel,
                                                                    error)) from None
+        if _is_response_channel(response_channel):
+            raise ArchiveUnavailable(
+                f"cannot connect to the archive at option archive.controlChannel={resolved.control_channel} "
+                f"stream {control_stream_id} (archive.controlStreamId) over the response channel "
+                f"archive.responseChannel={response_channel} (control-mode=response: responses come back over the "
+                f"connection this host opens), from the media driver {aeron_dir} of this process: {error}. This "
+                f"host must reach the archive's control port and the port named by control= (UDP); the archive "
+                f"needs no route to this host") from error
         told = (f"aeron.host={advertised} (bound at aeron.bindAddress={bind})" if response_host
                 else f"archive.responseChannel={response_channel}")
         raise ArchiveUnavailable(
@@ -152,6 +165,11 @@ def connect_client(connection: ArchiveConnection):
             f"(archive.responseStreamId), from the media driver {aeron_dir} "
             f"of this process: {error}. The archive must reach this host's response endpoint over UDP at "
             f"{told}; check the control channel, the route between the hosts, and those options") from error
+
+
+def _is_response_channel(channel: str) -> bool:
+    from aeron_spark.archive.client.transport import is_response_channel
+    return is_response_channel(channel)
 
 
 def _load_credentials(connection: ArchiveConnection):

@@ -75,3 +75,24 @@ def test_an_unresolvable_archive_host_names_the_control_channel():
                           "recordingIds": "1"}).connection
     with pytest.raises(ArchiveUnavailable, match=r"archive.controlChannel=aeron:udp\?endpoint=no-such-host.invalid:8010"):
         local_hosts(connection, connection.control_channel)
+
+
+def test_a_failed_connect_over_a_response_channel_says_what_this_host_must_reach(monkeypatch):
+    from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveTimeoutError
+    from aeron_spark.connector import archive_connection
+
+    told = {}
+
+    def refuse(**kw):
+        told.update(kw)
+        raise ArchiveTimeoutError("no response to AuthConnectRequest")
+    monkeypatch.setattr(ArchiveClient, "connect", staticmethod(refuse))
+    monkeypatch.setattr(archive_connection, "process_aeron_dir", lambda connection, aeron_dir: "/dev/shm/x")
+    response = "aeron:udp?control-mode=response|control=archive-host:8011"
+    connection = parse(**{"archive.controlChannel": "aeron:udp?endpoint=localhost:8010", "recordingIds": "1",
+                          "archive.responseChannel": response}).connection
+    with pytest.raises(archive_connection.ArchiveUnavailable,
+                       match=r"over the response channel archive.responseChannel=aeron:udp\?control-mode=response.*"
+                             r"the archive needs no route to this host"):
+        archive_connection.connect_client(connection)
+    assert told["response_channel"] == response and told["response_host"] is None
