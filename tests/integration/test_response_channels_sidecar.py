@@ -185,3 +185,17 @@ def _without_session_ids(frames: bytes) -> bytes:
         out[offset + 12:offset + 16] = bytes(4)
         offset += (length + 31) & ~31
     return bytes(out)
+
+
+def test_ipc_response_channels_on_the_archives_driver(sidecar, local_aeron):
+    """``aeron:ipc?control-mode=response`` (Aeron 1.49+): control and a replay over IPC."""
+    recorder = ipc_archive(local_aeron)
+    recording_id, published, _ = record_ipc(recorder, payloads(100, seed=15))
+    with ArchiveClient.connect(control_channel="aeron:ipc", control_stream_id=11,
+                               response_channel="aeron:ipc?control-mode=response",
+                               aeron=local_aeron, timeout=TIMEOUT) as archive:
+        assert [d.recording_id for d in archive.list_recordings()] == [recording_id]
+        with archive.replay(recording_id, 0, published.end, "aeron:ipc?control-mode=response", 2005) as replay:
+            received = [(m.position, m.payload) for m in replay.messages(idle_timeout=TIMEOUT)]
+        assert received == expected(published)
+    recorder.close()
