@@ -8,7 +8,8 @@ and one `ControlSession` per client with the client's response publication:
   session (and its response publication); any other request is routed by its controlSessionId to
   its session, which must have been created on the same request Image (``image_key`` = control
   subscription index and Image session id), and dispatched to its handler (Aeron's
-  ControlSessionDemuxer).
+  ControlSessionDemuxer). The one exception is a replay carrying a replay token over a response
+  channel, routed by its token (below).
 * `service_sessions` advances every session (handshake, pings, timeouts), continues its listing
   (`listing_sessions`), drains its outbox onto its response publication and closes finished
   sessions.
