@@ -58,7 +58,7 @@ __all__ = [
     "ConnectResult", "JavaServer", "ModernArchiveEndpoint", "ModernPeerClient", "ModernPeerInstallation", "PeerError",
     "PublishResult", "RecordResult", "RecordingPositions", "ReplayMergeResult", "ReplayResult",
     "RunningModernJavaArchive", "ensure_modern_peer_built", "expected_digest", "fetch_script", "framed_length",
-    "parse_events", "payloads", "running_modern_java_archive", "start_modern_java_archive",
+    "parse_events", "payloads", "running_modern_java_archive", "shm_tempdir", "start_modern_java_archive",
     "start_modern_java_driver", "stop_process",
 ]
 
@@ -68,9 +68,12 @@ DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_RESPONSE_STREAM_ID = 20
 
 # Java 17 + Aeron 1.5x: Agrona reaches jdk.internal.misc.Unsafe (without it every JVM fails at the
-# first buffer with IllegalAccessError); the other two are what Aeron documents for Java 16+.
+# first buffer with IllegalAccessError) and java.util.zip's CRC32 internals (the archive's crc32c
+# record checksum and ArchiveTool's checksum verification fail without it); java.nio and
+# sun.nio.ch are what Aeron documents for Java 16+.
 MODERN_JVM_OPTIONS: tuple[str, ...] = (
     "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.zip=ALL-UNNAMED",
     "--add-opens", "java.base/java.nio=ALL-UNNAMED",
     "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
     "-XX:+UseSerialGC",  # fewer GC threads: the peer shares small machines with the Python side
