@@ -109,6 +109,14 @@ def test_replay_merge_joins_the_live_stream(archive: RunningModernJavaArchive) -
     assert merged.digest == expected_digest(0, 2500, 100)
 
 
+def test_recording_signals_arrive_on_the_control_session(archive: RunningModernJavaArchive) -> None:
+    recorded, signals = archive.client.record_with_signals("aeron:ipc", 3007, 10, 100)
+
+    mine = [s for s in signals if s["recordingId"] == recorded.recording_id]
+    assert [s["signal"] for s in mine][0] == "START" and mine[-1]["signal"] == "STOP"
+    assert mine[-1]["position"] == recorded.stop_position
+
+
 def test_archive_tool_reads_the_stopped_archive(modern_peer: ModernPeerInstallation,
                                                 archive: RunningModernJavaArchive) -> None:
     listed = archive.client.list_recordings()
