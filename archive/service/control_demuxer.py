@@ -96,8 +96,8 @@ class ControlDemuxer:
         self._sessions: dict[int, ControlSession] = {}
         self._session_publications: dict[int, Any] = {}
         #: tokens of replays over response channels (ReplayTokenRequest), valid for the connect timeout
-        self.replay_tokens: ReplayTokens[ControlSession] = replay_tokens or ReplayTokens(
-            validity_ms=settings.connect_timeout_ms)
+        self.replay_tokens: ReplayTokens[ControlSession] = replay_tokens if replay_tokens is not None \
+            else ReplayTokens(validity_ms=settings.connect_timeout_ms)
         self.control_subscriptions: list[tuple[Any, str, int]] = []
         self._fragment_handlers: list[Callable[[memoryview, Any], None]] = []
         for channel, stream_id in control_channels:
