@@ -9,7 +9,9 @@ given ``archive.controlChannel`` only: no directory, counter or IPC stream of th
 visible to any Spark process. Sink staging is on an S3 server on localhost (moto); the kill of a
 query mid-commit is in test_sink_kill_on_cluster.py.
 
-The ``single-host`` layout runs the same scenarios on ``local[2]`` with ``archive.dir`` only.
+The ``single-host`` layout runs the same scenarios on ``local[2]`` with ``archive.dir`` only; the
+``cluster-response-channels`` layout runs some of them on the cluster with a response channel
+(``archive.responseChannel`` with ``control-mode=response``).
 Every process started here is stopped here, by PID.
 """
 
@@ -36,6 +38,9 @@ COMMON_SCENARIOS = ["batch_read", "available_now", "tail_live", "discovery", "re
 LAYOUTS = {
     "cluster": COMMON_SCENARIOS + ["executor_killed_mid_read"],
     "single-host": COMMON_SCENARIOS,
+    # The cluster with archive.responseChannel=control-mode=response: every Spark process reaches
+    # the archive over connections it opens (control, replays), none is told an address of its own.
+    "cluster-response-channels": ["batch_read", "available_now", "sink_batch_write"],
 }
 APP_TIMEOUT_S = 600
 
@@ -72,15 +77,22 @@ def _run_layout(layout: str, work: Path) -> dict[str, dict]:
             return _run_app(args, env)
         driver_host_dir = work / "spark-driver-host-aeron"
         with running_driver_process(driver_host_dir), running_s3_server() as s3:
+            options = {"archive.controlChannel": sidecar.control_channel}
+            if layout == "cluster-response-channels":
+                options["archive.responseChannel"] = f"aeron:udp?control-mode=response|control=localhost:{free_udp_port()}"
             args.update(master="local-cluster[2,1,1024]", staging_uri=s3.staging_uri("cluster-staging"),
-                        options={"archive.controlChannel": sidecar.control_channel})
+                        options=options)
             args["spark_conf"] = {
                 # No driver runs there: each executor's Python worker starts an embedded one.
                 "spark.executorEnv.AERON_DIR": str(work / "executor-host-aeron"),
                 "spark.task.maxFailures": "4",
             }
             env["AERON_DIR"] = str(driver_host_dir)
-            return _run_app(args, env)
+            results = _run_app(args, env)
+            results["_replay_channels"] = {"replays": [
+                line.split(" on ", 1)[1] for line in sidecar.stderr_lines
+                if "replay_requests: replay" in line and " from " in line and " on " in line]}
+            return results
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +114,9 @@ def test_scenario(layout_results, layout: str, scenario: str) -> None:
     result = results.get(scenario)
     assert result is not None, f"{layout}: the app did not report {scenario}: {results['_log']}"
     assert result["ok"], f"{layout} / {scenario}:\n{result['detail']}"
+
+
+def test_with_a_response_channel_every_replay_goes_over_a_response_channel(layout_results) -> None:
+    replays = layout_results("cluster-response-channels")["_replay_channels"]["replays"]
+    assert replays and all("control-mode=response" in channel and "response-correlation-id=" in channel
+                           for channel in replays), replays
