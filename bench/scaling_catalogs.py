@@ -59,7 +59,7 @@ def build_our_archive_dir(directory: Path, shape: CatalogShape) -> None:
     """A fresh directory with ``shape.recordings`` catalog entries, the last ``shape.active`` active."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    with Catalog.open(directory, max_entries=shape.recordings) as catalog:
+    with Catalog.open(directory) as catalog:
         for recording_id in range(shape.recordings):
             active = recording_id >= shape.recordings - shape.active
             if recording_id < EARLY_RECORDINGS:

@@ -4,7 +4,7 @@
 ``run(args, output)`` functions of the module that implements it:
 
 * `inspect_commands`: offline inspection and maintenance of an archive directory (``describe``,
-  ``count-entries``, ``max-entries``, ``pid``, ``dump``, ``verify``, ``checksum``);
+  ``count-entries``, ``max-entries``, ``capacity``, ``pid``, ``dump``, ``verify``, ``checksum``);
 * `serve_command`: ``serve``, the archive sidecar;
 * `client_commands`: ``recordings``, ``replay``, ``stat`` against a running archive.
 
@@ -43,7 +43,9 @@ COMMANDS: dict[str, Command] = {
     "describe": Command("print the mark file header and the recording descriptors (or one descriptor)",
                         inspect_commands.describe, inspect_commands.configure_describe),
     "count-entries": Command("print the number of valid recordings", inspect_commands.count_entries),
-    "max-entries": Command("print how many recordings the catalog file holds", inspect_commands.max_entries),
+    "max-entries": Command("print how many recordings the catalog file holds (at the smallest entry size)",
+                           inspect_commands.max_entries),
+    "capacity": Command("print the catalog file's length in bytes", inspect_commands.capacity),
     "pid": Command("print the archive's pid from the mark file", inspect_commands.pid),
     "dump": Command("print a recording's descriptor and its frames",
                     inspect_commands.dump, inspect_commands.configure_dump),
