@@ -304,3 +304,34 @@ def _no_stray_shm() -> Iterator[None]:
     yield
     for path in Path("/dev/shm").glob("aeron-catalog31-*"):
         shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_java_1_15_1_directory_is_migrated_then_verified_by_java_and_served_by_us(
+        peer_installation, tmp_path: Path, jar) -> None:
+    """Real version-0 data: the Java 1.15.1 archive records over several 64 KiB segments
+    (``<id>-<segmentIndex>.rec``); after `aeron-archive migrate` the Java 1.51 tool verifies it and
+    our sidecar replays it with the 1.15.1 client's digest."""
+    from tests.interop.peer.interop_peer import running_java_archive as running_java_1_15_archive
+
+    segment = 64 * 1024
+    with running_java_1_15_archive(peer_installation, tmp_path, segment_length=segment) as old:
+        recorded = old.client.record(udp_channel(free_udp_port()) + "|term-length=65536", 3005, 2_000, 100)
+        directory = old.archive_dir
+    old_names = sorted(p.name for p in directory.glob("*.rec"))
+    assert len(old_names) > 2 and f"{recorded.recording_id}-1.rec" in old_names
+    assert java_jar.archive_tool(directory, "describe").returncode != 0  # 1.51 refuses version 0
+    assert "migrated 0.0.0 -> 3.1.0" in run_tool("migrate", str(directory))
+    assert sorted(p.name for p in directory.glob("*.rec")) == sorted(
+        f"{recorded.recording_id}-{index * segment}.rec" for index in range(len(old_names)))
+    verified = tool_ok(directory, "verify", "-a")
+    assert verified.count(") OK") == 1, verified
+    with SidecarProcess.start(directory, "--segment-length", str(segment)) as sidecar:
+        aeron = AeronClient(sidecar.aeron_dir, client_name="catalog-3-1-migrated")
+        try:
+            with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron,
+                                       timeout=TIMEOUT) as client:
+                [descriptor] = client.list_recordings()
+                assert descriptor.stop_position == recorded.stop_position
+                assert replay_digest(client, descriptor.recording_id, descriptor.stop_position) == recorded.digest
+        finally:
+            aeron.close()
