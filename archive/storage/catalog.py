@@ -210,8 +210,8 @@ class _ListingIndex:
 
 @dataclass(frozen=True, slots=True)
 class _Frame:
-    """Where an entry is: its file offset, the bytes of its descriptor area (body + padding) and
-    the header's state field offset within the old or modern header."""
+    """Where an entry is: its file offset and the bytes of its descriptor area after the 32-byte
+    header (modern: body + padding, the header's length field; old: the exact body length)."""
 
     offset: int
     descriptor_length: int  # modern: frame length - 32; old: the exact body length
@@ -578,10 +578,9 @@ class Catalog:
 
     def entries(self, from_recording_id: int = 0) -> Iterator[CatalogEntry]:
         """Every readable entry (any state: valid, invalid, deleted) in id order."""
-        if self.read_only:
-            with self._lock:
-                self._refresh()
-        ids = sorted(recording_id for recording_id in self._frames if recording_id >= from_recording_id)
+        with self._lock:
+            self._refresh()
+            ids = sorted(recording_id for recording_id in self._frames if recording_id >= from_recording_id)
         for recording_id in ids:
             entry = self.entry(recording_id)
             if entry is not None:
