@@ -330,12 +330,19 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = 15.0) -> int:
 
 def _start_server(installation: PeerInstallation, role: str, args: list[str], log_dir: Path,
                   startup_timeout: float) -> JavaServer:
+    return start_peer_server(installation.command(role, *args), role, log_dir, startup_timeout)
+
+
+def start_peer_server(command: Sequence[str], role: str, log_dir: Path, startup_timeout: float, *,
+                      stderr_name: str | None = None) -> JavaServer:
+    """Starts a server subcommand of a peer (the full ``command`` line) and waits for its ``ready``
+    line; its stderr goes to ``log_dir/<stderr_name or java-ROLE.stderr>``. Stopped by PID on failure."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    stderr_path = log_dir / f"java-{role}.stderr"
+    stderr_path = log_dir / (stderr_name or f"java-{role}.stderr")
     with open(stderr_path, "w") as stderr:
         # stdin stays an open pipe: the peer shuts down when it reaches end-of-file, so an
         # orphaned peer (our process died) exits by itself.
-        process = subprocess.Popen(installation.command(role, *args), stdin=subprocess.PIPE,
+        process = subprocess.Popen(list(command), stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=stderr, text=True)
     server = JavaServer(process, role, stderr_path)
     try:
@@ -451,7 +458,7 @@ class PeerClient:
             args.append("--fragmented")
         if source_location is not None:
             args += ["--source-location", source_location]
-        line = _single(self.run("record", *args), "recorded")
+        line = single_event(self.run("record", *args), "recorded")
         return RecordResult(
             recording_id=line["recordingId"], start_position=line["startPosition"],
             stop_position=line["stopPosition"], publication_position=line["publicationPosition"],
@@ -464,7 +471,7 @@ class PeerClient:
         args = [*self.endpoint.options(), "--channel", channel, "--stream-id", str(stream_id)]
         if source_location is not None:
             args += ["--source-location", source_location]
-        return int(_single(self.run("start-recording", *args), "recording-started")["subscriptionId"])
+        return int(single_event(self.run("start-recording", *args), "recording-started")["subscriptionId"])
 
     def stop_recording(self, channel: str, stream_id: int, *, recording_id: int | None = None,
                        await_position: int | None = None, timeout_ms: int = 60_000) -> dict[str, Any]:
@@ -476,7 +483,7 @@ class PeerClient:
             args += ["--recording-id", str(recording_id)]
         if await_position is not None:
             args += ["--await-position", str(await_position)]
-        return _single(self.run("stop-recording", *args), "recording-stopped")
+        return single_event(self.run("stop-recording", *args), "recording-stopped")
 
     def list_recordings(self, *, recording_id: int | None = None, from_recording_id: int = 0,
                         count: int | None = None) -> list[dict[str, Any]]:
@@ -501,7 +508,7 @@ class PeerClient:
             args += ["--position", str(position)]
         if length is not None:
             args += ["--length", str(length)]
-        line = _single(self.run("replay", *args), "replayed")
+        line = single_event(self.run("replay", *args), "replayed")
         return ReplayResult(
             recording_id=line["recordingId"], position=line["position"], length=line["length"],
             first_position=line["firstPosition"], last_position=line["lastPosition"],
@@ -519,7 +526,7 @@ class PeerClient:
             args.append("--fragmented")
         if linger_ms is not None:
             args += ["--linger-ms", str(linger_ms)]
-        line = _single(self.run("publish", *args), "published")
+        line = single_event(self.run("publish", *args), "published")
         return PublishResult(session_id=line["sessionId"], position=line["position"],
                              messages=line["messages"], digest=line["digest"], fields=line)
 
@@ -543,12 +550,16 @@ def parse_events(stdout: str) -> list[dict[str, Any]]:
     return events
 
 
-def _single(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
+def single_event(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The one line whose ``event`` is ``name``; ``PeerError`` when there is not exactly one."""
     matching = [e for e in events if e.get("event") == name]
     if len(matching) != 1:
         raise PeerError(f"expected one '{name}' line from the peer, got {len(matching)}: {events}",
                         command=[], exit_code=EXIT_OK, error=None, stderr="")
     return matching[0]
+
+
+_single = single_event  # the former private name
 
 
 @dataclass(frozen=True)
