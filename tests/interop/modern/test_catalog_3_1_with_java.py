@@ -9,10 +9,11 @@
 * Our `aeron-archive` tool reads the Java directory; a directory `aeron-archive migrate` upgraded
   from our old 2.1.0 layout passes the Java tool's verify.
 
-The Java side is `io.aeron:aeron-all:1.51.0` run from the jar by ``java_jar`` (a local helper:
-the shared modern peer was not on main yet). The recordings on both sides are made by our
-ArchiveClient and our publications over UDP, so the Java archive is driven as a Java user's
-archive would be by a modern client; the replays are read by our client.
+The Java side is `io.aeron:aeron-all:1.51.0` through the modern peer
+(`tests.interop.peer.modern_peer`: its archive, its ArchiveTool and the real 1.51.0 AeronArchive
+client). The Java archive's recordings are made by the Java client (the peer's digests are the
+reference for our replays); ours by our client and publications; the Java client lists and
+replays our directory when the Java archive serves it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import json
 import re
 import shutil
 import struct
+import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,13 @@ from aeron_spark.archive.codecs import SourceLocation
 from aeron_spark.archive.codecs import catalog_layout as layout
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.driver_integration import AeronClient
-from tests.interop.modern import java_jar
-from tests.interop.peer.interop_peer import expected_digest, framed_length, payloads
+from tests.interop.peer.modern_peer import (
+    ModernPeerInstallation,
+    expected_digest,
+    framed_length,
+    payloads,
+    running_modern_java_archive,
+)
 from tests.support.ports import free_udp_port, udp_channel
 
 pytestmark = pytest.mark.interop
@@ -49,12 +55,8 @@ STREAMS = ((3001, 3000, 100), (3002, 200, 700))  # (stream id, messages, payload
 
 
 @pytest.fixture(scope="module")
-def jar() -> Path:
-    try:
-        java_jar.java()
-        return java_jar.ensure_jar()
-    except (FileNotFoundError, OSError) as error:
-        pytest.skip(f"Java Aeron 1.51.0 is not available: {error}")
+def peer(modern_peer: ModernPeerInstallation) -> ModernPeerInstallation:
+    return modern_peer
 
 
 def record_streams(client: ArchiveClient, aeron: AeronClient) -> list[int]:
@@ -131,14 +133,19 @@ def append_one(client: ArchiveClient, aeron: AeronClient, stream_id: int = 3009)
 
 
 @pytest.fixture(scope="module")
-def java_dir(jar, aeron_client: AeronClient, tmp_path_factory) -> Path:
-    """A directory the Java 1.51 archive wrote (then stopped)."""
+def java_recordings(peer: ModernPeerInstallation, tmp_path_factory) -> tuple[Path, list]:
+    """A directory the Java 1.51 archive wrote (then stopped), recorded by the Java client:
+    (directory, the peer's RecordResults)."""
     work = tmp_path_factory.mktemp("java-written")
-    with java_jar.running_java_archive(work / "archive", _shm("java-written"), free_udp_port()) as java:
-        with ArchiveClient.connect(control_channel=java.control_channel, aeron=aeron_client,
-                                   timeout=TIMEOUT) as client:
-            record_streams(client, aeron_client)
-    return work / "archive"
+    with running_modern_java_archive(peer, work, archive_dir=work / "archive", segment_length=SEGMENT) as java:
+        results = [java.client.record(udp_channel(free_udp_port()) + f"|term-length={TERM}", stream_id, count, size)
+                   for stream_id, count, size in STREAMS]
+    return work / "archive", results
+
+
+@pytest.fixture(scope="module")
+def java_dir(java_recordings) -> Path:
+    return java_recordings[0]
 
 
 @pytest.fixture(scope="module")
@@ -157,10 +164,6 @@ def our_dir(tmp_path_factory) -> Path:
     return directory
 
 
-def _shm(name: str) -> Path:
-    return Path("/dev/shm") / f"aeron-catalog31-{name}-{free_udp_port()}"
-
-
 def copy_of(directory: Path, tmp_path: Path, name: str) -> Path:
     target = tmp_path / name
     shutil.copytree(directory, target)
@@ -173,15 +176,22 @@ _VOLATILE = {"startTimestamp", "stopTimestamp", "sessionId", "initialTermId", "s
              "originalChannel", "sourceIdentity", "controlSessionId", "correlationId"}
 
 
-def tool_ok(directory: Path, *args: str) -> str:
-    result = java_jar.archive_tool(directory, *args)
+# ArchiveTool ``checksum`` (Agrona's Crc32) also needs java.util.zip opened; the peer's
+# `archive_tool` does not pass it, so the tool runs through `java_command` with it added.
+_TOOL_JVM_OPTIONS = ["--add-opens", "java.base/java.util.zip=ALL-UNNAMED"]
+
+
+def tool_ok(peer: ModernPeerInstallation, directory: Path, *args: str) -> str:
+    result = subprocess.run(peer.java_command("io.aeron.archive.ArchiveTool", str(directory), *args,
+                                              jvm_options=_TOOL_JVM_OPTIONS),
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
     assert result.returncode == 0, f"ArchiveTool {' '.join(args)}: {result.stdout}\n{result.stderr}"
     return result.stdout
 
 
-def described(directory: Path) -> dict:
+def described(peer: ModernPeerInstallation, directory: Path) -> dict:
     """ArchiveTool describe, parsed: the mark file's and every descriptor's fields."""
-    out = tool_ok(directory, "describe")
+    out = tool_ok(peer, directory, "describe")
     mark = re.search(r"\[MarkFileHeader\]\(([^)]*)\):(.*)", out)
     assert mark is not None, out
     descriptors = [dict(re.findall(r"(\w+)=('[^']*'|[^|]*)", body))
@@ -191,8 +201,8 @@ def described(directory: Path) -> dict:
             "descriptors": descriptors}
 
 
-def test_archive_tool_describes_our_directory_as_its_own(java_dir: Path, our_dir: Path) -> None:
-    theirs, ours = described(java_dir), described(our_dir)
+def test_archive_tool_describes_our_directory_as_its_own(peer, java_dir: Path, our_dir: Path) -> None:
+    theirs, ours = described(peer, java_dir), described(peer, our_dir)
     assert ours["markSbe"] == theirs["markSbe"]  # sbeTemplateId=200|sbeSchemaId=100|version 2|block 128
     assert set(ours["mark"]) == set(theirs["mark"])
     for field in ("version", "activityTimestamp", "controlStreamId", "headerLength"):
@@ -206,17 +216,17 @@ def test_archive_tool_describes_our_directory_as_its_own(java_dir: Path, our_dir
             assert mine[field] == java[field], field
 
 
-def test_archive_tool_verify_and_count_entries_agree(java_dir: Path, our_dir: Path) -> None:
+def test_archive_tool_verify_and_count_entries_agree(peer, java_dir: Path, our_dir: Path) -> None:
     for directory in (java_dir, our_dir):
-        assert tool_ok(directory, "count-entries").strip().splitlines()[-1] == str(len(STREAMS))
-        verified = tool_ok(directory, "verify", "-a")
+        assert tool_ok(peer, directory, "count-entries").strip().splitlines()[-1] == str(len(STREAMS))
+        verified = tool_ok(peer, directory, "verify", "-a")
         assert verified.count(") OK") == len(STREAMS), verified
 
 
-def test_archive_tool_checksum_and_ours_write_the_same_bytes(our_dir: Path, tmp_path: Path) -> None:
+def test_archive_tool_checksum_and_ours_write_the_same_bytes(peer, our_dir: Path, tmp_path: Path) -> None:
     java_stamped = copy_of(our_dir, tmp_path, "java-stamped")
     our_stamped = copy_of(our_dir, tmp_path, "our-stamped")
-    tool_ok(java_stamped, "checksum", "io.aeron.archive.checksum.Crc32c", "-a")
+    tool_ok(peer, java_stamped, "checksum", "io.aeron.archive.checksum.Crc32c", "-a")
     out, err = io.StringIO(), io.StringIO()
     assert tool.main(["checksum", "--dir", str(our_stamped), "--checksum", "CRC-32C"], stdout=out, stderr=err) == 0, \
         err.getvalue()
@@ -224,13 +234,14 @@ def test_archive_tool_checksum_and_ours_write_the_same_bytes(our_dir: Path, tmp_
         assert path.read_bytes() == (our_stamped / path.name).read_bytes(), path.name
     with Catalog.open(our_stamped, read_only=True) as catalog:
         assert all(entry.checksum != 0 for entry in catalog.entries())
-    verified = tool_ok(our_stamped, "verify", "-a", "-checksum", "io.aeron.archive.checksum.Crc32c")
+    verified = tool_ok(peer, our_stamped, "verify", "-a", "-checksum", "io.aeron.archive.checksum.Crc32c")
     assert verified.count(") OK") == len(STREAMS), verified
 
 
 # ---------------------------------------------------------------- serving the other's directory
 
-def test_our_sidecar_serves_the_java_directory(java_dir: Path, tmp_path: Path) -> None:
+def test_our_sidecar_serves_the_java_directory(peer, java_recordings, tmp_path: Path) -> None:
+    java_dir, recorded = java_recordings
     directory = copy_of(java_dir, tmp_path, "served-by-us")
     with SidecarProcess.start(directory, "--segment-length", str(SEGMENT)) as sidecar:
         aeron = AeronClient(sidecar.aeron_dir, client_name="catalog-3-1-serve-java")
@@ -238,6 +249,10 @@ def test_our_sidecar_serves_the_java_directory(java_dir: Path, tmp_path: Path) -
             with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron,
                                        timeout=TIMEOUT) as client:
                 listed = check_replays(client)
+                for descriptor, result in zip(listed, recorded):  # the Java client's own digests
+                    assert (descriptor.recording_id, descriptor.stop_position) == \
+                        (result.recording_id, result.stop_position)
+                    assert replay_digest(client, descriptor.recording_id, descriptor.stop_position) == result.digest
                 new_id = append_one(client, aeron)
                 assert new_id == listed[-1].recording_id + 1
             out, err = io.StringIO(), io.StringIO()
@@ -246,19 +261,28 @@ def test_our_sidecar_serves_the_java_directory(java_dir: Path, tmp_path: Path) -
             assert [json.loads(line)["recordingId"] for line in out.getvalue().splitlines()] == [0, 1, new_id]
         finally:
             aeron.close()
-    verified = tool_ok(directory, "verify", "-a")  # and the Java tool still accepts the directory
+    verified = tool_ok(peer, directory, "verify", "-a")  # and the Java tool still accepts the directory
     assert verified.count(") OK") == len(STREAMS) + 1, verified
 
 
-def test_the_java_archive_serves_our_directory(our_dir: Path, tmp_path: Path, aeron_client: AeronClient) -> None:
+def test_the_java_archive_serves_our_directory(peer, our_dir: Path, tmp_path: Path) -> None:
+    """The real Java archive on our directory, the real Java client listing and replaying it."""
     directory = copy_of(our_dir, tmp_path, "served-by-java")
-    with java_jar.running_java_archive(directory, _shm("served-by-java"), free_udp_port()) as java:
-        with ArchiveClient.connect(control_channel=java.control_channel, aeron=aeron_client,
-                                   timeout=TIMEOUT) as client:
-            listed = check_replays(client)
-            assert append_one(client, aeron_client) == listed[-1].recording_id + 1
+    with running_modern_java_archive(peer, tmp_path, archive_dir=directory, segment_length=SEGMENT) as java:
+        listed = sorted(java.client.list_recordings(), key=lambda d: d["recordingId"])
+        with Catalog.open(our_dir, read_only=True) as ours:
+            expected = [d.to_aeron_dict() for d in ours.descriptors()]
+        assert [{k: v for k, v in d.items() if k not in ("controlSessionId", "correlationId")} for d in listed] == \
+            [{k: v for k, v in d.items() if k not in ("controlSessionId", "correlationId")} for d in expected]
+        for descriptor, (_, count, size) in zip(listed, STREAMS):
+            replayed = java.client.replay(descriptor["recordingId"], replay_channel=udp_channel(free_udp_port()),
+                                          replay_stream_id=4005)
+            assert replayed.messages == count and replayed.digest == expected_digest(0, count, size)
+        appended = java.client.record(udp_channel(free_udp_port()), 3010, 20, 64)
+        assert appended.recording_id == listed[-1]["recordingId"] + 1
     out, err = io.StringIO(), io.StringIO()
     assert tool.main(["verify", "--dir", str(directory)], stdout=out, stderr=err) == 0, out.getvalue()
+    assert out.getvalue().count(": OK") == len(STREAMS) + 1
 
 
 # ---------------------------------------------------------------- our tool on the Java directory
@@ -269,11 +293,11 @@ def run_tool(*args: str) -> str:
     return out.getvalue()
 
 
-def test_our_tool_reads_the_java_directory(java_dir: Path) -> None:
+def test_our_tool_reads_the_java_directory(peer, java_dir: Path) -> None:
     directory = str(java_dir)
     described_json = json.loads(run_tool("describe", "--dir", directory, "--json"))
     assert described_json["markFile"]["version"] == "3.1.0" and described_json["problems"] == []
-    java_descriptors = described(java_dir)["descriptors"]
+    java_descriptors = described(peer, java_dir)["descriptors"]
     for ours, java in zip(described_json["recordings"], java_descriptors):
         for field, value in java.items():
             assert str(ours[field]) == value.strip("'"), field
@@ -284,30 +308,23 @@ def test_our_tool_reads_the_java_directory(java_dir: Path) -> None:
     assert dumped.count("type=DATA") == 3
 
 
-def test_a_migrated_2_1_directory_passes_the_java_tool(tmp_path: Path, jar) -> None:
+def test_a_migrated_2_1_directory_passes_the_java_tool(peer, tmp_path: Path) -> None:
     from tests.unit.archive.storage.test_migration import build_old_directory, write_2_1_mark_file
     from tests.support.old_archives import V2_1
     build_old_directory(tmp_path, V2_1)
     write_2_1_mark_file(tmp_path)
-    refused = java_jar.archive_tool(tmp_path, "describe")
+    refused = peer.archive_tool(tmp_path, "describe")
     assert refused.returncode != 0  # Java refuses 2.1.0 (it asks for its own migrate)
     run_tool("migrate", str(tmp_path))
     assert struct.unpack_from("<i", (tmp_path / "archive.catalog").read_bytes(), 0)[0] == layout.ARCHIVE_FILE_VERSION
-    assert tool_ok(tmp_path, "count-entries").strip().splitlines()[-1] == "2"  # 0, 1 VALID; 2 INVALID
-    verified = tool_ok(tmp_path, "verify", "-a")
+    assert tool_ok(peer, tmp_path, "count-entries").strip().splitlines()[-1] == "2"  # 0, 1 VALID; 2 INVALID
+    verified = tool_ok(peer, tmp_path, "verify", "-a")
     assert verified.count(") OK") == 3, verified  # the INVALID one too, whose segments are whole:
-    assert tool_ok(tmp_path, "count-entries").strip().splitlines()[-1] == "3"  # Java made it VALID again
-
-
-@pytest.fixture(autouse=True)
-def _no_stray_shm() -> Iterator[None]:
-    yield
-    for path in Path("/dev/shm").glob("aeron-catalog31-*"):
-        shutil.rmtree(path, ignore_errors=True)
+    assert tool_ok(peer, tmp_path, "count-entries").strip().splitlines()[-1] == "3"  # Java made it VALID again
 
 
 def test_a_java_1_15_1_directory_is_migrated_then_verified_by_java_and_served_by_us(
-        peer_installation, tmp_path: Path, jar) -> None:
+        peer_installation, peer, tmp_path: Path) -> None:
     """Real version-0 data: the Java 1.15.1 archive records over several 64 KiB segments
     (``<id>-<segmentIndex>.rec``); after `aeron-archive migrate` the Java 1.51 tool verifies it and
     our sidecar replays it with the 1.15.1 client's digest."""
@@ -319,11 +336,11 @@ def test_a_java_1_15_1_directory_is_migrated_then_verified_by_java_and_served_by
         directory = old.archive_dir
     old_names = sorted(p.name for p in directory.glob("*.rec"))
     assert len(old_names) > 2 and f"{recorded.recording_id}-1.rec" in old_names
-    assert java_jar.archive_tool(directory, "describe").returncode != 0  # 1.51 refuses version 0
+    assert peer.archive_tool(directory, "describe").returncode != 0  # 1.51 refuses version 0
     assert "migrated 0.0.0 -> 3.1.0" in run_tool("migrate", str(directory))
     assert sorted(p.name for p in directory.glob("*.rec")) == sorted(
         f"{recorded.recording_id}-{index * segment}.rec" for index in range(len(old_names)))
-    verified = tool_ok(directory, "verify", "-a")
+    verified = tool_ok(peer, directory, "verify", "-a")
     assert verified.count(") OK") == 1, verified
     with SidecarProcess.start(directory, "--segment-length", str(segment)) as sidecar:
         aeron = AeronClient(sidecar.aeron_dir, client_name="catalog-3-1-migrated")
