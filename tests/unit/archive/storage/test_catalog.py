@@ -556,3 +556,35 @@ def test_listable_and_active_ids_follow_every_change_and_survive_reopen(tmp_path
         for catalog in (reopened, reader):  # the writer's index, the reader's scan: same answers
             assert catalog.listable_ids(0, 6, stream_id=1001).tolist() == [0, 2, 4]
             assert catalog.active_recording_ids() == [1, 2, 3, 4, 5]
+
+
+def test_a_reader_in_another_process_sees_appends_growth_and_state_changes(tmp_path):
+    import subprocess
+    import sys
+    script = """
+import sys
+from aeron_spark.archive.storage.catalog import Catalog
+with Catalog.open(sys.argv[1], read_only=True) as catalog:
+    for line in sys.stdin:
+        print(catalog.next_recording_id, catalog.count_entries(),
+              [e.state for e in catalog.entries()], flush=True)
+"""
+    with Catalog.open(tmp_path, capacity=256) as writer:
+        new_recording(writer)
+        reader = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            def ask() -> str:
+                reader.stdin.write("?\n")
+                reader.stdin.flush()
+                return reader.stdout.readline().strip()
+
+            assert ask() == "1 1 [1]"
+            for _ in range(4):
+                new_recording(writer)  # past the file length the reader saw at open
+            writer.delete(1)
+            writer.invalidate(2)
+            assert ask() == "5 3 [1, 2, 0, 1, 1]"
+        finally:
+            reader.stdin.close()
+            reader.wait(10)
