@@ -236,3 +236,19 @@ def test_older_layouts_are_still_read(tmp_path, version, with_error_log):
     with ArchiveMarkFile.create(tmp_path, **SETTINGS) as mark:  # taken over, rewritten 1.47+
         assert mark.info().version == ARCHIVE_FILE_VERSION
     assert struct.unpack_from("<HH", (tmp_path / MARK_FILE_NAME).read_bytes(), 0) == (128, 200)
+
+
+@pytest.mark.parametrize("version, with_error_log", [((2 << 16) | (1 << 8), True), (0, False)])
+def test_migrate_rewrites_an_older_mark_file_in_the_current_layout(tmp_path, version, with_error_log):
+    from aeron_spark.archive.storage.mark_file import rewrite_as_current
+    (tmp_path / MARK_FILE_NAME).write_bytes(_old_mark_file(version, with_error_log=with_error_log))
+    assert rewrite_as_current(tmp_path)
+    data = (tmp_path / MARK_FILE_NAME).read_bytes()
+    assert struct.unpack_from("<HHHHi", data, 0) == (128, 200, 100, 2, ARCHIVE_FILE_VERSION)
+    info = read_mark_file(tmp_path)
+    assert (info.pid, info.control_stream_id, info.events_stream_id, info.header_length) == (4242, 10, 30, 8192)
+    assert info.terminated and info.aeron_directory == "/dev/shm/old"
+    assert info.archive_id == (9 if with_error_log else -1)
+    assert [e.error for e in read_error_log(tmp_path)] == (["old"] if with_error_log else [])
+    assert len(data) % 4096 == 0 and len(data) >= 8192 + info.error_buffer_length
+    assert not rewrite_as_current(tmp_path)  # already current
