@@ -24,7 +24,6 @@ import json
 import re
 import shutil
 import struct
-import subprocess
 import time
 from pathlib import Path
 
@@ -176,15 +175,8 @@ _VOLATILE = {"startTimestamp", "stopTimestamp", "sessionId", "initialTermId", "s
              "originalChannel", "sourceIdentity", "controlSessionId", "correlationId"}
 
 
-# ArchiveTool ``checksum`` (Agrona's Crc32) also needs java.util.zip opened; the peer's
-# `archive_tool` does not pass it, so the tool runs through `java_command` with it added.
-_TOOL_JVM_OPTIONS = ["--add-opens", "java.base/java.util.zip=ALL-UNNAMED"]
-
-
 def tool_ok(peer: ModernPeerInstallation, directory: Path, *args: str) -> str:
-    result = subprocess.run(peer.java_command("io.aeron.archive.ArchiveTool", str(directory), *args,
-                                              jvm_options=_TOOL_JVM_OPTIONS),
-                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+    result = peer.archive_tool(directory, *args)
     assert result.returncode == 0, f"ArchiveTool {' '.join(args)}: {result.stdout}\n{result.stderr}"
     return result.stdout
 

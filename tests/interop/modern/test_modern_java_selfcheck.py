@@ -6,7 +6,10 @@ Proves the peer's commands and payload digests before other tests point them at 
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +18,22 @@ import pytest
 from tests.interop.peer.modern_peer import (
     EXIT_USAGE,
     MODERN_AERON_VERSION,
+    ModernArchiveEndpoint,
+    ModernPeerClient,
     ModernPeerInstallation,
     PeerError,
     RecordResult,
     RunningModernJavaArchive,
     expected_digest,
+    fetch_script,
     framed_length,
+    payloads,
     running_modern_java_archive,
+    shm_tempdir,
+    start_modern_java_archive,
+    start_modern_java_driver,
 )
-from tests.support.ports import udp_channel
+from tests.support.ports import free_udp_port, udp_channel
 
 pytestmark = pytest.mark.interop
 
@@ -171,3 +181,86 @@ def test_dedicated_threading_starts_records_and_stops_cleanly_by_pid(modern_peer
         assert archive.server.stop() is True
     assert archive.server.process.returncode == 0
     assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
+
+
+def test_credentials_and_a_response_channel_reach_the_archive(modern_peer: ModernPeerInstallation,
+                                                              modern_java_archive: RunningModernJavaArchive,
+                                                              recording: RecordResult) -> None:
+    """An encoded-credentials supplier (the default authenticator accepts any) and a response channel
+    (control-mode=response): login and a listing both work."""
+    endpoint = ModernArchiveEndpoint(
+        control_channel=modern_java_archive.control_channel, aeron_dir=modern_java_archive.aeron_dir,
+        response_channel=f"aeron:udp?control-mode=response|control=localhost:{free_udp_port()}")
+    client = ModernPeerClient(modern_peer, endpoint, credentials="user:pass")
+
+    assert client.connect().archive_id == modern_java_archive.archive_id
+    [descriptor] = client.list_recordings(recording_id=recording.recording_id)
+    assert descriptor["stopPosition"] == recording.stop_position
+
+
+def test_archive_on_a_separate_java_driver(modern_peer: ModernPeerInstallation, tmp_path: Path) -> None:
+    """driver + archive --external-driver: two processes, both stopped by PID."""
+    aeron_dir = shm_tempdir("aeron-modern-driver-")
+    try:
+        with start_modern_java_driver(modern_peer, aeron_dir=aeron_dir, log_dir=tmp_path) as driver:
+            assert driver.ready["role"] == "driver"
+            with start_modern_java_archive(modern_peer, archive_dir=tmp_path / "archive", aeron_dir=aeron_dir,
+                                           archive_id=4242, external_driver=True, log_dir=tmp_path) as server:
+                assert (server.ready["externalDriver"], server.ready["archiveId"]) == (True, 4242)
+                client = ModernPeerClient(modern_peer, ModernArchiveEndpoint(
+                    control_channel=server.ready["controlChannel"], aeron_dir=aeron_dir))
+                recorded = client.record("aeron:ipc", 1005, 50, 100)
+                assert recorded.fields["archiveId"] == 4242
+                assert recorded.digest == expected_digest(0, 50, 100)
+            assert server.process.returncode == 0
+        assert driver.process.returncode == 0
+    finally:
+        shutil.rmtree(aeron_dir, ignore_errors=True)
+
+
+def test_java_archive_on_our_c_driver_records_what_our_c_client_publishes(modern_peer: ModernPeerInstallation,
+                                                                          tmp_path: Path) -> None:
+    """A 1.51.0 Java archive attached to our C driver (pyaeron 1.53, same CnC layout), fed by our C
+    client over UDP; the Java client replays the same bytes."""
+    from aeron_spark.driver_integration.client import AeronClient
+
+    channel, stream_id, count, size = udp_channel(), 1006, 200, 48
+    with AeronClient.with_embedded_driver() as aeron:
+        with running_modern_java_archive(modern_peer, tmp_path, aeron_dir=Path(aeron.aeron_dir),
+                                         external_driver=True) as archive:
+            client = archive.client
+            client.start_recording(channel, stream_id)
+            publication = aeron.add_exclusive_publication(channel, stream_id)
+            deadline = time.monotonic() + 30
+            while not publication.is_connected:
+                assert time.monotonic() < deadline, "the Java archive's recording subscription never connected"
+                time.sleep(0.005)
+            for payload in payloads(0, count, size):
+                publication.offer_with_retry(payload.tobytes(), timeout=10)
+            [descriptor] = [d for d in client.list_recordings()
+                            if d["sessionId"] == publication.session_id and d["streamId"] == stream_id]
+            stopped = client.stop_recording(channel, stream_id, recording_id=descriptor["recordingId"],
+                                            await_position=publication.position)
+            assert stopped["stopPosition"] == count * framed_length(size)
+            replay = client.replay(descriptor["recordingId"], replay_channel="aeron:ipc", replay_stream_id=2006)
+            assert (replay.messages, replay.digest) == (count, expected_digest(0, count, size))
+
+
+def test_the_fetch_script_names_a_missing_mvn(tmp_path: Path) -> None:
+    """PATH without mvn and an empty cache: one error line that names mvn, no traceback."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for entry in os.scandir(folder) if os.path.isdir(folder) else ():
+            target = bin_dir / entry.name
+            if entry.name != "mvn" and not target.exists():
+                target.symlink_to(entry.path)
+    environment = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "AERON_SPARK_JAVA_PEER_CACHE")}
+    environment["PATH"] = str(bin_dir)
+
+    completed = subprocess.run(["bash", str(fetch_script()), "--quiet", "--cache-dir", str(tmp_path / "cache")],
+                               env=environment, capture_output=True, text=True, timeout=60, check=False)
+
+    assert completed.returncode == 1
+    [line] = completed.stderr.strip().splitlines()
+    assert line.startswith("[fetch-modern-java-peer] error: mvn not found")

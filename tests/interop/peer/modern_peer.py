@@ -58,7 +58,7 @@ __all__ = [
     "ConnectResult", "JavaServer", "ModernArchiveEndpoint", "ModernPeerClient", "ModernPeerInstallation", "PeerError",
     "PublishResult", "RecordResult", "RecordingPositions", "ReplayMergeResult", "ReplayResult",
     "RunningModernJavaArchive", "ensure_modern_peer_built", "expected_digest", "fetch_script", "framed_length",
-    "parse_events", "payloads", "running_modern_java_archive", "start_modern_java_archive",
+    "parse_events", "payloads", "running_modern_java_archive", "shm_tempdir", "start_modern_java_archive",
     "start_modern_java_driver", "stop_process",
 ]
 
@@ -68,9 +68,13 @@ DEFAULT_CONTROL_STREAM_ID = 10
 DEFAULT_RESPONSE_STREAM_ID = 20
 
 # Java 17 + Aeron 1.5x: Agrona reaches jdk.internal.misc.Unsafe (without it every JVM fails at the
-# first buffer with IllegalAccessError); the other two are what Aeron documents for Java 16+.
+# first buffer with IllegalAccessError) and java.util.zip's CRC32 internals (the archive's crc32c
+# record checksum and ArchiveTool's checksum verification fail without it). java.nio and sun.nio.ch
+# are not needed by the self-check on 17.0.15, but Aeron documents them for Java 16+ (direct buffer
+# and socket internals), so a path we do not test yet does not fail on them.
 MODERN_JVM_OPTIONS: tuple[str, ...] = (
     "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.zip=ALL-UNNAMED",
     "--add-opens", "java.base/java.nio=ALL-UNNAMED",
     "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
     "-XX:+UseSerialGC",  # fewer GC threads: the peer shares small machines with the Python side
@@ -272,6 +276,13 @@ class ReplayMergeResult:
     fields: dict[str, Any] = field(repr=False)
 
 
+def _record_result(line: dict[str, Any]) -> RecordResult:
+    return RecordResult(
+        recording_id=line["recordingId"], start_position=line["startPosition"], stop_position=line["stopPosition"],
+        publication_position=line["publicationPosition"], messages=line["messages"], size=line["size"],
+        digest=line["digest"], session_id=line["sessionId"], fields=line)
+
+
 class ModernPeerClient:
     """Runs the modern peer's client subcommands, each a short-lived JVM with the real AeronArchive."""
 
@@ -317,18 +328,35 @@ class ModernPeerClient:
     def record(self, channel: str, stream_id: int, messages: int, size: int, *, fragmented: bool = False,
                first_index: int = 0, source_location: Literal["local", "remote"] | None = None,
                timeout_ms: int = 60_000) -> RecordResult:
+        """Records ``messages`` deterministic payloads from a new exclusive publication on ``channel``
+        (its session id added), waits until the archive has them all, stops, and waits for the catalog."""
+        events = self._record_events(channel, stream_id, messages, size, fragmented=fragmented,
+                                     first_index=first_index, source_location=source_location,
+                                     timeout_ms=timeout_ms)
+        return _record_result(single_event(events, "recorded"))
+
+    def record_with_signals(self, channel: str, stream_id: int, messages: int, size: int, *,
+                            first_index: int = 0, source_location: Literal["local", "remote"] | None = None,
+                            timeout_ms: int = 60_000) -> tuple[RecordResult, list[dict[str, Any]]]:
+        """:meth:`record` plus the RecordingSignalEvents the archive sent (``signal``: START, STOP, ...),
+        in arrival order; it waits for the STOP signal of the recording."""
+        events = self._record_events(channel, stream_id, messages, size, fragmented=False, first_index=first_index,
+                                     source_location=source_location, timeout_ms=timeout_ms, signals=True)
+        signals = [{k: v for k, v in e.items() if k != "event"} for e in events if e.get("event") == "signal"]
+        return _record_result(single_event(events, "recorded")), signals
+
+    def _record_events(self, channel: str, stream_id: int, messages: int, size: int, *, fragmented: bool,
+                       first_index: int, source_location: Literal["local", "remote"] | None, timeout_ms: int,
+                       signals: bool = False) -> list[dict[str, Any]]:
         args = ["--channel", channel, "--stream-id", str(stream_id), "--messages", str(messages),
                 "--size", str(size), "--first-index", str(first_index), "--timeout-ms", str(timeout_ms)]
         if fragmented:
             args.append("--fragmented")
+        if signals:
+            args.append("--signals")
         if source_location is not None:
             args += ["--source-location", source_location]
-        line = self._call("record", "recorded", *args)
-        return RecordResult(
-            recording_id=line["recordingId"], start_position=line["startPosition"],
-            stop_position=line["stopPosition"], publication_position=line["publicationPosition"],
-            messages=line["messages"], size=line["size"], digest=line["digest"], session_id=line["sessionId"],
-            fields=line)
+        return self.run("record", *self._archive_options(), *args)
 
     def start_recording(self, channel: str, stream_id: int, *,
                         source_location: Literal["local", "remote"] | None = None) -> int:
@@ -458,7 +486,7 @@ class ModernPeerClient:
                      timeout_ms: int = 60_000) -> ReplayMergeResult:
         """Publishes ``messages`` on the dynamic-MDC ``live_channel`` (``aeron:udp?control=H:P|control-mode=dynamic``)
         while the archive records them, then merges replay into live with ``ReplayMerge`` while
-        ``live_messages`` more are published. Needs the client on the archive's driver."""
+        ``live_messages`` more are published."""
         args = ["--live-channel", live_channel, "--live-stream-id", str(live_stream_id),
                 "--messages", str(messages), "--live-messages", str(live_messages), "--size", str(size),
                 "--timeout-ms", str(timeout_ms)]

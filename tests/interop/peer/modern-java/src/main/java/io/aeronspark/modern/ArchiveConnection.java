@@ -89,6 +89,10 @@ final class ArchiveConnection implements AutoCloseable
             .controlResponseStreamId(options.intValue(
                 "response-stream-id", AeronArchive.Configuration.CONTROL_RESPONSE_STREAM_ID_DEFAULT))
             .messageTimeoutNs(options.longValue("message-timeout-ms", 5_000) * 1_000_000L);
+        if (options.flag("signals"))
+        {
+            context.recordingSignalConsumer(RecordingSignals.INSTANCE);
+        }
         if (options.has("credentials"))
         {
             context.credentialsSupplier(new FixedCredentials(options.requiredString("credentials")));

@@ -95,6 +95,12 @@ final class ClientCommands
             // By channel and stream (StopRecordingRequest), as the 1.15.1 peer does: every archive knows it.
             archive.stopRecording(recordingChannel, streamId);
             final Descriptor descriptor = awaitStopped(archive, progress.recordingId, deadline);
+            if (options.flag("signals"))
+            {
+                RecordingSignals.INSTANCE.awaitSignal(
+                    archive, progress.recordingId, io.aeron.archive.codecs.RecordingSignal.STOP, deadline);
+                RecordingSignals.INSTANCE.emit();
+            }
 
             Json.event("recorded")
                 .put("recordingId", progress.recordingId)

@@ -1,10 +1,9 @@
 package io.aeronspark.modern;
 
+import io.aeron.ChannelUri;
+import io.aeron.ExclusivePublication;
 import io.aeron.archive.client.AeronArchive;
 import io.aeron.archive.codecs.SourceLocation;
-import io.aeron.ExclusivePublication;
-import io.aeron.archive.status.RecordingPos;
-import org.agrona.concurrent.status.CountersReader;
 
 /**
  * The catalog and segment operations of {@link AeronArchive}: {@code truncate}, {@code purge},
@@ -80,7 +79,7 @@ final class MaintenanceCommands
             try (ExclusivePublication publication = connection.aeron.addExclusivePublication(publicationChannel, streamId))
             {
                 ClientCommands.checkFragmentation(options, false, size, publication.maxPayloadLength());
-                final String recordingChannel = io.aeron.ChannelUri.addSessionId(channel, publication.sessionId());
+                final String recordingChannel = ChannelUri.addSessionId(channel, publication.sessionId());
                 final long subscriptionId = archive.extendRecording(recordingId, recordingChannel, streamId, sourceLocation);
                 while (!publication.isConnected())
                 {
@@ -113,7 +112,7 @@ final class MaintenanceCommands
     /** The channel with {@code init-term-id}, {@code term-id}, {@code term-offset}, term length and MTU of the recording's end. */
     static String withInitialPosition(final String channel, final Descriptor descriptor)
     {
-        final io.aeron.ChannelUri uri = io.aeron.ChannelUri.parse(channel);
+        final ChannelUri uri = ChannelUri.parse(channel);
         uri.initialPosition(descriptor.stopPosition(), descriptor.initialTermId(), descriptor.termBufferLength());
         uri.put("mtu", Integer.toString(descriptor.mtuLength()));
         return uri.toString();
@@ -125,15 +124,15 @@ final class MaintenanceCommands
         try (ArchiveConnection connection = ArchiveConnection.open(options, true))
         {
             final AeronArchive archive = connection.archive;
-            final CountersReader counters = connection.aeron.countersReader();
-            final int counterId = RecordingPos.findCounterIdByRecording(counters, recordingId, archive.archiveId());
+            final long recordingPosition = archive.getRecordingPosition(recordingId);
             Json.event("positions")
                 .put("recordingId", recordingId)
                 .put("startPosition", archive.getStartPosition(recordingId))
                 .put("stopPosition", archive.getStopPosition(recordingId))
-                .put("recordingPosition", archive.getRecordingPosition(recordingId))
+                .put("recordingPosition", recordingPosition)
                 .put("maxRecordedPosition", archive.getMaxRecordedPosition(recordingId))
-                .put("active", counterId != CountersReader.NULL_COUNTER_ID)
+                // RecordingPositionRequest answers NULL_POSITION for a recording that is not active.
+                .put("active", recordingPosition != AeronArchive.NULL_POSITION)
                 .emit();
         }
         return ModernPeer.EXIT_OK;

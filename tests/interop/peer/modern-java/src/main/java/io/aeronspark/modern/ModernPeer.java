@@ -54,7 +54,7 @@ public final class ModernPeer
                 case "driver" -> ServerCommands.driver(Options.parse(
                     command, args, Set.of("aeron-dir", "threading"), SERVER_FLAGS));
                 case "connect" -> ClientCommands.connect(client(command, args));
-                case "record" -> ClientCommands.record(client(command, args, Set.of("fragmented"),
+                case "record" -> ClientCommands.record(client(command, args, Set.of("fragmented", "signals"),
                     "channel", "stream-id", "messages", "size", "first-index", "source-location"));
                 case "start-recording" -> ClientCommands.startRecording(client(command, args, Set.of(),
                     "channel", "stream-id", "source-location"));

@@ -10,9 +10,7 @@ import io.aeron.Subscription;
 import io.aeron.archive.client.AeronArchive;
 import io.aeron.archive.client.ReplayMerge;
 import io.aeron.archive.codecs.SourceLocation;
-import io.aeron.archive.status.RecordingPos;
 import org.agrona.concurrent.UnsafeBuffer;
-import org.agrona.concurrent.status.CountersReader;
 
 /**
  * {@code replay-merge}: the whole ReplayMerge story in one process, with the real client class.
@@ -76,7 +74,7 @@ final class ReplayMergeCommand
                 Payloads.fill(buffer, 0, nextIndex, size);
                 ClientCommands.offer(publication, buffer, size, nextIndex, deadline);
             }
-            final long recordingId = awaitRecorded(connection, archive, sessionId, publication.position(), deadline);
+            final long recordingId = awaitRecorded(connection, archive, sessionId, streamId, publication.position(), deadline);
             final long startPosition = options.longValue("position", archive.getStartPosition(recordingId));
 
             final String replayChannel = replayChannelBase + (replayChannelBase.contains("?") ? "|" : "?") +
@@ -159,22 +157,17 @@ final class ReplayMergeCommand
         }
     }
 
+    /** The counter when the archive shares this driver, else the protocol (e.g. our sidecar behind another driver). */
     private static long awaitRecorded(
-        final ArchiveConnection connection, final AeronArchive archive, final int sessionId, final long position,
-        final Deadline deadline)
+        final ArchiveConnection connection, final AeronArchive archive, final int sessionId, final int streamId,
+        final long position, final Deadline deadline)
     {
-        final CountersReader counters = connection.aeron.countersReader();
-        int counterId;
-        while ((counterId = RecordingPos.findCounterIdBySession(counters, sessionId, archive.archiveId())) ==
-            CountersReader.NULL_COUNTER_ID)
+        final ClientCommands.RecordingProgress progress = ClientCommands.RecordingProgress.find(
+            connection, archive, sessionId, streamId, deadline);
+        while (progress.position() < position)
         {
-            deadline.pause("the recording of session " + sessionId + " to start (needs the archive on this driver)");
+            deadline.pause("recording " + progress.recordingId + " to reach position " + position);
         }
-        final long recordingId = RecordingPos.getRecordingId(counters, counterId);
-        while (counters.getCounterValue(counterId) < position)
-        {
-            deadline.pause("recording " + recordingId + " to reach position " + position);
-        }
-        return recordingId;
+        return progress.recordingId;
     }
 }
