@@ -344,3 +344,42 @@ def test_a_java_1_15_1_directory_is_migrated_then_verified_by_java_and_served_by
                 assert replay_digest(client, descriptor.recording_id, descriptor.stop_position) == recorded.digest
         finally:
             aeron.close()
+
+
+def test_a_purge_marks_the_entry_deleted_for_both_archives(peer, java_dir: Path, our_dir: Path,
+                                                           tmp_path: Path) -> None:
+    """Our purge writes DELETED, which the Java tool and archive skip; a Java purge's DELETED
+    entry is skipped by our catalog and sidecar, and the next id still follows it."""
+    ours = copy_of(our_dir, tmp_path, "purged-by-us")
+    with SidecarProcess.start(ours, "--segment-length", str(SEGMENT)) as sidecar:
+        aeron = AeronClient(sidecar.aeron_dir, client_name="catalog-3-1-purge")
+        try:
+            with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron,
+                                       timeout=TIMEOUT) as client:
+                client.purge_recording(0)
+        finally:
+            aeron.close()
+    assert tool_ok(peer, ours, "count-entries").strip().splitlines()[-1] == str(len(STREAMS) - 1)
+    assert "recordingId=0|" not in tool_ok(peer, ours, "describe")
+    with running_modern_java_archive(peer, tmp_path / "java-on-purged", archive_dir=ours,
+                                     segment_length=SEGMENT) as java:
+        assert [d["recordingId"] for d in java.client.list_recordings()] == [1]
+        assert java.client.record(udp_channel(free_udp_port()), 3011, 10, 64).recording_id == len(STREAMS)
+
+    theirs = copy_of(java_dir, tmp_path, "purged-by-java")
+    with running_modern_java_archive(peer, tmp_path / "java-purging", archive_dir=theirs,
+                                     segment_length=SEGMENT) as java:
+        java.client.purge(1)
+    with Catalog.open(theirs, read_only=True) as catalog:
+        assert [(e.descriptor.recording_id, e.state) for e in catalog.entries()] == [
+            (0, layout.VALID), (1, layout.DELETED)]
+    assert run_tool("count-entries", "--dir", str(theirs)).strip() == "1"
+    with SidecarProcess.start(theirs, "--segment-length", str(SEGMENT)) as sidecar:
+        aeron = AeronClient(sidecar.aeron_dir, client_name="catalog-3-1-java-purged")
+        try:
+            with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron,
+                                       timeout=TIMEOUT) as client:
+                assert [d.recording_id for d in client.list_recordings()] == [0]
+                assert append_one(client, aeron) == 2
+        finally:
+            aeron.close()
