@@ -383,3 +383,23 @@ def test_a_purge_marks_the_entry_deleted_for_both_archives(peer, java_dir: Path,
                 assert append_one(client, aeron) == 2
         finally:
             aeron.close()
+
+
+def test_descriptor_checksums_our_sidecar_keeps_pass_the_java_verify(peer, tmp_path: Path) -> None:
+    """With ``--checksum crc32c`` our sidecar stamps frames and keeps each descriptor's checksum
+    up to date through the recording's updates (stop position, timestamps): Java's
+    ``verify -checksum`` recomputes both and agrees."""
+    directory = tmp_path / "archive"
+    directory.mkdir()
+    with SidecarProcess.start(directory, "--segment-length", str(SEGMENT), "--checksum", "crc32c") as sidecar:
+        aeron = AeronClient(sidecar.aeron_dir, client_name="catalog-3-1-checksum")
+        try:
+            with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron,
+                                       timeout=TIMEOUT) as client:
+                record_streams(client, aeron)
+        finally:
+            aeron.close()
+    with Catalog.open(directory, read_only=True) as catalog:
+        assert all(entry.checksum != 0 for entry in catalog.entries())
+    verified = tool_ok(peer, directory, "verify", "-a", "-checksum", "io.aeron.archive.checksum.Crc32c")
+    assert verified.count(") OK") == len(STREAMS), verified
