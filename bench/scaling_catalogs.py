@@ -3,11 +3,11 @@
 Recording 10,000 streams through the control protocol would take longer than the rest of the
 benchmark, so the catalog and segment files are written directly, in each archive's own format:
 
-* ours: by our own ``storage.catalog.Catalog`` (1 KiB slots, header version 2.1.0);
-* the Java 1.15.1 archive: the same bytes with the header version 0, the only version 1.15.1
-  opens (its ``Catalog`` throws "catalog file version … does not match software:0" otherwise).
-  Slots, descriptor bodies and segment file names (``<id>-0.rec`` for a recording starting at
-  position 0: base position and segment index are both 0) are the same in both layouts.
+* ours: by our own ``storage.catalog.Catalog`` (catalog 3.1.0, variable-length entries);
+* the Java 1.15.1 archive: the same descriptor bodies in 1 KiB slots with the header version 0,
+  the only layout 1.15.1 opens (its ``Catalog`` throws "catalog file version … does not match
+  software:0" otherwise). Segment file names (``<id>-0.rec`` for a recording starting at position
+  0: base position and segment index are both 0) are the same in both layouts.
 
 Every recording has one segment file holding a few frames (as a real archive has at least one
 file per recording). Most are stopped; the last ``active`` ones are left active (stop position -1),
@@ -22,6 +22,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from aeron_spark.archive.codecs import catalog_layout as layout
+from aeron_spark.archive.codecs import descriptor_body
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION
 from aeron_spark.archive.storage.catalog import CATALOG_FILE_NAME, Catalog
 
@@ -59,7 +61,7 @@ def build_our_archive_dir(directory: Path, shape: CatalogShape) -> None:
     """A fresh directory with ``shape.recordings`` catalog entries, the last ``shape.active`` active."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    with Catalog.open(directory, max_entries=shape.recordings) as catalog:
+    with Catalog.open(directory) as catalog:
         for recording_id in range(shape.recordings):
             active = recording_id >= shape.recordings - shape.active
             if recording_id < EARLY_RECORDINGS:
@@ -97,10 +99,20 @@ def copy_as_java_1_15_archive_dir(ours: Path, java: Path) -> None:
     shutil.rmtree(java, ignore_errors=True)
     java.mkdir(parents=True)
     for entry in os.scandir(ours):
-        if entry.name == CATALOG_FILE_NAME or entry.name.endswith(".rec"):
+        if entry.name.endswith(".rec"):
             shutil.copyfile(entry.path, java / entry.name)
-    with open(java / CATALOG_FILE_NAME, "r+b") as catalog:
-        catalog.write(struct.pack("<i", 0))
+    with Catalog.open(ours, read_only=True) as catalog:
+        entries = list(catalog.entries())
+    slots = max(8192, len(entries))  # 1.15.1's default max entries
+    with open(java / CATALOG_FILE_NAME, "wb") as old:
+        old.truncate((slots + 1) * layout.OLD_ENTRY_LENGTH)
+        old.write(layout.OLD_HEADER.pack(layout.OLD_VERSION_0, layout.OLD_ENTRY_LENGTH))
+        for entry in entries:
+            body = descriptor_body.encode_descriptor_body(entry.descriptor)
+            old.seek(layout.old_slot_offset(entry.descriptor.recording_id))
+            old.write(layout.OLD_DESCRIPTOR_HEADER.pack(len(body), 1 if entry.valid else 0))
+            old.seek(layout.old_slot_offset(entry.descriptor.recording_id) + layout.DESCRIPTOR_HEADER_LENGTH)
+            old.write(body)
 
 
 def fresh_copy(template: Path, destination: Path) -> Path:

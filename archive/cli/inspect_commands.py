@@ -1,4 +1,4 @@
-"""`aeron-archive describe | count-entries | max-entries | pid | dump | verify | checksum`.
+"""`aeron-archive describe | count-entries | max-entries | capacity | pid | dump | verify | checksum`.
 
 The offline commands: they read (and `verify`/`checksum` repair or stamp) an archive directory's
 files, ``archive.catalog``, ``archive-mark.dat`` and the ``<id>-<base>.rec`` segments, without
@@ -19,6 +19,7 @@ import mmap
 from pathlib import Path
 
 from aeron_spark.archive.cli.output import EXIT_OK, EXIT_VERIFICATION_FAILED, Output, ToolError
+from aeron_spark.archive.codecs import catalog_layout as layout
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 from aeron_spark.archive.storage import checksum
 from aeron_spark.archive.storage import maintenance
@@ -40,14 +41,15 @@ def open_catalog_read_only(directory: Path) -> Catalog:
     return Catalog.open(directory, read_only=True)
 
 
-def format_descriptor(descriptor: RecordingDescriptor, valid: bool = True) -> str:
+def format_descriptor(descriptor: RecordingDescriptor, valid: bool = True, state_name: str | None = None) -> str:
     fields = descriptor.to_aeron_dict()
     text = ", ".join(f"{name}={value}" for name, value in fields.items())
-    return f"RecordingDescriptor{{{'' if valid else 'INVALID, '}{text}}}"
+    prefix = "" if valid else f"{state_name or 'INVALID'}, "
+    return f"RecordingDescriptor{{{prefix}{text}}}"
 
 
 def _descriptor_json(entry: CatalogEntry) -> dict:
-    return dict(entry.descriptor.to_aeron_dict(), valid=entry.valid)
+    return dict(entry.descriptor.to_aeron_dict(), valid=entry.valid, state=entry.state_name)
 
 
 def recording_id_argument(value: str) -> int:
@@ -75,7 +77,7 @@ def require_entry(catalog: Catalog, recording_id: int) -> CatalogEntry:
 def configure_describe(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
                         help="describe only this recording")
-    parser.add_argument("--all", action="store_true", help="include invalid (purged) recordings")
+    parser.add_argument("--all", action="store_true", help="include INVALID and DELETED (purged) recordings")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -83,6 +85,11 @@ def describe(args: argparse.Namespace, output: Output) -> int:
     """Mark file header and every valid descriptor, or one descriptor."""
     directory: Path = args.dir
     with open_catalog_read_only(directory) as catalog:
+        if args.recording_id is None:
+            output_catalog = (f"Catalog: version={layout.version_text(catalog.version)}, "
+                              f"layout={'1 KiB slots' if catalog.old_layout else 'variable-length'}, "
+                              f"alignment={catalog.alignment}, nextRecordingId={catalog.next_recording_id}, "
+                              f"capacity={catalog.capacity()}")
         if args.recording_id is not None:
             entries = [require_entry(catalog, args.recording_id)]
         else:
@@ -105,8 +112,9 @@ def describe(args: argparse.Namespace, output: Output) -> int:
             state = "running" if mark.is_live() else "not running"
             output.line(f"MarkFile ({state}): " + ", ".join(
                 f"{k}={v}" for k, v in mark.to_dict().items() if k not in ("path", "live")))
+        output.line(output_catalog)
     for entry in entries:
-        output.line(format_descriptor(entry.descriptor, entry.valid))
+        output.line(format_descriptor(entry.descriptor, entry.valid, entry.state_name))
     for problem in problems:
         output.line(f"PROBLEM: {problem}")
     return EXIT_OK
@@ -120,9 +128,17 @@ def count_entries(args: argparse.Namespace, output: Output) -> int:
 
 
 def max_entries(args: argparse.Namespace, output: Output) -> int:
-    """Recordings the catalog file holds before it next grows."""
+    """Entries the catalog file holds now plus the smallest ones that fit before it next grows
+    (a 3.x catalog's real bound is its byte `capacity`; Aeron's ArchiveTool says "use capacity")."""
     with open_catalog_read_only(args.dir) as catalog:
         output.line(str(catalog.max_entries()))
+    return EXIT_OK
+
+
+def capacity(args: argparse.Namespace, output: Output) -> int:
+    """The catalog file's length in bytes (it grows by x1.5 when an entry does not fit)."""
+    with open_catalog_read_only(args.dir) as catalog:
+        output.line(str(catalog.capacity()))
     return EXIT_OK
 
 
@@ -238,7 +254,10 @@ def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output, 
             output.line(f"repaired: {repair}")
     for entry in entries:
         d = entry.descriptor
-        state = "" if entry.valid else " (invalid)"
+        state = "" if entry.valid else f" ({entry.state_name.lower()})"
+        if entry.deleted:  # Aeron's verify skips DELETED entries
+            output.line(f"recording {d.recording_id}{state}: purged, skipped")
+            continue
         if not entry.valid and not maintenance.segment_files(args.dir, d.recording_id):
             output.line(f"recording {d.recording_id}{state}: purged, no segment files")
             continue
@@ -291,9 +310,14 @@ def checksum_command(args: argparse.Namespace, output: Output) -> int:
             entries = ([require_entry(catalog, args.recording_id)] if args.recording_id is not None
                        else list(catalog.entries()))
         for entry in entries:
+            if entry.deleted:
+                continue
             stamped = _stamp_recording(args.dir, entry.descriptor, algorithm)
             output.line(f"recording {entry.descriptor.recording_id}: {stamped} segment(s) "
                         f"checksummed with {algorithm.name}")
+        with Catalog.open(args.dir, checksum=algorithm) as writable:  # and each descriptor's checksum
+            count = writable.restamp_checksums()
+        output.line(f"catalog: {count} descriptor checksum(s) stored with {algorithm.name}")
     return EXIT_OK
 
 

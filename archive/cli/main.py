@@ -4,7 +4,8 @@
 ``run(args, output)`` functions of the module that implements it:
 
 * `inspect_commands`: offline inspection and maintenance of an archive directory (``describe``,
-  ``count-entries``, ``max-entries``, ``pid``, ``dump``, ``verify``, ``checksum``);
+  ``count-entries``, ``max-entries``, ``capacity``, ``pid``, ``dump``, ``verify``, ``checksum``);
+* `migrate_command`: ``migrate``, the in-place upgrade of an older directory to 3.1.0;
 * `serve_command`: ``serve``, the archive sidecar;
 * `client_commands`: ``recordings``, ``replay``, ``stat`` against a running archive.
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from aeron_spark.archive.cli import client_commands, inspect_commands, serve_command
+from aeron_spark.archive.cli import client_commands, inspect_commands, migrate_command, serve_command
 from aeron_spark.archive.cli.output import EXIT_USAGE, PROGRAM, Output, ToolError
 from aeron_spark.archive.storage.catalog import CatalogError
 from aeron_spark.archive.storage.mark_file import MarkFileError
@@ -43,7 +44,9 @@ COMMANDS: dict[str, Command] = {
     "describe": Command("print the mark file header and the recording descriptors (or one descriptor)",
                         inspect_commands.describe, inspect_commands.configure_describe),
     "count-entries": Command("print the number of valid recordings", inspect_commands.count_entries),
-    "max-entries": Command("print how many recordings the catalog file holds", inspect_commands.max_entries),
+    "max-entries": Command("print how many recordings the catalog file holds (at the smallest entry size)",
+                           inspect_commands.max_entries),
+    "capacity": Command("print the catalog file's length in bytes", inspect_commands.capacity),
     "pid": Command("print the archive's pid from the mark file", inspect_commands.pid),
     "dump": Command("print a recording's descriptor and its frames",
                     inspect_commands.dump, inspect_commands.configure_dump),
@@ -51,6 +54,8 @@ COMMANDS: dict[str, Command] = {
                       inspect_commands.verify, inspect_commands.configure_verify),
     "checksum": Command("recompute and store frame checksums (only while no archive runs)",
                         inspect_commands.checksum_command, inspect_commands.configure_checksum),
+    "migrate": Command("upgrade the directory in place to catalog/mark file version 3.1.0 (Aeron 1.32+); "
+                       "only while no archive runs", migrate_command.run, migrate_command.configure),
     # the archive sidecar
     "serve": Command("run the archive sidecar (control protocol, recorder, replayer) until SIGTERM/SIGINT",
                      serve_command.run, serve_command.configure, needs_archive_dir=False),

@@ -73,6 +73,13 @@ def stored_body_length(body, recording_id: int) -> int | None:
     ``recording_id`` that `decode_descriptor_body` would read using all of it: its length then,
     else None. The checks `decode_descriptor_body` and the catalog make, without building
     anything: lengths that fit, ASCII strings, the recording id."""
+    used = used_body_length(body, recording_id)
+    return used if used == len(body) else None
+
+
+def used_body_length(body, recording_id: int) -> int | None:
+    """The bytes a well-formed body of ``recording_id`` at the start of ``body`` uses (bytes after
+    it, e.g. a modern catalog frame's alignment padding, are ignored), or None when it is not one."""
     length = len(body)
     if length < MIN_BODY_LENGTH or _RECORDING_ID.unpack_from(body, RECORDING_ID_OFFSET)[0] != recording_id:
         return None
@@ -85,7 +92,7 @@ def stored_body_length(body, recording_id: int) -> int | None:
         if cursor + field_length > length or not bytes(body[cursor:cursor + field_length]).isascii():
             return None
         cursor += field_length
-    return length if cursor == length else None
+    return cursor
 
 
 def channels(body) -> tuple[bytes, bytes]:

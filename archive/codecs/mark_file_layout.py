@@ -1,27 +1,31 @@
 """The layout of `archive-mark.dat`'s header and error log: decoding only, no file access.
 
-Layout written (Aeron 1.24-1.46: MarkFileHeader block at offset 0, no SBE message header):
+Layout written (Aeron 1.47+, what the Java 1.47-1.52 archive and ArchiveTool read): an 8-byte
+SBE message header {blockLength 128, templateId 200, schemaId 100, version 2} at 0, then the
+MarkFileHeader block at 8 (offsets below are absolute):
 
 =================  ======  =================================================
 field              offset  notes
 =================  ======  =================================================
-version:i32        0       archive file version 2.1.0, written last ("ready")
-activityTs:i64     8       epoch ms, refreshed every second; -1 after a clean stop
-startTs:i64        16
-pid:i64            24
-controlStreamId    32      i32
-localControlStrId  36      i32
-eventsStreamId     40      i32
-headerLength       44      i32, 8192
-errorBufferLength  48      i32
-archiveId:i64      56
-strings            128     controlChannel, localControlChannel, eventsChannel,
+SBE header         0       blockLength 128, templateId 200, schemaId 100, version 2
+version:i32        8       archive file version 3.1.0, written last ("ready")
+activityTs:i64     16      epoch ms, refreshed every second; -1 after a clean stop
+startTs:i64        24
+pid:i64            32
+controlStreamId    40      i32
+localControlStrId  44      i32
+eventsStreamId     48      i32
+headerLength       52      i32, 8192
+errorBufferLength  56      i32
+archiveId:i64      64
+strings            136     controlChannel, localControlChannel, eventsChannel,
                            aeronDirectory: each u32 length + ASCII
 error log          8192    Agrona DistinctErrorLog records
 =================  ======  =================================================
 
-Readers also accept the 1.47+ layout (the same block after an 8-byte SBE header) so that the
-tool can describe a real Aeron archive's directory.
+Readers also accept the 1.24-1.46 layout (the same block at offset 0, no SBE header; what this
+project wrote before it wrote 3.1.0) and the <= 1.23 one (block at 0 up to eventsStreamId,
+strings at 128, no error log).
 
 The file itself (claiming, lock, activity updates, error log writes) is
 ``aeron_spark.archive.storage.mark_file``; clients find an archive from it through
@@ -47,12 +51,21 @@ LIVENESS_TIMEOUT_MS = 10_000  # Aeron's LIVENESS_TIMEOUT_MS
 NULL_TIMESTAMP = -1
 
 BLOCK = struct.Struct("<i4xqqqiiiii4xq")  # version .. archiveId, with the block's two 4-byte gaps
-ACTIVITY_OFFSET = 8
+BLOCK_LENGTH = 128
 U32 = struct.Struct("<I")
 SBE_HEADER = struct.Struct("<HHHH")
 _MODERN_TEMPLATE_ID = 200
 _MODERN_SCHEMA_ID = 100
+_MODERN_SCHEMA_VERSION = 2
 MODERN_BLOCK_OFFSET = 8
+#: The 1.47+ message header this project writes at offset 0.
+MODERN_SBE_HEADER = SBE_HEADER.pack(BLOCK_LENGTH, _MODERN_TEMPLATE_ID, _MODERN_SCHEMA_ID, _MODERN_SCHEMA_VERSION)
+#: Absolute offsets in the file this project writes (the block at `MODERN_BLOCK_OFFSET`).
+VERSION_OFFSET = MODERN_BLOCK_OFFSET + 0
+ACTIVITY_OFFSET = MODERN_BLOCK_OFFSET + 8
+WRITTEN_STRINGS_OFFSET = MODERN_BLOCK_OFFSET + STRINGS_OFFSET  # 136
+#: The error log starts at the header length (8192), absolute, in the 1.24+ layouts.
+ERROR_LOG_OFFSET = HEADER_LENGTH
 
 # Agrona DistinctErrorLog record: length, observationCount, lastObservationTs, firstObservationTs.
 ERROR_RECORD = struct.Struct("<iiqq")

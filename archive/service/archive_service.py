@@ -148,7 +148,7 @@ class ArchiveService:
         # The recording requests create the writers with the process default (one archive per process).
         from aeron_spark.archive.storage.segment import set_default_direct_io
         set_default_direct_io(o.segment_direct_io)
-        self.catalog = Catalog.open(directory, file_sync=o.catalog_file_sync)
+        self.catalog = Catalog.open(directory, file_sync=o.catalog_file_sync, checksum=checksum)
         self.recovered = recover_active_recordings(self.catalog, directory, checksum=checksum,
                                                    file_sync=o.file_sync)
         counters_reader = _counters_reader(self.aeron)

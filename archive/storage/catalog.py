@@ -1,18 +1,22 @@
-"""`archive.catalog`: Aeron's fixed 1 KiB slot catalog (archive file version 2.1.0, Aeron 1.24-1.31).
+"""`archive.catalog`: Aeron's variable-length catalog (archive file version 3.1.0, Aeron 1.32-1.52).
 
-Layout (little-endian):
+Layout (`aeron_spark.archive.codecs.catalog_layout`, little-endian): a 32-byte CatalogHeader
+``{version 3.1.0, length 32, nextRecordingId:i64, alignment:i32 (64)}``, then the entries packed
+from offset 32, each a frame of a 32-byte RecordingDescriptorHeader ``{length = frameLength - 32,
+state INVALID 0 / VALID 1 / DELETED 2, checksum, reserved}`` and the RecordingDescriptor body
+(`codecs.descriptor_body`) zero-padded to the alignment; ``length`` 0 ends the entries. The
+descriptor checksum is the record checksum (when one is configured, else 0) over the frame's
+descriptor bytes, recomputed on every update.
 
-* slot 0 (file offset 0) holds the CatalogHeader: ``version:i32 @0`` (2.1.0), ``entryLength:i32 @4``
-  (1024); the rest of the slot is zero.
-* recording N lives in slot N+1, at file offset ``(N+1)*1024``: a 32-byte RecordingDescriptorHeader
-  ``{length:i32 @0 = exact descriptor length (0 = empty slot), valid:i8 @4, reserved}``, then the
-  RecordingDescriptor SBE body at +32 (`aeron_spark.archive.codecs.descriptor_body`: the 80-byte
-  root block of template 22, then the three u32-length-prefixed ASCII strings, together at most
-  900 bytes here).
+The file has no index: opening walks the frames and keeps ``id -> (offset, frame length)`` in
+memory; a read-only opener re-walks only the frames appended since (entries never move). A new
+file is sparse at 1 MiB and grows by x1.5 when an append does not fit. The file is read and
+written with ``pread``/``pwrite`` on one descriptor (read-only readers in other processes see
+updates through the page cache).
 
-Lookup by id is dead reckoning; the next recording id is the slot after the last used one. The
-file is read and written with ``pread``/``pwrite`` on one descriptor (no mapping to remap when the
-file grows, and read-only readers in other processes see updates through the page cache).
+Old catalogs (fixed 1 KiB slots: versions 0, 1.x, 2.x; Aeron <= 1.31) are read (``read_only``:
+describe, dump, verify --dry-run, migrate); opening one for writing fails with a message to run
+``aeron-archive migrate``.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
+from aeron_spark.archive.codecs import catalog_layout as layout
 from aeron_spark.archive.codecs import descriptor_body
 from aeron_spark.archive.codecs.errors import CodecError, EncodeError
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, NULL_TIMESTAMP, RecordingDescriptor
@@ -36,20 +42,14 @@ from aeron_spark.archive.storage.fault_injection import fault_point
 log = logging.getLogger(__name__)
 
 CATALOG_FILE_NAME = "archive.catalog"
-ENTRY_LENGTH = 1024
-DESCRIPTOR_HEADER_LENGTH = 32
-MAX_DESCRIPTOR_LENGTH = ENTRY_LENGTH - DESCRIPTOR_HEADER_LENGTH  # 992
+ARCHIVE_FILE_VERSION = layout.ARCHIVE_FILE_VERSION  # 3.1.0 = 196864
+DEFAULT_CAPACITY = layout.DEFAULT_CAPACITY
+DESCRIPTOR_HEADER_LENGTH = layout.DESCRIPTOR_HEADER_LENGTH
 MIN_DESCRIPTOR_LENGTH = descriptor_body.MIN_BODY_LENGTH  # 92
-MAX_STRINGS_LENGTH = MAX_DESCRIPTOR_LENGTH - MIN_DESCRIPTOR_LENGTH  # 900
-
-
-def semantic_version(major: int, minor: int, patch: int) -> int:
-    return (major << 16) | (minor << 8) | patch
-
-
-ARCHIVE_FILE_VERSION = semantic_version(2, 1, 0)  # 131328: Aeron 1.24-1.31, `<id>-<base>.rec` naming
-DEFAULT_MAX_ENTRIES = 8192  # Aeron's aeron.archive.max.catalog.entries default
-GROWTH_FACTOR = 2
+MAX_DESCRIPTOR_LENGTH = layout.MAX_DESCRIPTOR_BODY_LENGTH
+MAX_STRINGS_LENGTH = MAX_DESCRIPTOR_LENGTH - MIN_DESCRIPTOR_LENGTH
+INVALID, VALID, DELETED = layout.INVALID, layout.VALID, layout.DELETED
+semantic_version = layout.semantic_version
 
 # Offsets inside the descriptor body, for in-place updates.
 _CONTROL_SESSION_ID = descriptor_body.CONTROL_SESSION_ID_OFFSET
@@ -58,16 +58,28 @@ _STOP_TIMESTAMP = descriptor_body.STOP_TIMESTAMP_OFFSET
 _START_POSITION = descriptor_body.START_POSITION_OFFSET
 _STOP_POSITION = descriptor_body.STOP_POSITION_OFFSET
 _SESSION_ID = descriptor_body.SESSION_ID_OFFSET  # the only i32 of them
+_RECORDING_ID = descriptor_body.RECORDING_ID_OFFSET
 _I64 = struct.Struct("<q")
 _I32 = struct.Struct("<i")
-_CATALOG_HEADER = struct.Struct("<ii")
-_DESCRIPTOR_HEADER = struct.Struct("<ib")
 
 FILE_SYNC_LEVELS = (0, 1, 2)
+_WALK_CHUNK = 1024 * 1024
+
+
+class DescriptorChecksum(Protocol):
+    """The record checksum (`checksum.FrameChecksum`): a signed int32 over bytes."""
+
+    name: str
+
+    def compute(self, data) -> int: ...
 
 
 class CatalogError(Exception):
     """A catalog file that cannot be used as asked, or a request the catalog cannot serve."""
+
+
+class OldCatalogVersionError(CatalogError):
+    """A 1 KiB slot catalog (archive file version 0, 1.x or 2.x) opened for writing."""
 
 
 class UnknownRecordingError(CatalogError, LookupError):
@@ -77,7 +89,7 @@ class UnknownRecordingError(CatalogError, LookupError):
 
 
 class DescriptorEncodingError(CatalogError, ValueError):
-    """A descriptor that cannot be stored (non-ASCII text, strings longer than 900 bytes)."""
+    """A descriptor that cannot be stored (non-ASCII text, strings over the catalog's bound)."""
 
 
 class DescriptorDecodingError(CatalogError, ValueError):
@@ -98,8 +110,8 @@ def decode_recording_descriptor(buffer: bytes | bytearray | memoryview, offset: 
                                 length: int | None = None) -> tuple[RecordingDescriptor, int]:
     """Decodes a body written by `encode_recording_descriptor`; returns (descriptor, bytes used).
 
-    ``length`` bounds the body (e.g. the catalog slot's descriptor length); by default the rest
-    of the buffer.
+    ``length`` bounds the body (e.g. the frame's descriptor length); by default the rest of the
+    buffer. Bytes after the body (a frame's padding) are ignored.
     """
     end = len(buffer) if length is None else offset + length
     if end > len(buffer) or end - offset < MIN_DESCRIPTOR_LENGTH:
@@ -114,10 +126,11 @@ def decode_recording_descriptor(buffer: bytes | bytearray | memoryview, offset: 
 
 def fit_source_identity(stripped_channel: str, original_channel: str, source_identity: str,
                         recording_id: int | None = None) -> str:
-    """Returns the source identity, cut so that the three strings fit a 1 KiB slot.
+    """Returns the source identity, cut so that the three strings stay within the catalog's
+    per-descriptor bound (`MAX_STRINGS_LENGTH`, 16 KiB less the fixed part).
 
-    Channels are never cut (they identify the recording); channels that alone exceed the
-    900-byte budget are rejected.
+    Channels are never cut (they identify the recording); channels that alone exceed the bound
+    are rejected.
     """
     label = "new recording" if recording_id is None else f"recording {recording_id}"
     channels = len(stripped_channel) + len(original_channel)
@@ -128,7 +141,7 @@ def fit_source_identity(stripped_channel: str, original_channel: str, source_ide
             f"for the three descriptor strings")
     room = MAX_STRINGS_LENGTH - channels
     if len(source_identity) > room:
-        log.warning("%s: sourceIdentity of %d bytes truncated to %d to fit the 1 KiB catalog slot",
+        log.warning("%s: sourceIdentity of %d bytes truncated to %d to fit the catalog's bound",
                     label, len(source_identity), room)
         return source_identity[:room]
     return source_identity
@@ -138,15 +151,25 @@ def fit_source_identity(stripped_channel: str, original_channel: str, source_ide
 
 @dataclass(frozen=True, slots=True)
 class CatalogEntry:
-    """One used slot: the descriptor and its valid flag (invalid entries keep their id)."""
+    """One entry: the descriptor and its state (INVALID and DELETED entries keep their id)."""
 
     descriptor: RecordingDescriptor
     valid: bool
+    state: int = VALID
+    checksum: int = 0
+
+    @property
+    def deleted(self) -> bool:
+        return self.state == DELETED
+
+    @property
+    def state_name(self) -> str:
+        return layout.STATE_NAMES.get(self.state, str(self.state))
 
 
 @dataclass(frozen=True, slots=True)
 class CatalogProblem:
-    """Something wrong found in the file; the slot is treated as unusable (never as valid)."""
+    """Something wrong found in the file; the entry is treated as unusable (never as valid)."""
 
     recording_id: int | None
     message: str
@@ -159,15 +182,18 @@ class CatalogProblem:
 class _ListingIndex:
     """Per recording id, in memory: its stream id, whether listings may return it (valid and
     readable) and whether it is active (stop position -1). Listings, finds and start-up select ids
-    with numpy instead of reading and decoding every 1 KiB slot; only the writer keeps one (it
-    sees every change)."""
+    with numpy instead of reading and decoding every entry; only the writer keeps one (it sees
+    every change)."""
 
     def __init__(self, capacity: int) -> None:
         self.stream_ids = np.zeros(capacity, dtype=np.int32)
         self.listable = np.zeros(capacity, dtype=bool)
         self.active = np.zeros(capacity, dtype=bool)
 
-    def grow(self, capacity: int) -> None:
+    def ensure(self, recording_id: int) -> None:
+        if recording_id < len(self.listable):
+            return
+        capacity = max(recording_id + 1, len(self.listable) * 2, 16)
         for name in ("stream_ids", "listable", "active"):
             old = getattr(self, name)
             new = np.zeros(capacity, dtype=old.dtype)
@@ -176,43 +202,62 @@ class _ListingIndex:
 
     def store(self, descriptor: RecordingDescriptor, valid: bool) -> None:
         recording_id = descriptor.recording_id
+        self.ensure(recording_id)
         self.stream_ids[recording_id] = descriptor.stream_id
         self.listable[recording_id] = valid
         self.active[recording_id] = descriptor.stop_position == NULL_POSITION
 
 
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """Where an entry is: its file offset and the bytes of its descriptor area after the 32-byte
+    header (modern: body + padding, the header's length field; old: the exact body length)."""
+
+    offset: int
+    descriptor_length: int  # modern: frame length - 32; old: the exact body length
+
+
 class Catalog:
     """The archive catalog. Open with `Catalog.open`; one writer per directory (see mark_file)."""
 
-    def __init__(self, path: Path, fd: int, *, read_only: bool, file_sync: int, max_entries: int,
-                 next_recording_id: int, valid_count: int, problems: list[CatalogProblem]) -> None:
+    def __init__(self, path: Path, fd: int, *, read_only: bool, file_sync: int, old_layout: bool,
+                 version: int, alignment: int, checksum: DescriptorChecksum | None) -> None:
         self.path = path
         self._fd = fd
         self.read_only = read_only
         self.file_sync = file_sync
-        self._max_entries = max_entries
-        self._next_recording_id = next_recording_id
-        self._valid_count = valid_count
-        self.problems = problems
-        self._damaged_ids: set[int | None] = set()
+        self.old_layout = old_layout
+        self.version = version
+        self.alignment = alignment
+        self.checksum = checksum
+        self.problems: list[CatalogProblem] = []
+        self._frames: dict[int, _Frame] = {}
+        self._end = layout.HEADER_LENGTH  # the next append offset (modern layout)
+        self._walk_stopped = False  # a damaged frame length ended the walk early
+        self._header_next_id = 0
+        self._last_id = -1
+        self._valid_count = 0
         self._lock = threading.Lock()
-        self._index = None if read_only else _ListingIndex(max_entries)
+        self._index = None if read_only else _ListingIndex(1024)
 
     # ---- opening
 
     @classmethod
     def open(cls, archive_dir: str | os.PathLike, *, file_sync: int = 0, read_only: bool = False,
-             max_entries: int = DEFAULT_MAX_ENTRIES) -> "Catalog":
+             capacity: int = DEFAULT_CAPACITY, checksum: DescriptorChecksum | None = None) -> "Catalog":
         """Opens (or, for writing, creates) ``archive_dir/archive.catalog``.
 
-        ``max_entries`` is the initial capacity of a new file; an existing file keeps its size
-        and grows by x2 when full. Problems found in existing entries are logged and listed in
-        ``problems``; such slots are never reported as valid recordings.
+        ``capacity`` is the initial length in bytes of a new file (Aeron's
+        ``aeron.archive.catalog.capacity``, default 1 MiB); an existing file keeps its length and
+        grows by x1.5 when an append does not fit. ``checksum`` is the record checksum, also
+        used for each descriptor's checksum (None: 0). Problems found in existing entries are
+        logged and listed in ``problems``; such entries are never reported as valid recordings.
         """
         if file_sync not in FILE_SYNC_LEVELS:
             raise ValueError(f"file_sync must be one of {FILE_SYNC_LEVELS}, got {file_sync!r}")
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        if not layout.MIN_CAPACITY <= capacity <= layout.MAX_CAPACITY:
+            raise ValueError(f"capacity must be in [{layout.MIN_CAPACITY}, {layout.MAX_CAPACITY}] bytes, "
+                             f"got {capacity}")
         directory = Path(archive_dir)
         path = directory / CATALOG_FILE_NAME
         if read_only:
@@ -222,82 +267,186 @@ class Catalog:
         else:
             if not directory.is_dir():
                 raise CatalogError(f"archive directory {directory} does not exist or is not a directory")
+            if (directory / layout.MIGRATION_JOURNAL_FILE_NAME).exists():
+                raise OldCatalogVersionError(
+                    f"{directory}: an `aeron-archive migrate` was interrupted "
+                    f"({layout.MIGRATION_JOURNAL_FILE_NAME} exists); run `aeron-archive migrate --dir "
+                    f"{directory}` again to finish it")
             created = not path.exists()
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             if created or os.fstat(fd).st_size == 0:
-                _write_new_file(fd, max_entries, file_sync, directory)
+                _write_new_file(fd, capacity, file_sync, directory)
         try:
-            return cls._from_fd(path, fd, read_only=read_only, file_sync=file_sync)
+            return cls._from_fd(path, fd, read_only=read_only, file_sync=file_sync, checksum=checksum)
         except BaseException:
             os.close(fd)
             raise
 
     @classmethod
-    def _from_fd(cls, path: Path, fd: int, *, read_only: bool, file_sync: int) -> "Catalog":
+    def _from_fd(cls, path: Path, fd: int, *, read_only: bool, file_sync: int,
+                 checksum: DescriptorChecksum | None) -> "Catalog":
         size = os.fstat(fd).st_size
-        if size < ENTRY_LENGTH:
-            raise CatalogError(f"{path}: {size} bytes is too short for a catalog header slot "
-                               f"({ENTRY_LENGTH} bytes)")
-        version, entry_length = _CATALOG_HEADER.unpack(os.pread(fd, _CATALOG_HEADER.size, 0))
-        if entry_length != ENTRY_LENGTH:
-            raise CatalogError(
-                f"{path}: entry length {entry_length} is not the 1 KiB slot catalog this archive "
-                f"reads (expected {ENTRY_LENGTH}); variable-length catalogs (Aeron >= 1.32, file "
-                f"version 3.x) are not supported")
-        if version >> 16 != ARCHIVE_FILE_VERSION >> 16:
-            raise CatalogError(
-                f"{path}: catalog file version {_version_text(version)} is not supported; this "
-                f"archive reads and writes {_version_text(ARCHIVE_FILE_VERSION)} (Aeron 1.24-1.31 "
-                f"layout with <recordingId>-<basePosition>.rec segments)")
-        problems: list[CatalogProblem] = []
-        if size % ENTRY_LENGTH:
-            problems.append(CatalogProblem(None, f"file length {size} is not a multiple of "
-                                                 f"{ENTRY_LENGTH}; the partial last slot is ignored"))
+        if size < layout.OLD_HEADER.size:
+            raise CatalogError(f"{path}: {size} bytes is too short for a catalog header")
+        version, header_length = layout.OLD_HEADER.unpack(os.pread(fd, layout.OLD_HEADER.size, 0))
+        if layout.is_old_layout(version, header_length):
             if not read_only:
-                raise CatalogError(f"{path}: file length {size} is not a multiple of {ENTRY_LENGTH}; "
-                                   f"refusing to write to a damaged catalog")
-        max_entries = size // ENTRY_LENGTH - 1
-        catalog = cls(path, fd, read_only=read_only, file_sync=file_sync, max_entries=max_entries,
-                      next_recording_id=0, valid_count=0, problems=problems)
-        catalog._scan()
+                raise OldCatalogVersionError(
+                    f"{path}: catalog file version {layout.version_text(version)} (fixed 1 KiB slots, "
+                    f"Aeron <= 1.31) is not served by this archive, which writes "
+                    f"{layout.version_text(ARCHIVE_FILE_VERSION)} (Aeron >= 1.32); run "
+                    f"`aeron-archive migrate --dir {path.parent}` to upgrade the directory in place")
+            catalog = cls(path, fd, read_only=True, file_sync=file_sync, old_layout=True,
+                          version=version, alignment=layout.OLD_ENTRY_LENGTH, checksum=checksum)
+            catalog._walk_old()
+        else:
+            if version >> 16 != layout.ARCHIVE_FILE_MAJOR:
+                raise CatalogError(
+                    f"{path}: incompatible catalog file version {layout.version_text(version)}; this "
+                    f"archive reads and writes {layout.version_text(ARCHIVE_FILE_VERSION)} and reads "
+                    f"the 1 KiB slot catalogs of versions 0-2.x")
+            if header_length != layout.HEADER_LENGTH or size < layout.HEADER_LENGTH:
+                raise CatalogError(f"{path}: catalog header length {header_length} (file {size} bytes) "
+                                   f"is not {layout.HEADER_LENGTH}")
+            _, _, next_id, alignment = layout.CATALOG_HEADER.unpack(os.pread(fd, layout.HEADER_LENGTH, 0))
+            if alignment <= 0 or alignment & (alignment - 1) or alignment % 32:
+                raise CatalogError(f"{path}: catalog alignment {alignment} is not a power of two >= 32")
+            catalog = cls(path, fd, read_only=read_only, file_sync=file_sync, old_layout=False,
+                          version=version, alignment=alignment, checksum=checksum)
+            catalog._header_next_id = next_id
+            catalog._walk()
+            if not read_only:
+                catalog._check_for_writing()
         for problem in catalog.problems:
             log.warning("%s: %s", path, problem)
         return catalog
 
-    def _scan(self) -> None:
-        """Finds the next id (after the last used slot) and counts valid entries; checks each."""
-        used_ids: list[int] = []
-        for first_id, lengths, valid in self._slot_headers(0, self._max_entries):
-            used_ids.extend((first_id + np.flatnonzero(lengths != 0)).tolist())
-        next_id = used_ids[-1] + 1 if used_ids else 0
-        if len(used_ids) != next_id:
-            holes = sorted(set(range(next_id)) - set(used_ids))
-            self.problems.append(CatalogProblem(
-                None, f"empty slots {_id_list(holes)} below the last used id {next_id - 1}; "
-                      f"new recordings continue after {next_id - 1}"))
-        valid_count = 0
-        for entry_or_problem in self._entries_in(0, next_id, include_problems=True):
-            if isinstance(entry_or_problem, CatalogProblem):
-                self.problems.append(entry_or_problem)
-                self._damaged_ids.add(entry_or_problem.recording_id)
-            else:
-                if self._index is not None:
-                    self._index.store(entry_or_problem.descriptor, entry_or_problem.valid)
-                valid_count += entry_or_problem.valid
-        self._next_recording_id = next_id
-        self._valid_count = valid_count
+    def _check_for_writing(self) -> None:
+        if self._walk_stopped:
+            raise CatalogError(f"{self.path}: the entries end in a damaged frame at offset {self._end}; "
+                               f"refusing to append to a damaged catalog")
+        if self._header_next_id < self._last_id + 1:
+            if self._header_next_id != 0:
+                self.problems.append(CatalogProblem(
+                    None, f"nextRecordingId {self._header_next_id} is below the last id "
+                          f"{self._last_id} + 1; set to {self._last_id + 1}"))
+            self._header_next_id = self._last_id + 1
+            os.pwrite(self._fd, _I64.pack(self._header_next_id), layout.NEXT_RECORDING_ID_OFFSET)
+            self._sync()
+
+    def _walk(self) -> None:
+        """Reads the frames from ``self._end`` to the terminating length 0 (or the end of the file)
+        and indexes them; called on open and, read-only, to pick up frames appended since."""
+        size = os.fstat(self._fd).st_size
+        offset = self._end
+        buffer = b""
+        buffer_at = offset
+        while offset + DESCRIPTOR_HEADER_LENGTH <= size:
+            if offset + DESCRIPTOR_HEADER_LENGTH > buffer_at + len(buffer):
+                buffer_at, buffer = offset, os.pread(self._fd, _WALK_CHUNK, offset)
+            length, state, stored_checksum = layout.DESCRIPTOR_HEADER.unpack_from(buffer, offset - buffer_at)
+            if length == 0:
+                break
+            frame = DESCRIPTOR_HEADER_LENGTH + length
+            if length < 0 or frame % self.alignment or offset + frame > size:
+                self.problems.append(CatalogProblem(
+                    None, f"frame at offset {offset} has length {length}: not a multiple of the "
+                          f"alignment {self.alignment} inside the file; entries after it are not read"))
+                self._walk_stopped = True
+                break
+            if offset + frame > buffer_at + len(buffer):
+                buffer_at, buffer = offset, os.pread(self._fd, max(_WALK_CHUNK, frame), offset)
+            at = offset - buffer_at
+            self._index_frame(memoryview(buffer)[at:at + frame], offset, length, state, stored_checksum)
+            offset += frame
+        self._end = offset
+
+    def _index_frame(self, data: memoryview, offset: int, length: int, state: int, stored_checksum: int,
+                     slot_id: int | None = None) -> None:
+        start = DESCRIPTOR_HEADER_LENGTH
+        recording_id = (_I64.unpack_from(data, start + _RECORDING_ID)[0]
+                        if len(data) >= start + _RECORDING_ID + 8 else slot_id)
+        if slot_id is not None and recording_id != slot_id:
+            self.problems.append(CatalogProblem(slot_id, f"slot holds a descriptor for recording {recording_id}"))
+            return
+        where = slot_id if slot_id is not None else recording_id
+        if state not in layout.STATE_NAMES:
+            self.problems.append(CatalogProblem(where, f"state {state} is none of INVALID 0, VALID 1, DELETED 2"))
+            return
+        try:
+            descriptor, _ = decode_recording_descriptor(data, start, length)
+        except DescriptorDecodingError as error:
+            self.problems.append(CatalogProblem(where, f"at offset {offset}: {error}"))
+            return
+        if recording_id in self._frames:
+            self.problems.append(CatalogProblem(recording_id, f"a second entry at offset {offset}; the first is used"))
+            return
+        self._frames[recording_id] = _Frame(offset, length)
+        self._last_id = max(self._last_id, recording_id)
+        if state == VALID:
+            self._valid_count += 1
+        if self._index is not None:
+            self._index.store(descriptor, state == VALID)
+
+    def _walk_old(self) -> None:
+        """Indexes the used slots of a 1 KiB slot catalog (read-only)."""
+        size = os.fstat(self._fd).st_size
+        slots = size // layout.OLD_ENTRY_LENGTH - 1
+        if size % layout.OLD_ENTRY_LENGTH:
+            self.problems.append(CatalogProblem(None, f"file length {size} is not a multiple of "
+                                                      f"{layout.OLD_ENTRY_LENGTH}; the partial last slot is ignored"))
+        chunk = 4096
+        for first_id in range(0, max(slots, 0), chunk):
+            count = min(chunk, slots - first_id)
+            data = os.pread(self._fd, count * layout.OLD_ENTRY_LENGTH, layout.old_slot_offset(first_id))
+            whole = len(data) // layout.OLD_ENTRY_LENGTH
+            table = np.frombuffer(data, dtype=np.uint8, count=whole * layout.OLD_ENTRY_LENGTH).reshape(
+                whole, layout.OLD_ENTRY_LENGTH)
+            lengths = table[:, :4].copy().view("<i4").reshape(whole)
+            for index in np.flatnonzero(lengths != 0).tolist():
+                recording_id = first_id + index
+                slot = memoryview(data)[index * layout.OLD_ENTRY_LENGTH:(index + 1) * layout.OLD_ENTRY_LENGTH]
+                length, valid = layout.OLD_DESCRIPTOR_HEADER.unpack_from(slot, 0)
+                if not MIN_DESCRIPTOR_LENGTH <= length <= layout.OLD_MAX_BODY_LENGTH:
+                    self.problems.append(CatalogProblem(recording_id, f"descriptor length {length} outside "
+                                                        f"[{MIN_DESCRIPTOR_LENGTH}, {layout.OLD_MAX_BODY_LENGTH}]"))
+                    continue
+                if valid not in (0, 1):
+                    self.problems.append(CatalogProblem(recording_id, f"valid flag {valid} is neither 0 nor 1"))
+                    continue
+                self._index_frame(slot, layout.old_slot_offset(recording_id), length, valid, 0, slot_id=recording_id)
+        self._header_next_id = self._last_id + 1
+        self._end = size
+
+    def _refresh(self) -> None:
+        """Read-only, modern layout: picks up frames another process appended."""
+        if self.read_only and not self.old_layout and not self._walk_stopped:
+            self._walk()
+            self._header_next_id = _I64.unpack(os.pread(self._fd, 8, layout.NEXT_RECORDING_ID_OFFSET))[0]
 
     # ---- reading
 
     @property
     def next_recording_id(self) -> int:
-        return self._next_recording_id
+        """The id the next new recording gets (the header's nextRecordingId)."""
+        if self.read_only:
+            with self._lock:
+                self._refresh()
+        return max(self._header_next_id, self._last_id + 1)
+
+    def capacity(self) -> int:
+        """The file's length in bytes (it grows when an append does not fit)."""
+        return os.fstat(self._fd).st_size
 
     def max_entries(self) -> int:
-        """Slots the file holds now (it grows when they are used up)."""
-        if self.read_only:
-            return os.fstat(self._fd).st_size // ENTRY_LENGTH - 1
-        return self._max_entries
+        """Entries the file holds now plus those of the smallest frame that still fit (the old
+        slot catalog's fixed count; a 3.x catalog's real bound is its byte `capacity`)."""
+        if self.old_layout:
+            return self.capacity() // layout.OLD_ENTRY_LENGTH - 1
+        with self._lock:
+            self._refresh()
+            smallest = layout.frame_length(MIN_DESCRIPTOR_LENGTH, self.alignment)
+            return len(self._frames) + max(0, self.capacity() - self._end) // smallest
 
     def count_entries(self) -> int:
         """Number of valid recordings."""
@@ -306,40 +455,85 @@ class Catalog:
         return self._valid_count
 
     def descriptor(self, recording_id: int) -> RecordingDescriptor | None:
-        """The descriptor of a valid recording; None for unknown, invalid or damaged entries."""
+        """The descriptor of a valid recording; None for unknown, invalid, deleted or damaged entries."""
         entry = self.entry(recording_id)
         return entry.descriptor if entry is not None and entry.valid else None
 
+    def _frame(self, recording_id: int) -> _Frame | None:
+        frame = self._frames.get(recording_id)
+        if frame is None and self.read_only and recording_id >= 0:
+            with self._lock:
+                self._refresh()
+            frame = self._frames.get(recording_id)
+        return frame
+
     def entry(self, recording_id: int) -> CatalogEntry | None:
-        """The slot's content whether valid or not; None for empty or damaged slots."""
-        if recording_id < 0:
+        """The entry whatever its state; None for unknown or damaged entries."""
+        frame = self._frame(recording_id)
+        if frame is None:
             return None
-        slot = os.pread(self._fd, ENTRY_LENGTH, _slot_offset(recording_id))
-        if len(slot) < ENTRY_LENGTH:
+        data = os.pread(self._fd, DESCRIPTOR_HEADER_LENGTH + frame.descriptor_length, frame.offset)
+        return self._decode_entry(memoryview(data), recording_id)
+
+    def _decode_entry(self, data: memoryview, recording_id: int) -> CatalogEntry | None:
+        if self.old_layout:
+            length, state = layout.OLD_DESCRIPTOR_HEADER.unpack_from(data, 0)
+            stored_checksum = 0
+        else:
+            length, state, stored_checksum = layout.DESCRIPTOR_HEADER.unpack_from(data, 0)
+        if length <= 0 or state not in layout.STATE_NAMES:
             return None
-        result = _decode_slot(slot, recording_id)
-        return result if isinstance(result, CatalogEntry) else None
+        try:
+            descriptor, _ = decode_recording_descriptor(data, DESCRIPTOR_HEADER_LENGTH, length)
+        except DescriptorDecodingError:
+            return None
+        if descriptor.recording_id != recording_id:
+            return None
+        return CatalogEntry(descriptor, state == VALID, state, stored_checksum)
 
     def stored_bodies(self, recording_ids: list[int]) -> list[tuple[int, memoryview]]:
         """(id, stored descriptor body) of each of ``recording_ids`` (ascending) that is valid and
-        well formed, as `descriptor` would decode it, but not decoded: a listing sends these bytes
-        as they are. Slots next to each other are read with one pread."""
+        well formed, as `descriptor` would decode it, but not decoded (and without the frame's
+        padding): a listing sends these bytes as they are. Frames next to each other in the file
+        are read with one pread."""
         found: list[tuple[int, memoryview]] = []
-        next_index = 0
-        for first, last in _dense_runs(recording_ids):
-            data = memoryview(os.pread(self._fd, (last - first + 1) * ENTRY_LENGTH, _slot_offset(first)))
-            while next_index < len(recording_ids) and recording_ids[next_index] <= last:
-                recording_id = recording_ids[next_index]
-                next_index += 1
-                at = (recording_id - first) * ENTRY_LENGTH
-                if at + ENTRY_LENGTH > len(data):
-                    continue  # past the end of the file
-                length, valid = _DESCRIPTOR_HEADER.unpack_from(data, at)
-                if valid != 1 or not MIN_DESCRIPTOR_LENGTH <= length <= MAX_DESCRIPTOR_LENGTH:
+        frames = [(recording_id, self._frame(recording_id)) for recording_id in recording_ids]
+        frames = [(recording_id, frame) for recording_id, frame in frames if frame is not None]
+        run: list[tuple[int, _Frame]] = []
+
+        def flush() -> None:
+            if not run:
+                return
+            first = run[0][1].offset
+            last = run[-1][1]
+            data = memoryview(os.pread(self._fd, last.offset + DESCRIPTOR_HEADER_LENGTH + last.descriptor_length - first,
+                                       first))
+            for recording_id, frame in run:
+                at = frame.offset - first
+                header = data[at:at + DESCRIPTOR_HEADER_LENGTH]
+                if len(header) < DESCRIPTOR_HEADER_LENGTH:
                     continue
-                body = data[at + DESCRIPTOR_HEADER_LENGTH:at + DESCRIPTOR_HEADER_LENGTH + length]
-                if descriptor_body.stored_body_length(body, recording_id) is not None:
-                    found.append((recording_id, body))
+                if self.old_layout:
+                    length, state = layout.OLD_DESCRIPTOR_HEADER.unpack_from(header, 0)
+                else:
+                    length, state, _ = layout.DESCRIPTOR_HEADER.unpack_from(header, 0)
+                if state != VALID or length <= 0:
+                    continue
+                area = data[at + DESCRIPTOR_HEADER_LENGTH:at + DESCRIPTOR_HEADER_LENGTH + length]
+                used = descriptor_body.used_body_length(area, recording_id)
+                if used is not None and (not self.old_layout or used == length):
+                    found.append((recording_id, area[:used]))
+            run.clear()
+
+        gap_limit = 8 * 1024
+        for recording_id, frame in frames:
+            if run:
+                previous = run[-1][1]
+                previous_end = previous.offset + DESCRIPTOR_HEADER_LENGTH + previous.descriptor_length
+                if not 0 <= frame.offset - previous_end <= gap_limit:
+                    flush()
+            run.append((recording_id, frame))
+        flush()
         return found
 
     def listable_ids(self, from_recording_id: int, end: int | None = None,
@@ -354,6 +548,7 @@ class Catalog:
             return np.array([d.recording_id for d in self.descriptors(start)
                              if d.recording_id < stop and (stream_id is None or d.stream_id == stream_id)],
                             dtype=np.int64)
+        self._index.ensure(stop - 1)
         wanted = self._index.listable[start:stop]
         if stream_id is not None:
             wanted = wanted & (self._index.stream_ids[start:stop] == stream_id)
@@ -363,7 +558,8 @@ class Catalog:
         """Valid recordings with stop position -1 (being recorded, or left so by a crash)."""
         if self._index is None:
             return [d.recording_id for d in self.descriptors() if d.is_active]
-        end = self._next_recording_id
+        end = self.next_recording_id
+        self._index.ensure(end)
         return (np.flatnonzero(self._index.active[:end] & self._index.listable[:end])).tolist()
 
     def descriptors(self, from_recording_id: int = 0,
@@ -381,35 +577,19 @@ class Catalog:
         return self.descriptors()
 
     def entries(self, from_recording_id: int = 0) -> Iterator[CatalogEntry]:
-        """Every used, readable slot (valid or invalid) in id order."""
-        end = self.max_entries() if self.read_only else self._next_recording_id
-        for item in self._entries_in(max(0, from_recording_id), end, include_problems=False):
-            yield item  # type: ignore[misc]
+        """Every readable entry (any state: valid, invalid, deleted) in id order."""
+        with self._lock:
+            self._refresh()
+            ids = sorted(recording_id for recording_id in self._frames if recording_id >= from_recording_id)
+        for recording_id in ids:
+            entry = self.entry(recording_id)
+            if entry is not None:
+                yield entry
 
-    def _entries_in(self, start: int, end: int, *, include_problems: bool):
-        chunk = 256
-        for first_id in range(start, end, chunk):
-            count = min(chunk, end - first_id)
-            data = os.pread(self._fd, count * ENTRY_LENGTH, _slot_offset(first_id))
-            for index in range(len(data) // ENTRY_LENGTH):
-                recording_id = first_id + index
-                slot = memoryview(data)[index * ENTRY_LENGTH:(index + 1) * ENTRY_LENGTH]
-                if _I32.unpack_from(slot, 0)[0] == 0:
-                    continue
-                result = _decode_slot(slot, recording_id)
-                if isinstance(result, CatalogEntry) or include_problems:
-                    yield result
-
-    def _slot_headers(self, start: int, end: int):
-        """(first id, lengths, valid flags) per chunk of slots, read in bulk with numpy."""
-        chunk = 4096
-        for first_id in range(start, end, chunk):
-            count = min(chunk, end - first_id)
-            data = os.pread(self._fd, count * ENTRY_LENGTH, _slot_offset(first_id))
-            whole = len(data) // ENTRY_LENGTH
-            slots = np.frombuffer(data, dtype=np.uint8, count=whole * ENTRY_LENGTH).reshape(whole, ENTRY_LENGTH)
-            lengths = slots[:, :4].copy().view("<i4").reshape(whole)
-            yield first_id, lengths, slots[:, 4]
+    def frame_offset(self, recording_id: int) -> int | None:
+        """The file offset of the entry's frame (tests, tools)."""
+        frame = self._frame(recording_id)
+        return None if frame is None else frame.offset
 
     # ---- writing
 
@@ -418,7 +598,7 @@ class Catalog:
                       stripped_channel: str, original_channel: str, source_identity: str,
                       start_timestamp: int | None = None, stop_timestamp: int = NULL_TIMESTAMP,
                       stop_position: int = NULL_POSITION) -> int:
-        """Stores a new valid recording in the next free slot and returns its id.
+        """Appends a new valid recording and returns its id.
 
         Defaults are those of a new recording (Aeron's Catalog.addNewRecording): start timestamp now,
         stop timestamp and stop position -1. Replicated recordings pass their own timestamps and
@@ -432,7 +612,7 @@ class Catalog:
             if stop_position < start_position:
                 raise ValueError(f"stop position {stop_position} is below start position {start_position}")
         with self._lock:
-            recording_id = self._next_recording_id
+            recording_id = self.next_recording_id
             descriptor = RecordingDescriptor(
                 recording_id=recording_id,
                 start_timestamp=_now_ms() if start_timestamp is None else start_timestamp,
@@ -444,25 +624,34 @@ class Catalog:
                 source_identity=fit_source_identity(stripped_channel, original_channel, source_identity),
                 control_session_id=0, correlation_id=0)
             body = encode_recording_descriptor(descriptor)
-            if recording_id >= self._max_entries:
-                self._grow()
-            offset = _slot_offset(recording_id)
-            # The body goes first and the length last: a slot with length 0 is empty, so a crash
-            # in between leaves no half-written entry.
+            length = layout.frame_length(len(body), self.alignment)
+            padded = body + bytes(length - DESCRIPTOR_HEADER_LENGTH - len(body))
+            offset = self._end
+            # Order: the header's nextRecordingId first (an id handed out but never used is
+            # harmless; one used but not yet in the header would make Java refuse the file), then
+            # the body with 32 zero bytes after it (the terminator stays 0 even over the bytes of an
+            # append a crash cut short), the frame header (length) last: until then the frame is
+            # not there.
             try:
                 fault_point("catalog-add")
-                os.pwrite(self._fd, body, offset + DESCRIPTOR_HEADER_LENGTH)
-                os.pwrite(self._fd, _DESCRIPTOR_HEADER.pack(len(body), 1), offset)
+                self._ensure_capacity(offset + length + DESCRIPTOR_HEADER_LENGTH)
+                os.pwrite(self._fd, _I64.pack(recording_id + 1), layout.NEXT_RECORDING_ID_OFFSET)
+                os.pwrite(self._fd, padded + bytes(DESCRIPTOR_HEADER_LENGTH), offset + DESCRIPTOR_HEADER_LENGTH)
+                os.pwrite(self._fd, layout.DESCRIPTOR_HEADER.pack(
+                    length - DESCRIPTOR_HEADER_LENGTH, VALID, self._checksum_of(padded)), offset)
                 self._sync()
             except OSError:
-                # ENOSPC or EIO: leave the slot empty so that no entry exists that the caller was
-                # told failed (best effort: if even this write fails, the header never got written).
+                # ENOSPC or EIO: leave no entry that the caller was told failed (best effort).
                 try:
-                    os.pwrite(self._fd, _DESCRIPTOR_HEADER.pack(0, 0), offset)
+                    os.pwrite(self._fd, bytes(DESCRIPTOR_HEADER_LENGTH), offset)
+                    os.pwrite(self._fd, _I64.pack(recording_id), layout.NEXT_RECORDING_ID_OFFSET)
                 except OSError:
                     pass
                 raise
-            self._next_recording_id = recording_id + 1
+            self._frames[recording_id] = _Frame(offset, length - DESCRIPTOR_HEADER_LENGTH)
+            self._end = offset + length
+            self._header_next_id = recording_id + 1
+            self._last_id = recording_id
             self._valid_count += 1
             self._index.store(descriptor, True)
             return recording_id
@@ -492,54 +681,77 @@ class Catalog:
             (_STOP_POSITION, NULL_POSITION)))
 
     def invalidate(self, recording_id: int) -> None:
-        """Marks a valid recording invalid (purge); the slot keeps its id and bytes."""
-        self._set_valid(recording_id, False)
+        """VALID -> INVALID (verify, ArchiveTool mark-invalid); the entry keeps its id and bytes."""
+        self._set_state(recording_id, INVALID, (VALID,))
+
+    def delete(self, recording_id: int) -> None:
+        """VALID or INVALID -> DELETED (purge); the frame stays in the file."""
+        self._set_state(recording_id, DELETED, (VALID, INVALID))
 
     def mark_valid(self, recording_id: int) -> None:
-        """Marks an invalid (but readable) recording valid again (archive tool, verify)."""
-        self._set_valid(recording_id, True)
+        """INVALID -> VALID (archive tool, verify)."""
+        self._set_state(recording_id, VALID, (INVALID,))
 
-    def _set_valid(self, recording_id: int, valid: bool) -> None:
-        self._require_writable("change a recording's valid flag")
+    def _set_state(self, recording_id: int, state: int, allowed_from: tuple[int, ...]) -> None:
+        self._require_writable("change a recording's state")
         with self._lock:
             entry = self.entry(recording_id)
             if entry is None:
                 raise UnknownRecordingError(recording_id, "no readable entry with this id")
-            if entry.valid == valid:
-                state = "valid" if valid else "invalid"
-                raise CatalogError(f"recording {recording_id} is already {state}")
-            os.pwrite(self._fd, bytes([1 if valid else 0]), _slot_offset(recording_id) + 4)
+            if entry.state not in allowed_from:
+                raise CatalogError(f"recording {recording_id} is {entry.state_name}; cannot make it "
+                                   f"{layout.STATE_NAMES[state]}")
+            os.pwrite(self._fd, _I32.pack(state), self._frames[recording_id].offset + layout.STATE_OFFSET)
             self._sync()
-            self._valid_count += 1 if valid else -1
-            self._index.store(entry.descriptor, valid)
+            self._valid_count += (state == VALID) - entry.valid
+            self._index.store(entry.descriptor, state == VALID)
 
     def _update_fields(self, recording_id: int, fields: tuple[tuple[int, int], ...]) -> None:
         self._require_writable("update a recording")
         with self._lock:
-            # Only the slot header is read: damaged slots were found when the file was opened.
-            if not self._is_valid_slot(recording_id):
+            frame = self._frames.get(recording_id)
+            if frame is None or not self._index.listable[recording_id]:
                 raise UnknownRecordingError(recording_id)
-            base = _slot_offset(recording_id) + DESCRIPTOR_HEADER_LENGTH
+            base = frame.offset + DESCRIPTOR_HEADER_LENGTH
             for field_offset, value in fields:
                 packer = _I32 if field_offset == _SESSION_ID else _I64
                 os.pwrite(self._fd, packer.pack(value), base + field_offset)
                 if field_offset == _STOP_POSITION:
                     self._index.active[recording_id] = value == NULL_POSITION
+            if self.checksum is not None:
+                self._write_checksum(frame)
             self._sync()
 
-    def _is_valid_slot(self, recording_id: int) -> bool:
-        if not 0 <= recording_id < self._next_recording_id or recording_id in self._damaged_ids:
-            return False
-        header = os.pread(self._fd, _DESCRIPTOR_HEADER.size, _slot_offset(recording_id))
-        length, valid = _DESCRIPTOR_HEADER.unpack(header)
-        return length != 0 and valid == 1
+    def restamp_checksums(self) -> int:
+        """Recomputes every entry's descriptor checksum with `checksum` (0 without one), as
+        ArchiveTool ``checksum`` does; returns the number of entries."""
+        self._require_writable("store descriptor checksums")
+        with self._lock:
+            for frame in self._frames.values():
+                self._write_checksum(frame)
+            self._sync()
+            return len(self._frames)
 
-    def _grow(self) -> None:
-        new_max = max(self._max_entries * GROWTH_FACTOR, self._max_entries + 1)
-        os.ftruncate(self._fd, (new_max + 1) * ENTRY_LENGTH)
-        log.info("%s: grown from %d to %d entries", self.path, self._max_entries, new_max)
-        self._max_entries = new_max
-        self._index.grow(new_max)
+    def _write_checksum(self, frame: _Frame) -> None:
+        descriptor_bytes = os.pread(self._fd, frame.descriptor_length, frame.offset + DESCRIPTOR_HEADER_LENGTH)
+        os.pwrite(self._fd, _I32.pack(self._checksum_of(descriptor_bytes)), frame.offset + layout.CHECKSUM_OFFSET)
+
+    def _checksum_of(self, descriptor_bytes: bytes) -> int:
+        return 0 if self.checksum is None else self.checksum.compute(descriptor_bytes)
+
+    def _ensure_capacity(self, needed: int) -> None:
+        size = os.fstat(self._fd).st_size
+        if needed <= size:
+            return
+        new_size = max(size, layout.MIN_CAPACITY)
+        while new_size < needed:
+            new_size = new_size * layout.GROWTH_NUMERATOR // layout.GROWTH_DENOMINATOR
+        if new_size > layout.MAX_CAPACITY:
+            if needed > layout.MAX_CAPACITY:
+                raise CatalogError(f"{self.path}: the catalog cannot grow past {layout.MAX_CAPACITY} bytes")
+            new_size = layout.MAX_CAPACITY
+        os.ftruncate(self._fd, new_size)
+        log.info("%s: grown from %d to %d bytes", self.path, size, new_size)
 
     def _sync(self) -> None:
         if self.file_sync == 1:
@@ -574,57 +786,20 @@ class Catalog:
         self.close()
 
 
-def _write_new_file(fd: int, max_entries: int, file_sync: int, directory: Path) -> None:
-    os.ftruncate(fd, (max_entries + 1) * ENTRY_LENGTH)  # sparse, like Aeron's setLength
-    os.pwrite(fd, _CATALOG_HEADER.pack(ARCHIVE_FILE_VERSION, ENTRY_LENGTH), 0)
+def _write_new_file(fd: int, capacity: int, file_sync: int, directory: Path) -> None:
+    os.ftruncate(fd, capacity)  # sparse, like Aeron's mapping of a new catalog
+    os.pwrite(fd, layout.encode_catalog_header(0), 0)
     if file_sync:
         os.fsync(fd)
-        _sync_directory(directory)
+        sync_directory(directory)
 
 
-def _sync_directory(directory: Path) -> None:
+def sync_directory(directory: Path) -> None:
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-
-
-def _decode_slot(slot: bytes | memoryview, recording_id: int) -> CatalogEntry | CatalogProblem | None:
-    length, valid = _DESCRIPTOR_HEADER.unpack_from(slot, 0)
-    if length == 0:
-        return None
-    if not MIN_DESCRIPTOR_LENGTH <= length <= MAX_DESCRIPTOR_LENGTH:
-        return CatalogProblem(recording_id, f"descriptor length {length} outside "
-                                            f"[{MIN_DESCRIPTOR_LENGTH}, {MAX_DESCRIPTOR_LENGTH}]")
-    if valid not in (0, 1):
-        return CatalogProblem(recording_id, f"valid flag {valid} is neither 0 nor 1")
-    try:
-        descriptor, used = decode_recording_descriptor(slot, DESCRIPTOR_HEADER_LENGTH, length)
-    except DescriptorDecodingError as error:
-        return CatalogProblem(recording_id, str(error))
-    if used != length:
-        return CatalogProblem(recording_id, f"descriptor uses {used} bytes but its header says {length}")
-    if descriptor.recording_id != recording_id:
-        return CatalogProblem(recording_id, f"slot holds a descriptor for recording "
-                                            f"{descriptor.recording_id}")
-    return CatalogEntry(descriptor, valid == 1)
-
-
-def _dense_runs(recording_ids: list[int], max_gap: int = 8) -> list[tuple[int, int]]:
-    """(first, last) spans covering ascending ``recording_ids``, split where ids are more than
-    ``max_gap`` apart (reading the slots between would cost more than another pread)."""
-    runs: list[tuple[int, int]] = []
-    for recording_id in recording_ids:
-        if runs and recording_id - runs[-1][1] <= max_gap:
-            runs[-1] = (runs[-1][0], recording_id)
-        else:
-            runs.append((recording_id, recording_id))
-    return runs
-
-
-def _slot_offset(recording_id: int) -> int:
-    return (recording_id + 1) * ENTRY_LENGTH
 
 
 def _check_lengths(term_length: int, segment_length: int, mtu_length: int) -> None:
@@ -648,14 +823,6 @@ def _is_power_of_two(value: int) -> bool:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _version_text(version: int) -> str:
-    return f"{version >> 16}.{(version >> 8) & 0xFF}.{version & 0xFF}"
-
-
-def _id_list(ids: list[int]) -> str:
-    return ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
 
 
 # --------------------------------------------------------------------------- opening an archive
@@ -685,7 +852,7 @@ class ArchiveOpenReport:
 
 
 def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0,
-                           max_entries: int = DEFAULT_MAX_ENTRIES, checksum=None,
+                           capacity: int = DEFAULT_CAPACITY, checksum: DescriptorChecksum | None = None,
                            on_unverified_straddle: str = "exclude",
                            now_ms: int | None = None) -> tuple[Catalog, ArchiveOpenReport]:
     """Opens the catalog for writing and repairs recordings a crash left active.
@@ -700,7 +867,7 @@ def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0
 
     directory = Path(archive_dir)
     created = not (directory / CATALOG_FILE_NAME).exists()
-    catalog = Catalog.open(directory, file_sync=file_sync, max_entries=max_entries)
+    catalog = Catalog.open(directory, file_sync=file_sync, capacity=capacity, checksum=checksum)
     try:
         now = _now_ms() if now_ms is None else now_ms
         reports = []

@@ -15,10 +15,14 @@ Points (each fires at its first hit only):
   stop in the segment holding it are still there.
 * ``truncate-cut``: between the two ``ftruncate`` calls that zero the holding segment (it is short).
 * ``purge-staged``: every segment renamed ``.rec.del``; the recording is still valid.
-* ``purge-committed``: the recording is invalid; its ``.del`` files are not deleted yet.
+* ``purge-committed``: the recording is DELETED in the catalog; its ``.del`` files are not deleted yet.
 * ``segment-renamed``: one segment of a delete (delete detached, truncate, purge) is ``.rec.del``.
 * ``catalog-add``: a new recording's descriptor is about to be written to the catalog (after
   StartRecording was answered OK, when the first image arrives).
+* ``migrate-journaled`` / ``migrate-linked`` / ``migrate-committed`` / ``migrate-unlinked`` /
+  ``migrate-marked``: `aeron-archive migrate` after each of its steps (`migration`): the journal
+  is written; new segment names are hard-linked; the new catalog is renamed into place (the
+  commit point); the old names are unlinked; the mark file is rewritten (the journal remains).
 
 Unset (production) each point costs one environment lookup. Used by
 ``tests/integration/test_storage_crash_safety.py``; restart repair is `recovery.repair_archive`.
@@ -34,7 +38,8 @@ from pathlib import Path
 
 ENV_VAR = "AERON_ARCHIVE_STORAGE_FAULT"
 POINTS = ("truncate-staged", "truncate-committed", "truncate-cut", "purge-staged", "purge-committed",
-          "segment-renamed", "catalog-add")
+          "segment-renamed", "catalog-add", "migrate-journaled", "migrate-linked", "migrate-committed",
+          "migrate-unlinked", "migrate-marked")
 POLL_S = 0.02
 _fired: set[str] = set()
 

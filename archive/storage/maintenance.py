@@ -157,12 +157,12 @@ def truncate_recording(catalog: Catalog, archive_dir: str | os.PathLike, recordi
 
 def purge_recording(catalog: Catalog, archive_dir: str | os.PathLike,
                     recording_id: int) -> MaintenanceResult:
-    """Invalidates a stopped recording's descriptor and deletes all its segment files."""
+    """Marks a stopped recording's entry DELETED and deletes all its segment files."""
     d = _stopped_recording(catalog, recording_id, "purge")
     deleted = [f.path for f in segment.list_segment_files(archive_dir, recording_id)]
     staged = [segment.stage_delete(path) for path in deleted]
     fault_point("purge-staged")
-    catalog.invalidate(recording_id)
+    catalog.delete(recording_id)
     fault_point("purge-committed")
     for path in staged:
         path.unlink(missing_ok=True)

@@ -1,7 +1,7 @@
 """`archive-mark.dat` on disk: one archive per directory, its liveness, and where to find it.
 
-The header layout (Aeron 1.24-1.46, and the 1.47+ variant readers accept) is described and
-decoded in ``aeron_spark.archive.codecs.mark_file_layout``.
+The header layout (Aeron 1.47+, version 3.1.0, written; the 1.24-1.46 and <= 1.23 layouts read)
+is described and decoded in ``aeron_spark.archive.codecs.mark_file_layout``.
 
 Besides the liveness timestamp, the owning archive holds an exclusive ``flock`` on the file for
 its lifetime, so two archives starting at the same moment cannot both win.
@@ -22,7 +22,6 @@ from pathlib import Path
 from aeron_spark.archive.codecs.mark_file_layout import (  # re-exported: the mark file's one import point for storage users
     MARK_FILE_NAME,
     HEADER_LENGTH,
-    STRINGS_OFFSET,
     DEFAULT_ERROR_BUFFER_LENGTH,
     MIN_ERROR_BUFFER_LENGTH,
     PAGE_SIZE,
@@ -32,10 +31,13 @@ from aeron_spark.archive.codecs.mark_file_layout import (  # re-exported: the ma
     BLOCK,
     ACTIVITY_OFFSET,
     U32,
-    SBE_HEADER,
     MODERN_BLOCK_OFFSET,
     ERROR_RECORD,
     ERROR_RECORD_ALIGNMENT,
+    ERROR_LOG_OFFSET,
+    MODERN_SBE_HEADER,
+    VERSION_OFFSET,
+    WRITTEN_STRINGS_OFFSET,
     MarkFileError,
     ArchiveRunningError,
     ArchiveMarkInfo,
@@ -47,7 +49,7 @@ from aeron_spark.archive.codecs.mark_file_layout import (  # re-exported: the ma
     align,
     epoch_ms,
 )
-from aeron_spark.archive.storage.catalog import ARCHIVE_FILE_VERSION
+from aeron_spark.archive.codecs.catalog_layout import ARCHIVE_FILE_VERSION, version_text
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ def read_error_log(archive_dir: str | os.PathLike) -> list[ErrorObservation]:
     info = read_mark_file(archive_dir)
     if info.header_length <= 0 or info.error_buffer_length <= 0:
         return []
-    start = block_offset(_read_prefix(info.path)) + info.header_length
+    start = _error_log_offset(info)
     with open(info.path, "rb") as f:
         f.seek(start)
         return decode_error_log(f.read(info.error_buffer_length))
@@ -83,9 +85,9 @@ def running_archive(archive_dir: str | os.PathLike, now_ms: int | None = None) -
     return info if info.is_live(now_ms) else None
 
 
-def _read_prefix(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(SBE_HEADER.size)
+def _error_log_offset(info: ArchiveMarkInfo) -> int:
+    """The error log starts at the header length, counted from the start of the file (1.24+)."""
+    return info.header_length if info.header_length > 0 else ERROR_LOG_OFFSET
 
 
 # --------------------------------------------------------------------------- the owning archive
@@ -134,9 +136,9 @@ class ArchiveMarkFile:
             block = BLOCK.pack(0, now, now, os.getpid() if pid is None else pid, control_stream_id,
                                 local_control_stream_id, events_stream_id, HEADER_LENGTH,
                                 error_buffer_length, archive_id)
-            os.pwrite(fd, block, 0)
-            os.pwrite(fd, strings, STRINGS_OFFSET)
-            os.pwrite(fd, struct.pack("<i", ARCHIVE_FILE_VERSION), 0)  # last: the "ready" signal
+            os.pwrite(fd, MODERN_SBE_HEADER + block, 0)
+            os.pwrite(fd, strings, WRITTEN_STRINGS_OFFSET)
+            os.pwrite(fd, struct.pack("<i", ARCHIVE_FILE_VERSION), VERSION_OFFSET)  # last: "ready"
         except BaseException:
             os.close(fd)  # also drops the lock
             raise
@@ -177,7 +179,7 @@ class ArchiveMarkFile:
 
     def info(self) -> ArchiveMarkInfo:
         self._require_open()
-        return decode_mark_file(os.pread(self._fd, HEADER_LENGTH, 0), self.path)
+        return decode_mark_file(os.pread(self._fd, HEADER_LENGTH + MODERN_BLOCK_OFFSET, 0), self.path)
 
     def close(self, *, clean: bool = True) -> None:
         """Releases the directory; ``clean`` marks the archive as shut down (activity -1)."""
@@ -206,6 +208,44 @@ class ArchiveMarkFile:
     def _require_open(self) -> None:
         if self._fd < 0:
             raise MarkFileError(f"{self.path} is closed")
+
+
+def rewrite_as_current(archive_dir: str | os.PathLike) -> bool:
+    """Rewrites a not-running archive's older mark file (1.24-1.46 or <= 1.23 layout, or another
+    version) in place in the 1.47+ layout stamped with this version, "terminated", keeping its
+    fields and error log; for `migrate`, which holds `maintenance_lock`. Returns whether it did."""
+    path = Path(archive_dir) / MARK_FILE_NAME
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        data = os.pread(fd, HEADER_LENGTH + MODERN_BLOCK_OFFSET, 0)
+        info = decode_mark_file(data, path)
+        if block_offset(data) == MODERN_BLOCK_OFFSET and info.version == ARCHIVE_FILE_VERSION:
+            return False
+        had_error_log = info.header_length == HEADER_LENGTH and info.error_buffer_length >= MIN_ERROR_BUFFER_LENGTH
+        error_buffer_length = info.error_buffer_length if had_error_log else DEFAULT_ERROR_BUFFER_LENGTH
+        strings = _encode_strings({
+            "control_channel": info.control_channel, "local_control_channel": info.local_control_channel,
+            "events_channel": info.events_channel, "aeron_directory": info.aeron_directory})
+        header = bytearray(HEADER_LENGTH)
+        header[0:MODERN_BLOCK_OFFSET] = MODERN_SBE_HEADER
+        BLOCK.pack_into(header, MODERN_BLOCK_OFFSET, 0, NULL_TIMESTAMP, info.start_timestamp, info.pid,
+                        info.control_stream_id, info.local_control_stream_id, info.events_stream_id,
+                        HEADER_LENGTH, error_buffer_length, info.archive_id if had_error_log else -1)
+        header[WRITTEN_STRINGS_OFFSET:WRITTEN_STRINGS_OFFSET + len(strings)] = strings
+        os.pwrite(fd, bytes(header), 0)
+        length = align(HEADER_LENGTH + error_buffer_length, PAGE_SIZE)
+        if not had_error_log:
+            os.ftruncate(fd, HEADER_LENGTH)  # whatever followed the old header is not an error log
+        os.ftruncate(fd, max(length, os.fstat(fd).st_size))
+        os.pwrite(fd, struct.pack("<i", ARCHIVE_FILE_VERSION), VERSION_OFFSET)  # last: "ready"
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    log.info("%s: mark file of version %s rewritten as %s (1.47+ layout)", path, info.version_text,
+             version_text(ARCHIVE_FILE_VERSION))
+    return True
 
 
 @contextmanager
@@ -270,8 +310,7 @@ def _check_previous_owner(fd: int, path: Path, now: int) -> None:
 def _save_error_log(fd: int, path: Path, info: ArchiveMarkInfo, now: int) -> None:
     if info.header_length <= 0 or info.error_buffer_length <= 0:
         return
-    base = block_offset(os.pread(fd, SBE_HEADER.size, 0))
-    observations = decode_error_log(os.pread(fd, info.error_buffer_length, base + info.header_length))
+    observations = decode_error_log(os.pread(fd, info.error_buffer_length, _error_log_offset(info)))
     if not observations:
         return
     stamp = datetime.datetime.fromtimestamp(now / 1000, datetime.UTC).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
@@ -299,7 +338,7 @@ def _encode_strings(fields: dict[str, str]) -> bytes:
             raise ValueError(f"{name} must be ASCII, got {text!r}") from None
         parts += [U32.pack(len(raw)), raw]
     encoded = b"".join(parts)
-    if STRINGS_OFFSET + len(encoded) > HEADER_LENGTH:
+    if WRITTEN_STRINGS_OFFSET + len(encoded) > HEADER_LENGTH:
         raise ValueError(f"channels and aeron directory take {len(encoded)} bytes; the mark file "
-                         f"header has room for {HEADER_LENGTH - STRINGS_OFFSET}")
+                         f"header has room for {HEADER_LENGTH - WRITTEN_STRINGS_OFFSET}")
     return encoded

@@ -15,8 +15,8 @@ CLI_DIR = Path(cli.__file__).parent
 
 
 def test_the_table_holds_every_command():
-    assert set(cli.COMMANDS) == {"describe", "count-entries", "max-entries", "pid", "dump", "verify",
-                                 "checksum", "serve", "recordings", "replay", "stat"}
+    assert set(cli.COMMANDS) == {"describe", "count-entries", "max-entries", "capacity", "pid", "dump", "verify",
+                                 "checksum", "migrate", "serve", "recordings", "replay", "stat"}
 
 
 @pytest.mark.parametrize("name", sorted(cli.COMMANDS))

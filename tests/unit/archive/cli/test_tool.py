@@ -107,7 +107,8 @@ def test_describe_all_one_and_json(archive):
 
 def test_counts_and_pid(archive):
     assert run("count-entries", "--dir", str(archive))[:2] == (0, "2\n")
-    assert run("max-entries", "--dir", str(archive))[:2] == (0, "8192\n")
+    assert run("max-entries", "--dir", str(archive))[:2] == (0, "8190\n")  # 2 entries + 128-byte frames in 1 MiB
+    assert run("capacity", "--dir", str(archive))[:2] == (0, "1048576\n")
     with ArchiveMarkFile.create(archive, **MARK_SETTINGS):
         code, out, _ = run("pid", "--dir", str(archive))
         assert code == 0 and int(out) > 0

@@ -36,12 +36,15 @@ def test_layout_byte_by_byte(tmp_path):
     with ArchiveMarkFile.create(tmp_path, error_buffer_length=64 * 1024, now_ms=1_000, **SETTINGS):
         data = (tmp_path / MARK_FILE_NAME).read_bytes()
     assert len(data) == HEADER_LENGTH + 64 * 1024
-    assert struct.unpack_from("<i", data, 0)[0] == ARCHIVE_FILE_VERSION == 131328
-    assert struct.unpack_from("<qqq", data, 8) == (1_000, 1_000, os.getpid())
-    assert struct.unpack_from("<iiiii", data, 32) == (10, 11, 30, 8192, 64 * 1024)
-    assert struct.unpack_from("<q", data, 56)[0] == 0x1122334455
-    assert data[64:128] == bytes(64)
-    cursor = 128
+    # Aeron 1.47+: SBE message header {blockLength 128, templateId 200, schemaId 100, version 2}
+    assert struct.unpack_from("<HHHH", data, 0) == (128, 200, 100, 2)
+    assert struct.unpack_from("<i", data, 8)[0] == ARCHIVE_FILE_VERSION == 196864  # 3.1.0
+    assert data[12:16] == bytes(4)
+    assert struct.unpack_from("<qqq", data, 16) == (1_000, 1_000, os.getpid())
+    assert struct.unpack_from("<iiiii", data, 40) == (10, 11, 30, 8192, 64 * 1024)
+    assert struct.unpack_from("<q", data, 64)[0] == 0x1122334455
+    assert data[72:136] == bytes(64)
+    cursor = 136
     for expected in (SETTINGS["control_channel"], "aeron:ipc", SETTINGS["events_channel"],
                      "/dev/shm/aeron-test"):
         (size,) = struct.unpack_from("<I", data, cursor)
@@ -59,7 +62,7 @@ def test_reader_sees_everything_and_liveness(tmp_path):
         assert (info.control_channel, info.control_stream_id) == (SETTINGS["control_channel"], 10)
         assert (info.local_control_channel, info.local_control_stream_id) == ("aeron:ipc", 11)
         assert (info.events_channel, info.events_stream_id) == (SETTINGS["events_channel"], 30)
-        assert info.aeron_directory == "/dev/shm/aeron-test" and info.version_text == "2.1.0"
+        assert info.aeron_directory == "/dev/shm/aeron-test" and info.version_text == "3.1.0"
         assert running_archive(tmp_path) == info
         assert not info.is_live(now_ms=info.activity_timestamp + 10_001)
         mark.update_activity(info.activity_timestamp + 20_000)
@@ -182,7 +185,7 @@ def test_modern_layout_with_sbe_header_is_readable():
 
 @pytest.mark.parametrize("bad, message", [
     (dict(control_channel="caf\u00e9"), "control_channel must be ASCII"),
-    (dict(aeron_directory="d" * 9000), "header has room for 8064"),
+    (dict(aeron_directory="d" * 9000), "header has room for 8056"),
     (dict(error_buffer_length=100), "error_buffer_length must be"),
 ])
 def test_bad_settings_are_rejected(tmp_path, bad, message):
@@ -204,3 +207,48 @@ def test_read_location_accepts_file_or_directory(tmp_path):
             location = read_location(where)
             assert (location.control_channel, location.control_stream_id) == (SETTINGS["control_channel"], 10)
             assert location.aeron_dir == "/dev/shm/aeron-test"
+
+
+def _old_mark_file(version: int, *, with_error_log: bool) -> bytes:
+    """A 1.24-1.46 (block at 0, error log) or <= 1.23 (no header/error-log fields) mark file."""
+    data = bytearray(HEADER_LENGTH + (4096 if with_error_log else 0))
+    struct.pack_into("<i4xqqqiii", data, 0, version, -1, 5, 4242, 10, 11, 30)
+    if with_error_log:
+        struct.pack_into("<ii4xq", data, 44, HEADER_LENGTH, 4096, 9)
+        struct.pack_into("<iiqq", data, HEADER_LENGTH, 24 + 3, 1, 7, 7)
+        data[HEADER_LENGTH + 24:HEADER_LENGTH + 27] = b"old"
+    cursor = 128
+    for text in (b"aeron:udp?endpoint=localhost:8010", b"aeron:ipc", b"", b"/dev/shm/old"):
+        struct.pack_into("<I", data, cursor, len(text))
+        data[cursor + 4:cursor + 4 + len(text)] = text
+        cursor += 4 + len(text)
+    return bytes(data)
+
+
+@pytest.mark.parametrize("version, with_error_log", [((2 << 16) | (1 << 8), True), (0, False)])
+def test_older_layouts_are_still_read(tmp_path, version, with_error_log):
+    (tmp_path / MARK_FILE_NAME).write_bytes(_old_mark_file(version, with_error_log=with_error_log))
+    info = read_mark_file(tmp_path)
+    assert (info.version, info.pid, info.control_stream_id, info.events_stream_id) == (version, 4242, 10, 30)
+    assert info.terminated and info.aeron_directory == "/dev/shm/old"
+    assert info.control_channel == "aeron:udp?endpoint=localhost:8010"
+    assert [e.error for e in read_error_log(tmp_path)] == (["old"] if with_error_log else [])
+    with ArchiveMarkFile.create(tmp_path, **SETTINGS) as mark:  # taken over, rewritten 1.47+
+        assert mark.info().version == ARCHIVE_FILE_VERSION
+    assert struct.unpack_from("<HH", (tmp_path / MARK_FILE_NAME).read_bytes(), 0) == (128, 200)
+
+
+@pytest.mark.parametrize("version, with_error_log", [((2 << 16) | (1 << 8), True), (0, False)])
+def test_migrate_rewrites_an_older_mark_file_in_the_current_layout(tmp_path, version, with_error_log):
+    from aeron_spark.archive.storage.mark_file import rewrite_as_current
+    (tmp_path / MARK_FILE_NAME).write_bytes(_old_mark_file(version, with_error_log=with_error_log))
+    assert rewrite_as_current(tmp_path)
+    data = (tmp_path / MARK_FILE_NAME).read_bytes()
+    assert struct.unpack_from("<HHHHi", data, 0) == (128, 200, 100, 2, ARCHIVE_FILE_VERSION)
+    info = read_mark_file(tmp_path)
+    assert (info.pid, info.control_stream_id, info.events_stream_id, info.header_length) == (4242, 10, 30, 8192)
+    assert info.terminated and info.aeron_directory == "/dev/shm/old"
+    assert info.archive_id == (9 if with_error_log else -1)
+    assert [e.error for e in read_error_log(tmp_path)] == (["old"] if with_error_log else [])
+    assert len(data) % 4096 == 0 and len(data) >= 8192 + info.error_buffer_length
+    assert not rewrite_as_current(tmp_path)  # already current
