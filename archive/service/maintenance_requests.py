@@ -1,5 +1,5 @@
 """Maintenance requests: TruncateRecording, PurgeRecording and the segment requests
-(DetachSegments, DeleteDetachedSegments, PurgeSegments, AttachSegments).
+(DetachSegments, DeleteDetachedSegments, PurgeSegments, AttachSegments, MigrateSegments).
 
 The file and catalog work is `storage.maintenance`'s; here are the request rules: truncate and
 purge need a stopped recording (ACTIVE_RECORDING otherwise) and purge one no replay reads, a
@@ -96,6 +96,22 @@ class MaintenanceRequests:
         result = self._maintenance(lambda: maintenance.attach_segments(
             self.catalog, self.settings.archive_dir, message.recording_id))
         session.send_ok(message.correlation_id, len(result.attached_files))
+
+    def migrate_segments(self, session: ControlSession, message: Any) -> None:
+        """Aeron's migrateSegments: both ids known (UNKNOWN_RECORDING), src stopped (GENERIC, as
+        Aeron), the rest is `storage.maintenance.migrate_segments`' (GENERIC); OK with the moved
+        segment count, then DELETE for src when anything was moved or deleted."""
+        known_recording(self.catalog, message.src_recording_id)
+        known_recording(self.catalog, message.dst_recording_id)
+        if self.recordings.is_active(message.src_recording_id) or \
+                self.catalog.descriptor(message.src_recording_id).is_active:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      f"recording {message.src_recording_id} is still active")
+        result = self._maintenance(lambda: maintenance.migrate_segments(
+            self.catalog, self.settings.archive_dir, message.src_recording_id, message.dst_recording_id))
+        session.send_ok(message.correlation_id, len(result.attached_files))
+        if result.attached_files or result.deleted_files:
+            self._send_delete_signal(session, message.correlation_id, message.src_recording_id)
 
     def _valid_detach(self, descriptor: RecordingDescriptor, position: int) -> None:
         """Aeron's isValidDetach, in its order and with its texts (all ERROR GENERIC): the new start
