@@ -529,6 +529,12 @@ final class ScriptedSession
         final long startPosition = publication.position();
         final String digest = ClientCommands.offerMessages(publication, firstIndex, messages, size, deadline);
         final long position = publication.position();
+        // A connected publication does not mean the archive has added the recording yet (both
+        // archives start it asynchronously, on the image): until then its id is unknown.
+        while (Descriptor.find(archive, recordingId) == null)
+        {
+            deadline.pause("recording " + recordingId + " to be in the catalog");
+        }
         while (archive.getRecordingPosition(recordingId) < position)
         {
             deadline.pause("recording " + recordingId + " to reach " + position);
