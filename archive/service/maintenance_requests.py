@@ -116,7 +116,8 @@ class MaintenanceRequests:
     def _valid_detach(self, descriptor: RecordingDescriptor, position: int) -> None:
         """Aeron's isValidDetach, in its order and with its texts (all ERROR GENERIC): the new start
         must be a segment base, at least one segment above the start's segment (detaching nothing
-        is refused), and not above the segment holding the stop (or, live, the recorded) position."""
+        is refused), not above the segment holding the stop (or, live, the recorded) position, and
+        not above the segment a replay of the recording is reading."""
         def base(at: int) -> int:
             return segment_base(descriptor.start_position, at, descriptor.term_buffer_length,
                                 descriptor.segment_file_length)
@@ -135,6 +136,13 @@ class MaintenanceRequests:
         if position > upper_bound:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
                                       f"invalid detach: in use, newStartPosition={position} upperBound={upper_bound}")
+        lowest = getattr(getattr(self.replays, "replayer", None), "lowest_replay_position", None)
+        replaying = lowest(descriptor.recording_id) if lowest is not None else None
+        if replaying is not None and position > base(replaying):
+            raise ArchiveRequestError(
+                ArchiveErrorCode.GENERIC,
+                f"invalid detach: replay in progress - newStartPosition={position} upperBound={base(replaying)} "
+                f"recordingId={descriptor.recording_id}")
 
     def _stopped(self, recording_id: int, action: str) -> RecordingDescriptor:
         descriptor = known_recording(self.catalog, recording_id)
