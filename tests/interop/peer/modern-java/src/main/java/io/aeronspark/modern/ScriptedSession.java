@@ -44,6 +44,8 @@ final class ScriptedSession
     private final Deadline deadline;
     private final List<Json> signals = new ArrayList<>();
     private int stepNumber;
+    private String replayChannel;
+    private int replayStreamId;
     private boolean withUnanswered;
 
     private ScriptedSession(final ArchiveConnection connection, final AeronArchive archive, final Deadline deadline)
@@ -118,6 +120,8 @@ final class ScriptedSession
         final String recordB = channelB + "|session-id=" + (sessionId + 1);
         final String ipc = "aeron:ipc?session-id=" + (sessionId + 2);
         final long end = (long)messages * frame;
+        this.replayChannel = replayChannel;
+        this.replayStreamId = replayStreamId;
 
         final long[] subA = {-1};
         final long[] subIpc = {-1};
@@ -380,6 +384,21 @@ final class ScriptedSession
         step("replay-migrated-source", sink, () -> Json.object()
             .put("replaySessionId", startAndStop(2, 0, frame, replayChannel, replayStreamId)));
 
+        // Maintenance while a replay is in progress (started towards a channel nobody reads, so it
+        // waits for a subscriber until stopped)
+        step("truncate-at-segment-base", sink, () -> Json.object()
+            .put("result", archive.truncateRecording(3, segment)).put("positions", positions(3)));
+        step("detach-during-replay", sink, () -> duringReplay(3, 0, () ->
+        {
+            archive.detachSegments(3, segment);
+            return archive.getStartPosition(3);
+        }));
+        step("purge-during-replay", sink, () -> duringReplay(0, 3 * segment, () -> archive.purgeRecording(0)));
+        step("truncate-during-replay", sink, () -> duringReplay(0, 3 * segment,
+            () -> archive.truncateRecording(0, 3 * segment + 10L * frame)));
+        step("truncate-to-start", sink, () -> Json.object()
+            .put("result", archive.truncateRecording(0, 3 * segment)).put("positions", positions(0)));
+
         // Bad recording ids for the position queries
         step("start-position-unknown", sink, () -> Json.object()
             .put("position", archive.getStartPosition(UNKNOWN_ID)));
@@ -570,8 +589,25 @@ final class ScriptedSession
             .put("maxRecorded", value(() -> archive.getMaxRecordedPosition(recordingId)));
     }
 
+    /**
+     * Starts a replay of {@code recordingId} from {@code position} towards the replay channel with
+     * nobody subscribed (it waits there), runs {@code action} while it is in progress, then stops the
+     * replay; the result has what the action and the stop returned (or their error codes).
+     */
+    private Json duringReplay(final long recordingId, final long position, final Callable<?> action)
+    {
+        final long replaySessionId = archive.startReplay(recordingId, position, 32, replayChannel, replayStreamId);
+        final Object result = value(action);
+        final Object stopped = value(() ->
+        {
+            archive.stopReplay(replaySessionId);
+            return "stopped";
+        });
+        return Json.object().put("replaySessionId", replaySessionId).put("action", result).put("stopReplay", stopped);
+    }
+
     /** The value, or {"errorCode": code, "message": text} when the archive refused. */
-    private static Object value(final Callable<Long> call)
+    private static Object value(final Callable<?> call)
     {
         try
         {
