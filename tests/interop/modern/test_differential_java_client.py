@@ -261,7 +261,9 @@ def test_recordings_and_replays_are_byte_exact(runs: dict[str, ScriptRun], archi
         "replay-truncated": (0, 200),
         "replay-after-segments": (3 * SEGMENT_LENGTH // FRAMED, MESSAGES - 3 * SEGMENT_LENGTH // FRAMED),
         "replay-migrated": (0, SEGMENT_LENGTH // FRAMED + 100),  # recording 2's segment moved under 3
+        "replay-follows-live": (0, 150),  # 100 recorded, 50 more published while replaying, then stopped
     }
+    assert run.step("replay-follows-live")["result"]["endOfStream"] is True
     for step, (first, count) in replays.items():
         result = run.step(step)["result"]
         assert result is not None, (step, run.step(step)["error"])

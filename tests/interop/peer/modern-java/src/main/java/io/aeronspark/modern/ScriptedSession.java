@@ -215,6 +215,8 @@ final class ScriptedSession
             () -> Json.object().put("replaySessionId", startAndStop(0, 13, frame, replayChannel, replayStreamId)));
         step("replay-position-past-end", sink, () -> Json.object()
             .put("replaySessionId", startAndStop(0, end + frame, frame, replayChannel, replayStreamId)));
+        step("replay-at-stop", sink, () -> Json.object()
+            .put("replaySessionId", startAndStop(0, end, frame, replayChannel, replayStreamId)));
         step("replay-position-before-start", sink, () -> Json.object()
             .put("replaySessionId", startAndStop(0, -2L * frame, frame, replayChannel, replayStreamId)));
         step("replay-length-past-end", sink, () -> Json.object()
@@ -383,6 +385,42 @@ final class ScriptedSession
             segment + 100L * frame));
         step("replay-migrated-source", sink, () -> Json.object()
             .put("replaySessionId", startAndStop(2, 0, frame, replayChannel, replayStreamId)));
+
+        // Recording 4: a replay that follows the live recording until it stops
+        final int liveStream = streamId + 20;
+        final String recordE = channelB + "|session-id=" + (sessionId + 6);
+        try (ExclusivePublication publication = connection.aeron.addExclusivePublication(
+            pinned(channelB, sessionId + 6, 0), liveStream))
+        {
+            step("start-recording-live", sink, () -> Json.object()
+                .put("subscriptionId", archive.startRecording(recordE, liveStream, SourceLocation.REMOTE)));
+            step("publish-live", sink, () -> publish(publication, 4, 100, size, 0));
+            step("replay-follows-live", sink, () -> followLive(publication, recordE, liveStream, size, frame));
+        }
+
+        // Recording 5: auto-stop when the publication goes away
+        final int autoStream = streamId + 30;
+        final String recordF = channelB + "|session-id=" + (sessionId + 7);
+        step("start-recording-auto-stop", sink, () -> Json.object()
+            .put("subscriptionId", archive.startRecording(recordF, autoStream, SourceLocation.REMOTE, true)));
+        step("publish-auto-stop", sink, () ->
+        {
+            try (ExclusivePublication publication = connection.aeron.addExclusivePublication(
+                pinned(channelB, sessionId + 7, 0) + "|linger=0", autoStream))
+            {
+                return publish(publication, 5, 10, size, 0);
+            }
+        });
+        step("auto-stopped", sink, () -> Json.object().put("stopped", awaitStopped(5))
+            .put("subscriptions", subscriptions(0, 10, "", autoStream, true)));
+        step("list-recordings-page", sink, () -> descriptors(archive.listRecordings(1, 2, collect())));
+        step("list-recordings-for-uri-page", sink,
+            () -> descriptors(archive.listRecordingsForUri(1, 1, "localhost", streamId, collect())));
+        step("list-recordings-negative-from", sink, () -> descriptors(archive.listRecordings(-7, 3, collect())));
+        step("find-last-matching-any-session", sink, () -> Json.object()
+            .put("recordingId", archive.findLastMatchingRecording(0, "localhost", streamId, io.aeron.Aeron.NULL_VALUE)));
+        step("find-last-matching-no-channel", sink, () -> Json.object()
+            .put("recordingId", archive.findLastMatchingRecording(0, "aeron:ipc", streamId, sessionId)));
 
         // Maintenance while a replay is in progress (started towards a channel nobody reads, so it
         // waits for a subscriber until stopped)
@@ -587,6 +625,40 @@ final class ScriptedSession
             .put("stop", value(() -> archive.getStopPosition(recordingId)))
             .put("recording", value(() -> archive.getRecordingPosition(recordingId)))
             .put("maxRecorded", value(() -> archive.getMaxRecordedPosition(recordingId)));
+    }
+
+    /**
+     * Replays recording 4 from 0 with no length while it is recorded: reads the 100 messages there,
+     * publishes 50 more and reads them, stops the recording and reads until the replay ends.
+     */
+    private Json followLive(
+        final ExclusivePublication publication, final String recordingChannel, final int streamId, final int size,
+        final int frame)
+    {
+        final ClientCommands.ReplayRead read = new ClientCommands.ReplayRead();
+        final ReplayParams params = new ReplayParams().position(0).length(AeronArchive.NULL_LENGTH);
+        try (Subscription subscription = archive.replay(4, replayChannel, replayStreamId, params))
+        {
+            final Image image = ClientCommands.awaitImage(subscription, deadline, "the live replay image");
+            read.readUntil(image, 100L * frame, deadline);
+            final long caughtUp = image.position();
+            final Json more = publish(publication, 4, 50, size, 100);
+            read.readUntil(image, 150L * frame, deadline);
+            archive.stopRecording(recordingChannel, streamId);
+            final long stopped = awaitStopped(4);
+            while (!image.isEndOfStream() && !image.isClosed())
+            {
+                image.poll(read.handler, 16);
+                deadline.pause("the live replay to end after the recording stopped");
+            }
+            return read.toJson("replayed")
+                .put("joinPosition", image.joinPosition())
+                .put("caughtUp", caughtUp)
+                .put("published", more)
+                .put("stopped", stopped)
+                .put("lastPosition", image.position())
+                .put("endOfStream", image.isEndOfStream());
+        }
     }
 
     /**
