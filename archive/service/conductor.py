@@ -18,10 +18,10 @@ The conductor owns the parts of the control plane and runs their duty cycle on i
 5. updates the mark file's activity timestamp every second.
 
 Not served (answered ERROR GENERIC "... is not supported by this archive"): replication (50, 62,
-66; StopReplication gets UNKNOWN_REPLICATION), MigrateSegments (57) and UpdateChannel (107).
-ReplayToken (105) is served by the control demuxer (replays over response channels). The
-per-session ``control-session`` counters (types 102/113) are not allocated. See docs/protocol.md
-for the requests and docs/architecture.md for the threads.
+66; StopReplication gets UNKNOWN_REPLICATION) and UpdateChannel (107). ReplayToken (105) is
+served by the control demuxer (replays over response channels). The per-session
+``control-session`` counters (types 102/113) are not allocated. See docs/protocol.md for the
+requests and docs/architecture.md for the threads.
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ class ArchiveConductor:
             c.DeleteDetachedSegmentsRequest: maintenance.delete_detached_segments,
             c.PurgeSegmentsRequest: maintenance.purge_segments,
             c.AttachSegmentsRequest: maintenance.attach_segments,
-            c.MigrateSegmentsRequest: _not_supported,
+            c.MigrateSegmentsRequest: maintenance.migrate_segments,
             c.ReplicateRequest: _not_supported,
             c.TaggedReplicateRequest: _not_supported,
             c.ReplicateRequest2: _not_supported,

@@ -1,9 +1,10 @@
 """Maintenance requests: TruncateRecording, PurgeRecording and the segment requests
-(DetachSegments, DeleteDetachedSegments, PurgeSegments, AttachSegments).
+(DetachSegments, DeleteDetachedSegments, PurgeSegments, AttachSegments, MigrateSegments).
 
 The file and catalog work is `storage.maintenance`'s; here are the request rules: truncate and
 purge need a stopped recording (ACTIVE_RECORDING otherwise) and purge one no replay reads, a
-truncate position must be 32-byte aligned inside the recording (INVALID_POSITION), truncate
+truncate position must be 32-byte aligned inside the recording (INVALID_POSITION), a detach
+(and purge-segments) position passes Aeron's isValidDetach (GENERIC, Aeron's texts), truncate
 stops the recording's replays first, and every request that deleted files sends the DELETE
 signal after its OK (Aeron's RecordingSignal.DELETE).
 """
@@ -22,6 +23,14 @@ from aeron_spark.archive.service.replay_requests import ReplayRequests
 from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError, known_recording
 from aeron_spark.archive.storage import maintenance
 from aeron_spark.archive.storage.catalog import Catalog
+
+
+def segment_base(start_position: int, position: int, term_length: int, segment_length: int) -> int:
+    """Aeron's segmentFileBasePosition, also for positions below the start's term (two's-complement
+    masking floors them, as Java's long arithmetic does; driver_integration's refuses them)."""
+    start_term_base = start_position - (start_position & (term_length - 1))
+    length = position - start_term_base
+    return start_term_base + length - (length & (segment_length - 1))
 
 
 class MaintenanceRequests:
@@ -59,7 +68,7 @@ class MaintenanceRequests:
         self._send_delete_signal(session, message.correlation_id, message.recording_id)
 
     def detach_segments(self, session: ControlSession, message: Any) -> None:
-        known_recording(self.catalog, message.recording_id)
+        self._valid_detach(known_recording(self.catalog, message.recording_id), message.new_start_position)
         self._maintenance(lambda: maintenance.detach_segments(
             self.catalog, self.settings.archive_dir, message.recording_id, message.new_start_position,
             recorded_position=self.recordings.live_position(message.recording_id)))
@@ -73,7 +82,7 @@ class MaintenanceRequests:
         self._send_delete_signal(session, message.correlation_id, message.recording_id)
 
     def purge_segments(self, session: ControlSession, message: Any) -> None:
-        known_recording(self.catalog, message.recording_id)
+        self._valid_detach(known_recording(self.catalog, message.recording_id), message.new_start_position)
         self._maintenance(lambda: maintenance.detach_segments(
             self.catalog, self.settings.archive_dir, message.recording_id, message.new_start_position,
             recorded_position=self.recordings.live_position(message.recording_id)))
@@ -87,6 +96,53 @@ class MaintenanceRequests:
         result = self._maintenance(lambda: maintenance.attach_segments(
             self.catalog, self.settings.archive_dir, message.recording_id))
         session.send_ok(message.correlation_id, len(result.attached_files))
+
+    def migrate_segments(self, session: ControlSession, message: Any) -> None:
+        """Aeron's migrateSegments: both ids known (UNKNOWN_RECORDING), src stopped (GENERIC, as
+        Aeron), the rest is `storage.maintenance.migrate_segments`' (GENERIC); OK with the moved
+        segment count, then DELETE for src when anything was moved or deleted."""
+        known_recording(self.catalog, message.src_recording_id)
+        known_recording(self.catalog, message.dst_recording_id)
+        if self.recordings.is_active(message.src_recording_id) or \
+                self.catalog.descriptor(message.src_recording_id).is_active:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      f"recording {message.src_recording_id} is still active")
+        result = self._maintenance(lambda: maintenance.migrate_segments(
+            self.catalog, self.settings.archive_dir, message.src_recording_id, message.dst_recording_id))
+        session.send_ok(message.correlation_id, len(result.attached_files))
+        if result.attached_files or result.deleted_files:
+            self._send_delete_signal(session, message.correlation_id, message.src_recording_id)
+
+    def _valid_detach(self, descriptor: RecordingDescriptor, position: int) -> None:
+        """Aeron's isValidDetach, in its order and with its texts (all ERROR GENERIC): the new start
+        must be a segment base, at least one segment above the start's segment (detaching nothing
+        is refused), not above the segment holding the stop (or, live, the recorded) position, and
+        not above the segment a replay of the recording is reading."""
+        def base(at: int) -> int:
+            return segment_base(descriptor.start_position, at, descriptor.term_buffer_length,
+                                descriptor.segment_file_length)
+
+        if position != base(position):
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC, f"invalid segment start: newStartPosition={position}")
+        lower_bound = base(descriptor.start_position) + descriptor.segment_file_length
+        if position < lower_bound:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      f"invalid detach: newStartPosition={position} lowerBound={lower_bound}")
+        end = descriptor.stop_position
+        if descriptor.is_active or self.recordings.is_active(descriptor.recording_id):
+            live = self.recordings.live_position(descriptor.recording_id)
+            end = live if live is not None else descriptor.start_position
+        upper_bound = base(end)
+        if position > upper_bound:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      f"invalid detach: in use, newStartPosition={position} upperBound={upper_bound}")
+        lowest = getattr(getattr(self.replays, "replayer", None), "lowest_replay_position", None)
+        replaying = lowest(descriptor.recording_id) if lowest is not None else None
+        if replaying is not None and position > base(replaying):
+            raise ArchiveRequestError(
+                ArchiveErrorCode.GENERIC,
+                f"invalid detach: replay in progress - newStartPosition={position} upperBound={base(replaying)} "
+                f"recordingId={descriptor.recording_id}")
 
     def _stopped(self, recording_id: int, action: str) -> RecordingDescriptor:
         descriptor = known_recording(self.catalog, recording_id)

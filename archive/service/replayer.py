@@ -53,6 +53,13 @@ class Replayer(SessionAgent[ReplaySession]):
         return any(s.recording_id == recording_id and not s.is_done
                    for s in (*list(self._incoming), *list(self._sessions)))
 
+    def lowest_replay_position(self, recording_id: int) -> int | None:
+        """The lowest position a queued or running replay of ``recording_id`` is at, None when there
+        is none (any thread; a snapshot). A detach must not pass it (Aeron's isValidDetach)."""
+        positions = [s.replay_position for s in (*list(self._incoming), *list(self._sessions))
+                     if s.recording_id == recording_id and not s.is_done]
+        return min(positions) if positions else None
+
     def _describe(self, session: ReplaySession) -> str:
         return f"replay {session.replay_session_id}"
 

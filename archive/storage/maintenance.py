@@ -392,3 +392,78 @@ def _check_checksums(mapped, offsets: np.ndarray, base: int, path: Path, checksu
     if bad:
         result.errors.append(f"{path.name}: {len(bad)} DATA frame(s) fail the checksum, first at "
                              f"position {bad[0]}")
+
+
+def migrate_segments(catalog: Catalog, archive_dir: str | os.PathLike, src_recording_id: int,
+                     dst_recording_id: int) -> MaintenanceResult:
+    """Moves the stopped ``src`` recording's segment files to ``dst`` (Aeron's migrateSegments):
+    the two must be contiguous (src ends where dst starts, or starts where dst ends) at a segment
+    base of both, with the same segment length, term length, initial term id, stream and MTU.
+
+    Each ``<src>-<base>.rec`` is renamed ``<dst>-<base>.rec`` (an empty segment file at src's stop
+    position is deleted instead), then dst's start (or stop) takes src's and src's stop becomes its
+    start: src is left empty. A crash between the renames and the catalog update leaves dst-named
+    files outside dst's range, which attach (or restart repair's orphan report) sees.
+    ``attached_files`` are the moved files, ``deleted_files`` the removed empty one.
+    """
+    src = _stopped_recording(catalog, src_recording_id, "migrate")
+    dst = _recording(catalog, dst_recording_id)
+    for name in ("segment_file_length", "term_buffer_length", "initial_term_id", "stream_id", "mtu_length"):
+        if getattr(src, name) != getattr(dst, name):
+            raise MaintenanceError(src_recording_id, f"invalid migrate: src {name}={getattr(src, name)} "
+                                                     f"dst {name}={getattr(dst, name)}")
+    if src.stop_position == dst.start_position:
+        join = src.stop_position
+    elif src.start_position == dst.stop_position:
+        join = src.start_position
+    else:
+        raise MaintenanceError(
+            src_recording_id, "invalid migrate: src and dst are not contiguous"
+                              f" srcStartPosition={src.start_position} srcStopPosition={src.stop_position}"
+                              f" dstStartPosition={dst.start_position} dstStopPosition={dst.stop_position}")
+    for label, d in (("src", src), ("dst", dst)):
+        if _java_segment_base(d, join) != join:
+            raise MaintenanceError(src_recording_id, f"invalid migrate: join position is not on segment boundary "
+                                                     f"of {label} recording seamPosition={join}")
+    directory = Path(archive_dir)
+    length = src.segment_file_length
+    first, last = _java_segment_base(src, src.start_position), _java_segment_base(src, src.stop_position)
+    moves: list[tuple[Path, Path]] = []
+    empty_following: list[Path] = []
+    for base in range(first, last + 1, length):
+        source = directory / positions.segment_file_name(src_recording_id, base)
+        if base == src.stop_position:
+            if source.exists():
+                empty_following.append(source)
+            continue
+        target = directory / positions.segment_file_name(dst_recording_id, base)
+        if not source.exists():
+            raise MaintenanceError(src_recording_id, f"missing src segment file {source}")
+        if target.exists():
+            raise MaintenanceError(src_recording_id, f"preexisting dst segment file {target}")
+        moves.append((source, target))
+    prepend = src.stop_position == dst.start_position
+    if not prepend:
+        # Appending: dst's new stop first, so restart repair (which deletes a stopped recording's
+        # files past its stop) never deletes a file already renamed to dst.
+        catalog.update_stop_position(dst_recording_id, src.stop_position)
+    for source, target in moves:
+        os.rename(source, target)
+    for path in empty_following:
+        segment.stage_delete(path).unlink(missing_ok=True)
+    if prepend:
+        # Prepending: the files are renamed first; below dst's start they are detached segments
+        # until this write (repair keeps them; attach-segments would take them back).
+        catalog.update_start_position(dst_recording_id, src.start_position)
+    catalog.update_stop_position(src_recording_id, src.start_position)
+    log.info("recording %d: %d segment files migrated to recording %d", src_recording_id, len(moves),
+             dst_recording_id)
+    return MaintenanceResult(src_recording_id, src.start_position, src.start_position,
+                             deleted_files=empty_following, attached_files=[target for _, target in moves])
+
+
+def _java_segment_base(d: RecordingDescriptor, position: int) -> int:
+    """Aeron's segmentFileBasePosition with Java's masking (defined below the start's term too)."""
+    start_term_base = d.start_position - (d.start_position & (d.term_buffer_length - 1))
+    length = position - start_term_base
+    return start_term_base + length - (length & (d.segment_file_length - 1))

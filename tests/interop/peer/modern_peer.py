@@ -481,6 +481,22 @@ class ModernPeerClient:
     def migrate_segments(self, src_recording_id: int, dst_recording_id: int) -> dict[str, Any]:
         return self._segments("migrate", src_recording_id, "--dst-recording-id", str(dst_recording_id))
 
+    def scripted_session(self, channel: str, channel_b: str, stream_id: int, messages: int, size: int, *,
+                         replay_channel: str, replay_stream_id: int, session_id: int,
+                         with_unanswered: bool = False, timeout_ms: int = 60_000) -> list[dict[str, Any]]:
+        """``scripted-session``: one AeronArchive connection running the fixed script of
+        ScriptedSession.java; returns its lines (``step`` per step with ``result`` or ``error``,
+        then ``signal`` lines and ``script-done``). ``channel``/``channel_b`` are plain UDP endpoint
+        channels the archive records; the publications' session ids (``session_id`` ...), initial
+        term id, term length and MTU are pinned by the script. ``with_unanswered`` adds two steps the
+        Java archive never answers (each costs the client's 5 s message timeout there)."""
+        flags = ["--with-unanswered"] if with_unanswered else []
+        return self.run("scripted-session", *self._archive_options(), *flags,
+                        "--channel", channel, "--channel-b", channel_b, "--stream-id", str(stream_id),
+                        "--messages", str(messages), "--size", str(size), "--replay-channel", replay_channel,
+                        "--replay-stream-id", str(replay_stream_id), "--session-id", str(session_id),
+                        "--timeout-ms", str(timeout_ms))
+
     def replay_merge(self, live_channel: str, live_stream_id: int, messages: int, live_messages: int, size: int, *,
                      replay_channel: str | None = None, position: int | None = None,
                      timeout_ms: int = 60_000) -> ReplayMergeResult:
