@@ -1,4 +1,4 @@
-"""Processes the archive benchmark starts: the bench client (Java 1.15.1), our sidecar, the Java archive.
+"""Processes the archive benchmarks start: the bench clients, our sidecar, the Java archives (1.15.1 and 1.51.0).
 
 Everything here is stopped by PID (SIGTERM, then SIGKILL) by the context manager that started it,
 also when the benchmark fails.
@@ -32,6 +32,7 @@ from tests.interop.peer.interop_peer import (
     shm_tempdir,
     stop_process,
 )
+from tests.interop.peer.modern_peer import ModernPeerInstallation, start_modern_java_archive
 from tests.support.ports import free_udp_port, udp_channel
 
 BENCH_CLIENT_CLASS = "io.aeronspark.bench.ArchiveBenchClient"
@@ -112,14 +113,20 @@ class BenchClients:
         return self._run([sys.executable, str(PYTHON_BENCH_CLIENT), command, "--aeron-dir", aeron_dir, *args])
 
     def _run(self, argv: list[str]) -> dict[str, Any]:
-        completed = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s,
-                                   stdin=subprocess.DEVNULL, check=False)
-        events = [e for e in parse_events(completed.stdout) if e.get("event") in ("recorded", "replayed")]
-        if completed.returncode != 0 or len(events) != 1:
-            raise PeerError(f"bench client {argv[-1] if not argv else ' '.join(argv[-12:])} failed "
-                            f"(exit {completed.returncode}): {completed.stderr.strip()[-3000:]}",
-                            command=argv, exit_code=completed.returncode, error=None, stderr=completed.stderr)
-        return events[0]
+        return run_bench_client(argv, self.timeout_s)
+
+
+def run_bench_client(argv: list[str], timeout_s: float = 600.0) -> dict[str, Any]:
+    """Runs one bench client command (Java or ``python_bench_client.py``) and returns its one
+    ``recorded`` / ``replayed`` JSON line; PeerError with its stderr when it fails."""
+    completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                               stdin=subprocess.DEVNULL, check=False)
+    events = [e for e in parse_events(completed.stdout) if e.get("event") in ("recorded", "replayed")]
+    if completed.returncode != 0 or len(events) != 1:
+        raise PeerError(f"bench client {argv[-1] if not argv else ' '.join(argv[-12:])} failed "
+                        f"(exit {completed.returncode}): {completed.stderr.strip()[-3000:]}",
+                        command=argv, exit_code=completed.returncode, error=None, stderr=completed.stderr)
+    return events[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,6 +186,29 @@ def running_java_archive_process(installation: PeerInstallation, archive_dir: Pa
         # start_java_archive has no threading parameter; this is the same start, by PID.
         server = _start_server(installation, "archive", args, archive_dir.parent, 60.0)
         yield RunningArchive("java", control_channel, archive_dir, server.pid, dict(server.ready))
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(aeron_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_modern_java_archive_process(installation: ModernPeerInstallation, archive_dir: Path, *,
+                                        segment_length: int = 128 * 1024 * 1024,
+                                        threading_mode: str = "shared") -> Iterator[RunningArchive]:
+    """The real modern (1.51.0) Archive with its own Java media driver (the modern peer's
+    ``archive``), stopped by PID. ``details`` has the peer's ready line (``aeronDir``,
+    ``localControlChannel``, ``localControlStreamId``, ...)."""
+    if threading_mode not in ("shared", "dedicated"):
+        raise ValueError(f"threading mode {threading_mode!r} is invalid: 'shared' or 'dedicated'")
+    aeron_dir = shm_tempdir("aeron-bench-modern-java-")
+    server = None
+    try:
+        server = start_modern_java_archive(installation, archive_dir=archive_dir, aeron_dir=Path(aeron_dir),
+                                           control_channel=udp_channel(free_udp_port()),
+                                           segment_length=segment_length, threading=threading_mode,  # type: ignore[arg-type]
+                                           log_dir=archive_dir.parent)
+        yield RunningArchive("java", server.ready["controlChannel"], archive_dir, server.pid, dict(server.ready))
     finally:
         if server is not None:
             server.stop()
