@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -238,6 +239,71 @@ def py_spy_recording(pid: int, output: Path, *, rate: int = 250) -> Iterator[Non
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 stop_process(process)
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each live thread of ``pid`` (``/proc/<pid>/task/<tid>/stat``)."""
+    seconds: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        seconds[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
+    return seconds
+
+
+def thread_run_queue_wait_seconds(pid: int) -> dict[int, float]:
+    """Seconds each live thread of ``pid`` spent runnable but waiting for a CPU (the second field
+    of ``/proc/<pid>/task/<tid>/schedstat``): on a shared 2-core machine, the time the scheduler,
+    not the program, took."""
+    seconds: dict[int, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            seconds[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile, or no schedstats in this kernel
+    return seconds
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Each thread's name: its ``comm`` (the JVM and Aeron's C agents name theirs), and for a Python
+    process the ``threading`` names py-spy reports (Python 3.12 leaves its OS threads named
+    ``python``), when py-spy is installed. Unnamed threads get ``comm#tid``."""
+    names: dict[int, str] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            names[int(tid)] = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if os.path.exists(py_spy) and "python" in names.values():
+        dump = subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, check=False,
+                              timeout=30).stdout
+        for tid, name in re.findall(r'^Thread (\d+) \([^)]*\): "([^"]+)"', dump, re.MULTILINE):
+            if int(tid) in names:
+                names[int(tid)] = name
+    return {tid: f"{name}#{tid}" if name in ("python", "java") else _readable_thread_name(name)
+            for tid, name in names.items()}
+
+
+def _readable_thread_name(comm: str) -> str:
+    # comm keeps 15 characters: the Java driver's shared agent is named after its directory
+    # ("/dev/shm/aeron-"), the C driver's after its agents ("[conductor, sen").
+    if comm.startswith("/") or comm.startswith("[conductor"):
+        return "driver (shared agent)"
+    return comm
+
+
+def thread_cpu_delta(before: dict[int, float], after: dict[int, float], names: dict[int, str],
+                     floor_s: float = 0.005) -> dict[str, float]:
+    """Seconds per named thread between two snapshots of :func:`thread_cpu_seconds` (or of
+    :func:`thread_run_queue_wait_seconds`); threads below ``floor_s`` left out, one name summed."""
+    spent: dict[str, float] = {}
+    for tid, seconds in after.items():
+        name = names.get(tid, f"thread#{tid}")
+        spent[name] = spent.get(name, 0.0) + seconds - before.get(tid, 0.0)
+    return {name: round(value, 3) for name, value in sorted(spent.items(), key=lambda item: -item[1])
+            if value >= floor_s}
 
 
 IDLE_FRAMES = ("BackoffIdleStrategy.idle", "YieldingIdleStrategy.idle", "SleepingIdleStrategy.idle")

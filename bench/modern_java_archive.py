@@ -5,7 +5,8 @@ Run from the repository root (a benchmark, not a test; ~5 minutes with the defau
 
     .venv/bin/python bench/modern_java_archive.py [--transport ipc|udp|both] [--repeats 3]
         [--ipc-messages 32=6000000,1024=500000] [--udp-messages 32=1000000,1024=100000]
-        [--publisher per-message|block] [--java-threading shared|dedicated] [--profile DIR] [--write-docs]
+        [--publisher per-message|block] [--java-threading shared|dedicated] [--our-args "..."] [--profile DIR]
+        [--write-docs]
 
 The Java archive is the modern peer's ``archive`` (``tests/interop/peer/modern_peer.py``: Archive
 + its own Java 1.51.0 MediaDriver in one JVM, Java 17), ours is ``aeron-archive serve`` with its
@@ -40,7 +41,10 @@ first position past the start and its first sight of the end, over that time; re
 the first block over the time to the last; MB/s = 10^6 log bytes/s (32-byte headers + payload,
 32-byte aligned), messages/s = MB/s / framed length. **Archive CPU** = the archive process's
 user+system seconds over the client command (``/proc/<pid>/stat``, all threads, its driver
-included), which counts its idle strategies while the client starts too. Each case records the
+included), which counts its idle strategies while the client starts too, and the same **per named
+thread** with each thread's run-queue wait (``schedstat``: on a shared machine, how long it was
+runnable without a CPU), which says which agent did the work and how much the scheduler held it
+back. ``--our-args`` passes ``serve`` options to our sidecar (e.g. idle strategies for an A/B). Each case records the
 1-minute load average when it starts: the machine is shared, so figures from a loaded machine are
 provisional; compare the ratios measured side by side.
 """
@@ -71,6 +75,10 @@ from bench_processes import (
     running_modern_java_archive_process,
     running_our_sidecar,
     summarize_profile,
+    thread_cpu_delta,
+    thread_cpu_seconds,
+    thread_names,
+    thread_run_queue_wait_seconds,
 )
 from fair_recording import cpu_per_gb, idle_cpu_share, offer_rate, refused_share, select, spread
 
@@ -91,11 +99,12 @@ END_MARK = "<!-- end of modern-java-archive results -->"
 
 
 @contextlib.contextmanager
-def started(archive: str, installation: ModernPeerInstallation, work_dir: Path, java_threading: str):
+def started(archive: str, installation: ModernPeerInstallation, work_dir: Path, java_threading: str,
+            our_args: tuple[str, ...] = ()):
     archive_dir = work_dir / f"{archive}-archive"
     shutil.rmtree(archive_dir, ignore_errors=True)
     manager = (running_modern_java_archive_process(installation, archive_dir, threading_mode=java_threading)
-               if archive == "java" else running_our_sidecar(archive_dir))
+               if archive == "java" else running_our_sidecar(archive_dir, extra_args=our_args))
     try:
         with manager as running:
             yield running
@@ -129,20 +138,29 @@ def client_options(running: RunningArchive, transport: str) -> tuple[list[str], 
 def run_case(running: RunningArchive, transport: str, size: int, messages: int,
              publisher: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """One recording and its whole replay on one archive, by the one client program; each result
-    line gets ``archiveCpuSeconds`` (the archive process over that command) and ``loadAverage``."""
+    line gets ``archiveCpuSeconds`` (the archive process over that command), ``archiveThreadCpu``
+    (the same per named thread: which agent did the work) and ``loadAverage``."""
     load = os.getloadavg()[0]
     client = [sys.executable, str(PYTHON_BENCH_CLIENT)]
     connection, record_options, replay_options = client_options(running, transport)
-    cpu_before = process_cpu_seconds(running.pid)
+    cpu_before, threads_before = process_cpu_seconds(running.pid), thread_cpu_seconds(running.pid)
+    waits_before = thread_run_queue_wait_seconds(running.pid)
     recorded = run_bench_client([*client, "record", *connection, *record_options, "--stream-id", str(STREAM_ID),
                                  "--messages", str(messages), "--size", str(size), "--publisher", publisher])
-    cpu_after_record = process_cpu_seconds(running.pid)
+    cpu_after_record, threads_after_record = process_cpu_seconds(running.pid), thread_cpu_seconds(running.pid)
+    waits_after_record = thread_run_queue_wait_seconds(running.pid)
     replayed = run_bench_client([*client, "replay", *connection, *replay_options,
                                  "--recording-id", str(recorded["recordingId"]),
                                  "--replay-stream-id", str(REPLAY_STREAM_ID)])
-    cpu_after_replay = process_cpu_seconds(running.pid)
+    cpu_after_replay, threads_after_replay = process_cpu_seconds(running.pid), thread_cpu_seconds(running.pid)
+    waits_after_replay = thread_run_queue_wait_seconds(running.pid)
     recorded["archiveCpuSeconds"] = cpu_after_record - cpu_before
     replayed["archiveCpuSeconds"] = cpu_after_replay - cpu_after_record
+    names = running.details["threadNames"]
+    recorded["archiveThreadCpu"] = thread_cpu_delta(threads_before, threads_after_record, names)
+    replayed["archiveThreadCpu"] = thread_cpu_delta(threads_after_record, threads_after_replay, names)
+    recorded["archiveThreadWait"] = thread_cpu_delta(waits_before, waits_after_record, names)
+    replayed["archiveThreadWait"] = thread_cpu_delta(waits_after_record, waits_after_replay, names)
     recorded["loadAverage"] = replayed["loadAverage"] = load
     length = recorded["stopPosition"] - recorded["startPosition"]
     if recorded["stopPosition"] != recorded["publicationPosition"] or length < messages * framed_length(size):
@@ -161,8 +179,10 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
     for repeat in range(args.repeats):
         order = ARCHIVES if repeat % 2 == 0 else tuple(reversed(ARCHIVES))
         for archive in order:
-            with started(archive, installation, args.work_dir, args.java_threading) as running:
+            with started(archive, installation, args.work_dir, args.java_threading,
+                         tuple(args.our_args.split())) as running:
                 idle[archive].append(idle_cpu_share(running.pid))
+                running.details["threadNames"] = thread_names(running.pid)
                 profiling = contextlib.nullcontext()
                 if archive == "ours" and args.profile is not None:
                     args.profile.mkdir(parents=True, exist_ok=True)
@@ -225,6 +245,31 @@ def table(samples: list[Sample], messages: dict[str, dict[int, int]]) -> str:
     return "\n".join(lines)
 
 
+def median_by_thread(chosen: list[Sample], key: str) -> dict[str, float]:
+    """Median seconds per thread name (``#tid`` dropped) of ``detail[key]`` over the samples."""
+    names = dict.fromkeys(name.split("#")[0] for s in chosen for name in s.detail[key])
+    return {name: statistics.median(sum(v for k, v in s.detail[key].items() if k.split("#")[0] == name)
+                                    for s in chosen) for name in names}
+
+
+def thread_table(samples: list[Sample], top: int = 4) -> str:
+    """Where each archive's time went per case: median CPU seconds of its busiest named threads,
+    and (in brackets) how long each waited runnable for a CPU."""
+    lines = ["| transport | payload | operation | Java: CPU s by thread (run-queue wait s) "
+             "| ours: CPU s by thread (run-queue wait s) |", "|---|---|---|---|---|"]
+    for transport, size, operation in dict.fromkeys((s.transport, s.size, s.operation) for s in samples):
+        cells = []
+        for archive in ARCHIVES:
+            chosen = select(samples, archive=archive, transport=transport, size=size, operation=operation)
+            cpu = median_by_thread(chosen, "archiveThreadCpu")
+            wait = median_by_thread(chosen, "archiveThreadWait")
+            busiest = sorted(cpu.items(), key=lambda item: -item[1])[:top]
+            cells.append(", ".join(f"{name} {seconds:.2f} ({wait.get(name, 0.0):.2f})" for name, seconds in busiest
+                                   if seconds >= 0.01) or "-")
+        lines.append(f"| {transport} | {size} B | {operation} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 def run_notes(work_dir: Path, samples: list[Sample], idle: dict[str, list[float]], args: argparse.Namespace) -> str:
     loads = [s.detail["loadAverage"] for s in samples]
     publishers = ", ".join(dict.fromkeys(s.detail["publisher"] for s in samples if s.operation == "record"))
@@ -265,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="one C offer per message (default), or pre-framed blocks")
     parser.add_argument("--java-threading", choices=("shared", "dedicated"), default="shared",
                         help="the Java archive's threading (driver and archive agents); default shared, as ours on 2 cores")
+    parser.add_argument("--our-args", default="",
+                        help="extra `aeron-archive serve` options for our sidecar, e.g. '--recorder-idle-strategy yield'")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false",
                         help="skip the untimed warm-up recording+replay (1/4 of the messages) per case")
     parser.add_argument("--work-dir", type=Path, default=None,
@@ -280,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     try:
         samples, idle = run(args)
-        results = table(samples, args.messages)
+        results = (table(samples, args.messages) + "\n\nWhere each archive's time went (median CPU seconds per "
+                   "thread over the client command, and its run-queue wait; Python agents named by py-spy when "
+                   "installed):\n\n" + thread_table(samples))
         notes = run_notes(args.work_dir, samples, idle, args)
     finally:
         if own_work_dir:
