@@ -221,13 +221,15 @@ def running_modern_java_archive_process(installation: ModernPeerInstallation, ar
 
 
 @contextlib.contextmanager
-def py_spy_recording(pid: int, output: Path, *, rate: int = 250) -> Iterator[None]:
-    """Samples ``pid`` with py-spy (all threads, incl. idle; raw collapsed stacks) while the block runs."""
+def py_spy_recording(pid: int, output: Path, *, rate: int = 250, idle: bool = False) -> Iterator[None]:
+    """Samples ``pid`` with py-spy (all threads; raw collapsed stacks) while the block runs. Threads
+    the OS has off the CPU (a blocking call, waiting for the GIL) are sampled too only with
+    ``idle`` (py-spy ``--idle``); the agents' idle-strategy frames are in the samples either way."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not os.path.exists(py_spy):
         raise FileNotFoundError("py-spy is not installed: pip install py-spy (into the venv)")
     process = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw",
-                                "--threads", "--output", str(output), "--nonblocking"],
+                                "--threads", "--output", str(output), "--nonblocking", *(["--idle"] if idle else [])],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)  # let it attach

@@ -186,7 +186,8 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
                 profiling = contextlib.nullcontext()
                 if archive == "ours" and args.profile is not None:
                     args.profile.mkdir(parents=True, exist_ok=True)
-                    profiling = py_spy_recording(running.pid, args.profile / f"ours-{repeat}.txt")
+                    profiling = py_spy_recording(running.pid, args.profile / f"ours-{repeat}.txt",
+                                                 idle=args.profile_idle)
                 with profiling:
                     for transport in transports:
                         for size, messages in args.messages[transport].items():
@@ -317,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="where the archive directories go (default: a new temp dir under /var/tmp, removed after)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy our sidecar; raw stacks go here")
+    parser.add_argument("--profile-idle", action="store_true",
+                        help="with --profile: also sample threads off the CPU (py-spy --idle), to see where they wait")
     parser.add_argument("--write-docs", action="store_true", help=f"write the table into {DOC.relative_to(REPO)}")
     args = parser.parse_args(argv)
     if args.repeats < 1:
