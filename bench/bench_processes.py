@@ -1,4 +1,4 @@
-"""Processes the archive benchmark starts: the bench client (Java 1.15.1), our sidecar, the Java archive.
+"""Processes the archive benchmarks start: the bench clients, our sidecar, the Java archives (1.15.1 and 1.51.0).
 
 Everything here is stopped by PID (SIGTERM, then SIGKILL) by the context manager that started it,
 also when the benchmark fails.
@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from tests.interop.peer.interop_peer import (
     shm_tempdir,
     stop_process,
 )
+from tests.interop.peer.modern_peer import ModernPeerInstallation, start_modern_java_archive
 from tests.support.ports import free_udp_port, udp_channel
 
 BENCH_CLIENT_CLASS = "io.aeronspark.bench.ArchiveBenchClient"
@@ -112,14 +114,20 @@ class BenchClients:
         return self._run([sys.executable, str(PYTHON_BENCH_CLIENT), command, "--aeron-dir", aeron_dir, *args])
 
     def _run(self, argv: list[str]) -> dict[str, Any]:
-        completed = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s,
-                                   stdin=subprocess.DEVNULL, check=False)
-        events = [e for e in parse_events(completed.stdout) if e.get("event") in ("recorded", "replayed")]
-        if completed.returncode != 0 or len(events) != 1:
-            raise PeerError(f"bench client {argv[-1] if not argv else ' '.join(argv[-12:])} failed "
-                            f"(exit {completed.returncode}): {completed.stderr.strip()[-3000:]}",
-                            command=argv, exit_code=completed.returncode, error=None, stderr=completed.stderr)
-        return events[0]
+        return run_bench_client(argv, self.timeout_s)
+
+
+def run_bench_client(argv: list[str], timeout_s: float = 600.0) -> dict[str, Any]:
+    """Runs one bench client command (Java or ``python_bench_client.py``) and returns its one
+    ``recorded`` / ``replayed`` JSON line; PeerError with its stderr when it fails."""
+    completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                               stdin=subprocess.DEVNULL, check=False)
+    events = [e for e in parse_events(completed.stdout) if e.get("event") in ("recorded", "replayed")]
+    if completed.returncode != 0 or len(events) != 1:
+        raise PeerError(f"bench client {argv[-1] if not argv else ' '.join(argv[-12:])} failed "
+                        f"(exit {completed.returncode}): {completed.stderr.strip()[-3000:]}",
+                        command=argv, exit_code=completed.returncode, error=None, stderr=completed.stderr)
+    return events[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,18 +193,43 @@ def running_java_archive_process(installation: PeerInstallation, archive_dir: Pa
         shutil.rmtree(aeron_dir, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def running_modern_java_archive_process(installation: ModernPeerInstallation, archive_dir: Path, *,
+                                        segment_length: int = 128 * 1024 * 1024,
+                                        threading_mode: str = "shared") -> Iterator[RunningArchive]:
+    """The real modern (1.51.0) Archive with its own Java media driver (the modern peer's
+    ``archive``), stopped by PID. ``details`` has the peer's ready line (``aeronDir``,
+    ``localControlChannel``, ``localControlStreamId``, ...)."""
+    if threading_mode not in ("shared", "dedicated"):
+        raise ValueError(f"threading mode {threading_mode!r} is invalid: 'shared' or 'dedicated'")
+    aeron_dir = shm_tempdir("aeron-bench-modern-java-")
+    server = None
+    try:
+        server = start_modern_java_archive(installation, archive_dir=archive_dir, aeron_dir=Path(aeron_dir),
+                                           control_channel=udp_channel(free_udp_port()),
+                                           segment_length=segment_length, threading=threading_mode,  # type: ignore[arg-type]
+                                           log_dir=archive_dir.parent)
+        yield RunningArchive("java", server.ready["controlChannel"], archive_dir, server.pid, dict(server.ready))
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(aeron_dir, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Profiling our sidecar
 
 
 @contextlib.contextmanager
-def py_spy_recording(pid: int, output: Path, *, rate: int = 250) -> Iterator[None]:
-    """Samples ``pid`` with py-spy (all threads, incl. idle; raw collapsed stacks) while the block runs."""
+def py_spy_recording(pid: int, output: Path, *, rate: int = 250, idle: bool = False) -> Iterator[None]:
+    """Samples ``pid`` with py-spy (all threads; raw collapsed stacks) while the block runs. Threads
+    the OS has off the CPU (a blocking call, waiting for the GIL) are sampled too only with
+    ``idle`` (py-spy ``--idle``); the agents' idle-strategy frames are in the samples either way."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not os.path.exists(py_spy):
         raise FileNotFoundError("py-spy is not installed: pip install py-spy (into the venv)")
     process = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw",
-                                "--threads", "--output", str(output), "--nonblocking"],
+                                "--threads", "--output", str(output), "--nonblocking", *(["--idle"] if idle else [])],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)  # let it attach
@@ -208,6 +241,71 @@ def py_spy_recording(pid: int, output: Path, *, rate: int = 250) -> Iterator[Non
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 stop_process(process)
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each live thread of ``pid`` (``/proc/<pid>/task/<tid>/stat``)."""
+    seconds: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        seconds[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
+    return seconds
+
+
+def thread_run_queue_wait_seconds(pid: int) -> dict[int, float]:
+    """Seconds each live thread of ``pid`` spent runnable but waiting for a CPU (the second field
+    of ``/proc/<pid>/task/<tid>/schedstat``): on a shared 2-core machine, the time the scheduler,
+    not the program, took."""
+    seconds: dict[int, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            seconds[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile, or no schedstats in this kernel
+    return seconds
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Each thread's name: its ``comm`` (the JVM and Aeron's C agents name theirs), and for a Python
+    process the ``threading`` names py-spy reports (Python 3.12 leaves its OS threads named
+    ``python``), when py-spy is installed. Unnamed threads get ``comm#tid``."""
+    names: dict[int, str] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            names[int(tid)] = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if os.path.exists(py_spy) and "python" in names.values():
+        dump = subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, check=False,
+                              timeout=30).stdout
+        for tid, name in re.findall(r'^Thread (\d+) \([^)]*\): "([^"]+)"', dump, re.MULTILINE):
+            if int(tid) in names:
+                names[int(tid)] = name
+    return {tid: f"{name}#{tid}" if name in ("python", "java") else _readable_thread_name(name)
+            for tid, name in names.items()}
+
+
+def _readable_thread_name(comm: str) -> str:
+    # comm keeps 15 characters: the Java driver's shared agent is named after its directory
+    # ("/dev/shm/aeron-"), the C driver's after its agents ("[conductor, sen").
+    if comm.startswith("/") or comm.startswith("[conductor"):
+        return "driver (shared agent)"
+    return comm
+
+
+def thread_cpu_delta(before: dict[int, float], after: dict[int, float], names: dict[int, str],
+                     floor_s: float = 0.005) -> dict[str, float]:
+    """Seconds per named thread between two snapshots of :func:`thread_cpu_seconds` (or of
+    :func:`thread_run_queue_wait_seconds`); threads below ``floor_s`` left out, one name summed."""
+    spent: dict[str, float] = {}
+    for tid, seconds in after.items():
+        name = names.get(tid, f"thread#{tid}")
+        spent[name] = spent.get(name, 0.0) + seconds - before.get(tid, 0.0)
+    return {name: round(value, 3) for name, value in sorted(spent.items(), key=lambda item: -item[1])
+            if value >= floor_s}
 
 
 IDLE_FRAMES = ("BackoffIdleStrategy.idle", "YieldingIdleStrategy.idle", "SleepingIdleStrategy.idle")

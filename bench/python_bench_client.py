@@ -20,6 +20,13 @@ message is far below a per-message offer's, so that comparison favours our archi
 
 ``replay``: replays the whole recording to an ``aeron:ipc`` subscription in this process that
 block-polls the image and only counts bytes.
+
+Where the archive is and how it is reached are options, so that one program feeds any archive
+(``bench/modern_java_archive.py`` drives the Java 1.51 archive and ours with it): the control
+channel/stream and protocol (default: the 1.15 protocol on ``aeron:ipc`` stream 11, what
+``bench/archive_throughput.py`` needs), the recorded channel (``--channel``; a UDP one is recorded
+REMOTE) and the replay channel. ``--embedded-driver`` runs a C driver of this process's own instead
+of attaching to ``--aeron-dir``: the publisher then reaches the archive's driver over UDP.
 """
 
 from __future__ import annotations
@@ -27,9 +34,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from aeron_spark.archive.client.archive_client import ArchiveClient, SourceLocation
@@ -37,6 +47,7 @@ from aeron_spark.archive.client.replay_subscription import replay_image_session_
 from aeron_spark.archive.client.response_routing import ArchiveError
 from aeron_spark.archive.codecs.constants import ArchiveErrorCode
 from aeron_spark.driver_integration.client import AeronClient
+from aeron_spark.driver_integration.media_driver import MediaDriver
 from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA,
     HEADER_LENGTH,
@@ -147,10 +158,26 @@ class PositionProbe(threading.Thread):
             self.failure = error
 
 
-def connect(aeron: AeronClient) -> ArchiveClient:
-    # The 1.15 protocol, as the Java 1.15.1 bench client speaks it.
-    return ArchiveClient.connect(control_channel="aeron:ipc", control_stream_id=11, response_channel="aeron:ipc",
-                                 aeron=aeron, protocol="legacy")
+@dataclass(frozen=True)
+class ControlEndpoint:
+    """How this client reaches the archive. The default is the 1.15 protocol on the archive's local
+    IPC control stream, as the Java 1.15.1 bench client speaks it."""
+
+    channel: str = "aeron:ipc"
+    stream_id: int = 11
+    response_channel: str = "aeron:ipc"
+    protocol: Literal["legacy", "modern"] = "legacy"
+
+
+def connect(aeron: AeronClient, endpoint: ControlEndpoint) -> ArchiveClient:
+    return ArchiveClient.connect(control_channel=endpoint.channel, control_stream_id=endpoint.stream_id,
+                                 response_channel=endpoint.response_channel, aeron=aeron, protocol=endpoint.protocol)
+
+
+def recording_fragment(channel: str) -> str:
+    """What FindLastMatchingRecording looks for in the recorded channel: a UDP recording's original
+    channel also carries its session id (the Java archive puts it before the endpoint)."""
+    return channel.partition("?")[2] or channel
 
 
 def find_recording(archive: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
@@ -166,18 +193,22 @@ def find_recording(archive: ArchiveClient, channel: str, stream_id: int, session
 
 
 def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
-           publication_channel: str = "aeron:ipc", publisher_kind: str = "block") -> dict[str, object]:
-    channel = "aeron:ipc"
+           publication_channel: str = "aeron:ipc", publisher_kind: str = "block", *,
+           endpoint: ControlEndpoint = ControlEndpoint(), channel: str = "aeron:ipc") -> dict[str, object]:
+    """Records ``channel`` (LOCAL over IPC, REMOTE otherwise), published on ``publication_channel``
+    (the same endpoint, with e.g. a term length)."""
     deadline = time.monotonic() + TIMEOUT_S
-    with connect(aeron) as archive:
-        archive.start_recording(channel, stream_id, SourceLocation.LOCAL)
+    source = SourceLocation.LOCAL if channel.startswith("aeron:ipc") else SourceLocation.REMOTE
+    with connect(aeron, endpoint) as archive:
+        archive.start_recording(channel, stream_id, source)
         publication = aeron.add_exclusive_publication(publication_channel, stream_id)
         try:
             while not publication.is_connected:
                 if time.monotonic() > deadline:
                     raise TimeoutError("the recording subscription did not connect")
                 time.sleep(0.001)
-            while (recording_id := find_recording(archive, channel, stream_id, publication.session_id)) < 0:
+            while (recording_id := find_recording(archive, recording_fragment(channel), stream_id,
+                                                  publication.session_id)) < 0:
                 if time.monotonic() > deadline:
                     raise TimeoutError("the recording did not appear in the catalog")
                 time.sleep(0.001)
@@ -213,9 +244,9 @@ def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
             "backPressuredOffers": publisher.back_pressured, "publisher": publisher_name}
 
 
-def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int) -> dict[str, object]:
-    channel = "aeron:ipc"
-    with connect(aeron) as archive:
+def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int, *,
+           endpoint: ControlEndpoint = ControlEndpoint(), channel: str = "aeron:ipc") -> dict[str, object]:
+    with connect(aeron, endpoint) as archive:
         descriptor = archive.list_recording(recording_id)
         if descriptor is None or descriptor.stop_position <= descriptor.start_position:
             raise RuntimeError(f"recording {recording_id} has no stopped data: {descriptor}")
@@ -256,10 +287,21 @@ def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int) -> dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=("record", "replay"))
-    parser.add_argument("--aeron-dir", required=True, help="our sidecar's media driver directory")
+    driver = parser.add_mutually_exclusive_group(required=True)
+    driver.add_argument("--aeron-dir", help="the archive's media driver directory (IPC)")
+    driver.add_argument("--embedded-driver", action="store_true",
+                        help="run a C driver in this process; reach the archive over UDP")
+    parser.add_argument("--control-channel", default=ControlEndpoint.channel)
+    parser.add_argument("--control-stream-id", type=int, default=ControlEndpoint.stream_id)
+    parser.add_argument("--response-channel", default=ControlEndpoint.response_channel)
+    parser.add_argument("--protocol", choices=("legacy", "modern"), default=ControlEndpoint.protocol,
+                        help="control protocol: legacy = 1.15.x (the default), modern = 1.12.0 (Aeron 1.5x)")
+    parser.add_argument("--channel", default="aeron:ipc",
+                        help="the recorded channel (aeron:ipc: LOCAL; a UDP endpoint: REMOTE)")
+    parser.add_argument("--replay-channel", default="aeron:ipc")
     parser.add_argument("--stream-id", type=int, default=1001)
-    parser.add_argument("--publication-channel", default="aeron:ipc",
-                        help="IPC channel of the publication (e.g. with term-length); recorded as aeron:ipc")
+    parser.add_argument("--publication-channel", default=None,
+                        help="channel of the publication (--channel with e.g. a term-length; default --channel)")
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--publisher", choices=("block", "per-message"), default="block",
@@ -267,14 +309,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recording-id", type=int)
     parser.add_argument("--replay-stream-id", type=int, default=2002)
     args = parser.parse_args(argv)
-    with AeronClient(args.aeron_dir, client_name="archive-bench") as aeron:
-        if args.command == "record":
-            result = record(aeron, args.stream_id, args.messages, args.size, args.publication_channel,
-                            args.publisher)
-        else:
-            if args.recording_id is None:
-                parser.error("replay needs --recording-id")
-            result = replay(aeron, args.recording_id, args.replay_stream_id)
+    if args.command == "replay" and args.recording_id is None:
+        parser.error("replay needs --recording-id")
+    endpoint = ControlEndpoint(args.control_channel, args.control_stream_id, args.response_channel, args.protocol)
+    # The embedded driver's files go to /dev/shm (MediaDriver's default), as the archives' do.
+    driver = MediaDriver(threading_mode="shared") if args.embedded_driver else None
+    try:
+        with AeronClient(driver.dir if driver is not None else args.aeron_dir, client_name="archive-bench") as aeron:
+            if args.command == "record":
+                result = record(aeron, args.stream_id, args.messages, args.size,
+                                args.publication_channel or args.channel, args.publisher,
+                                endpoint=endpoint, channel=args.channel)
+            else:
+                result = replay(aeron, args.recording_id, args.replay_stream_id, endpoint=endpoint,
+                                channel=args.replay_channel)
+    finally:
+        if driver is not None:
+            driver.close()
+            shutil.rmtree(driver.dir, ignore_errors=True)
     print(json.dumps(result), flush=True)
     return 0
 

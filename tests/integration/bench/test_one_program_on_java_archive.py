@@ -1,6 +1,8 @@
-"""The fair benchmark feeds the Java 1.15.1 archive over IPC with OUR bench program: our 1.53 C client
-attached to the Java 1.15.1 driver. That works only because the layouts it uses did not change, so
-check every frame the Java archive recorded: header fields, term offsets, PAD frames, payloads."""
+"""The fair benchmarks feed the Java archives with OUR bench program: over IPC our 1.53 C client
+attached to the Java 1.15.1 or 1.51.0 driver (bench/fair_recording.py, bench/modern_java_archive.py),
+over UDP from a C driver of its own to the 1.51.0 archive. That works only because the layouts it
+uses did not change, so check every frame the Java archive recorded: header fields, term offsets,
+PAD frames, payloads."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ import pytest
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 sys.path.insert(0, str(BENCH))
 from archive_throughput import started  # noqa: E402 - bench/ is not a package
-from bench_processes import BenchClients  # noqa: E402
+from bench_processes import PYTHON_BENCH_CLIENT, BenchClients, run_bench_client  # noqa: E402
+from modern_java_archive import client_options  # noqa: E402
+from modern_java_archive import started as started_modern  # noqa: E402
 
 from tests.interop.peer.interop_peer import ensure_peer_built  # noqa: E402
+from tests.interop.peer.modern_peer import ensure_modern_peer_built  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.timeout(240)]
 
@@ -39,6 +44,28 @@ def test_our_c_client_records_correct_frames_into_the_java_archive(tmp_path, siz
         assert replayed["countedBytes"] == recorded["stopPosition"]
         (segment,) = sorted(java.archive_dir.glob("*.rec"))
         log = np.fromfile(segment, dtype=np.uint8)[:recorded["stopPosition"]].tobytes()
+    assert_frames_of_the_bench_publisher(log, size, messages)
+
+
+@pytest.mark.parametrize(("transport", "size", "messages"), [("ipc", 32, 50_000), ("udp", 1024, 5_000)])
+def test_one_program_records_correct_frames_into_the_modern_java_archive(tmp_path, transport, size, messages):
+    """bench/modern_java_archive.py's cases, small: the same options, the Java 1.51.0 archive."""
+    with started_modern("java", ensure_modern_peer_built(), tmp_path, "shared") as java:
+        connection, record_options, replay_options = client_options(java, transport)
+        record_options[-1] = record_options[-1].replace("term-length=16777216", f"term-length={TERM_LENGTH}")
+        client = [sys.executable, str(PYTHON_BENCH_CLIENT)]
+        recorded = run_bench_client([*client, "record", *connection, *record_options, "--stream-id", "1001",
+                                     "--messages", str(messages), "--size", str(size), "--publisher", "per-message"])
+        assert recorded["stopPosition"] == recorded["publicationPosition"] > 0
+        replayed = run_bench_client([*client, "replay", *connection, *replay_options,
+                                     "--recording-id", str(recorded["recordingId"]), "--replay-stream-id", "2002"])
+        assert replayed["countedBytes"] == recorded["stopPosition"]
+        (segment,) = sorted(java.archive_dir.glob("*.rec"))
+        log = np.fromfile(segment, dtype=np.uint8)[:recorded["stopPosition"]].tobytes()
+    assert_frames_of_the_bench_publisher(log, size, messages)
+
+
+def assert_frames_of_the_bench_publisher(log: bytes, size: int, messages: int) -> None:
     offset, index, pads, sessions = 0, 0, 0, set()
     initial_term_id = HEADER.unpack_from(log, 0)[7]
     while offset < len(log):
