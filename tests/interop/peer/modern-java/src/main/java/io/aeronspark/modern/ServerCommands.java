@@ -69,6 +69,11 @@ final class ServerCommands
             .segmentFileLength(segmentLength)
             .deleteArchiveOnStart(options.flag("delete-archive-on-start"))
             .threadingMode(dedicated ? ArchiveThreadingMode.DEDICATED : ArchiveThreadingMode.SHARED);
+        if (options.has("credentials"))
+        {
+            archiveContext.authenticatorSupplier(
+                FixedCredentialsAuthenticator.supplier(options.requiredString("credentials")));
+        }
         if (options.has("archive-id"))
         {
             archiveContext.archiveId(options.requiredLong("archive-id"));
@@ -120,6 +125,7 @@ final class ServerCommands
                 .put("recordingEventsStreamId", eventsStreamId)
                 .put("segmentFileLength", concluded.segmentFileLength())
                 .put("recordChecksum", recordChecksum)
+                .put("authenticated", options.has("credentials"))
                 .put("threading", dedicated ? "dedicated" : "shared")
                 .put("externalDriver", externalDriver)
                 .put("launchMs", (System.nanoTime() - launchStartNs) / 1_000_000)
