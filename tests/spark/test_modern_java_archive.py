@@ -34,6 +34,7 @@ from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 
 from tests.interop.peer.modern_peer import (
+    ModernPeerClient,
     RecordResult,
     RunningModernJavaArchive,
     ensure_modern_peer_built,
@@ -162,6 +163,23 @@ def test_a_query_discovers_recordings_of_a_java_publisher(spark_source, java: Ru
     assert len(rows) == 300 and len(recordings) == 3
     for recording_id, (first_index, count, stop) in recordings.items():
         check_recording(rows, recording_id, first_index, count, stop)
+
+
+def test_reading_a_java_archive_that_authenticates(spark_source, tmp_path: Path) -> None:
+    """A Java archive with Aeron's SimpleAuthenticator (the peer's ``--credentials``) takes the
+    credentials bytes as they are: ``archive.credentialsEncoding=plain`` sends ``principal:secret``
+    so; the default (our HMAC challenge scheme, principal only) is refused at once, by name."""
+    peer = ensure_modern_peer_built()
+    with running_modern_java_archive(peer, tmp_path, credentials="spark:s3cret") as secured:
+        recorded = ModernPeerClient(peer, secured.endpoint, credentials="spark:s3cret").record(
+            udp_channel(), 7040, 50, SIZE)
+        options = {**read_options(secured, "aeron:udp", 7040), "archive.credentials": "spark:s3cret"}
+        rows = collect(spark_source.read.format("aeron-archive")
+                       .options(**options, **{"archive.credentialsEncoding": "plain"}).load())
+        check_recording(rows, recorded.recording_id, 0, 50, recorded.stop_position)
+        with pytest.raises(Exception, match="AUTHENTICATION_REJECTED") as refused:
+            spark_source.read.format("aeron-archive").options(**options).load().collect()
+        assert "archive.credentialsEncoding=plain" in str(refused.value) and "s3cret" not in str(refused.value)
 
 
 def wait_rows(spark, table: str, count: int, query) -> list:
