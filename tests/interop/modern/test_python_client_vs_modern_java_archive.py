@@ -439,3 +439,47 @@ def test_segment_operations(java: RunningModernJavaArchive, client: ArchiveClien
     assert digest_of(replay_all(client, recording_id, start, recorded.stop_position - start)) == replayed.digest
     with pytest.raises(ArchiveError):
         client.detach_segments(recording_id, start + SEGMENT_LENGTH)  # would detach the segment being read to
+
+
+def test_migrate_segments_like_the_java_client(java: RunningModernJavaArchive, client: ArchiveClient) -> None:
+    """Two pairs: a Java recording of exactly one segment (the head) and a recording of ours that
+    continues it (same stream, initial term id, term length and mtu, starting at the head's stop
+    position, a segment boundary). Ours moves the first pair's head onto the start of its
+    continuation, the Java client the second's; same outcome, and the continuation replays as one
+    stream from 0. (Appending the other way round is refused by 1.51: the head already holds its next,
+    empty, segment file.)"""
+    size, per_segment = 96, SEGMENT_LENGTH // framed_length(96)
+
+    def pair(stream_id: int) -> tuple[int, int, int]:
+        head = java.client.record(recorded_channel(), stream_id, per_segment, size)
+        assert head.stop_position == SEGMENT_LENGTH
+        descriptor = client.list_recording(head.recording_id)
+        channel = recorded_channel()
+        subscription_id = client.start_recording(channel, stream_id, SourceLocation.REMOTE)
+        publication = connected_publication(client.aeron, channel, stream_id, initial_position=InitialPosition(
+            SEGMENT_LENGTH, descriptor.initial_term_id, TERM_LENGTH, descriptor.mtu_length))
+        tail_id = client.await_recording_signal(RecordingSignal.START, subscription_id=subscription_id).recording_id
+        for payload in payloads(per_segment, per_segment, size):
+            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT)
+        end = publication.position
+        wait_until(lambda: client.recording_position(tail_id) >= end, "the continuation to be recorded")
+        client.stop_recording_subscription(subscription_id)
+        publication.close()
+        wait_until(lambda: client.stop_position(tail_id) == end, "the continuation to stop")
+        assert client.start_position(tail_id) == SEGMENT_LENGTH
+        return head.recording_id, tail_id, end
+
+    ours_head, ours_tail, end = pair(5501)
+    theirs_head, theirs_tail, their_end = pair(5502)
+    moved = client.migrate_segments(ours_head, ours_tail)
+    theirs = java.client.migrate_segments(theirs_head, theirs_tail)
+    assert moved == theirs["count"] == 1
+    assert (client.start_position(ours_tail), client.stop_position(ours_tail)) == (0, end)
+    assert (java.client.positions(theirs_tail).start_position, their_end) == (0, end)
+    for head, tail in ((ours_head, ours_tail), (theirs_head, theirs_tail)):
+        assert without_request_ids(client.list_recording(tail).to_aeron_dict()) == java_descriptor(java, tail)
+        head_view = client.list_recording(head)
+        assert (without_request_ids(head_view.to_aeron_dict()) if head_view else None) == java_descriptor(java, head)
+    replayed = java.client.replay(ours_tail, replay_channel=udp_channel(), replay_stream_id=6009)
+    assert (replayed.messages, replayed.digest) == (2 * per_segment, expected_digest(0, 2 * per_segment, size))
+    assert digest_of(replay_all(client, ours_tail, 0, end)) == replayed.digest
