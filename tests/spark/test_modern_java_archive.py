@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,13 +36,17 @@ from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 
 from tests.interop.peer.modern_peer import (
+    JavaServer,
+    ModernArchiveEndpoint,
     ModernPeerClient,
     RecordResult,
     RunningModernJavaArchive,
     ensure_modern_peer_built,
     expected_digest,
     running_modern_java_archive,
+    start_modern_java_archive,
 )
+from tests.interop.peer.interop_peer import PeerError, shm_tempdir
 from tests.spark.test_sink_committer_sidecar import race_two_commits, winner_and_loser
 from tests.support.ports import udp_channel
 
@@ -274,7 +280,15 @@ def staged(opts: SinkOptions, batch_id: int, payloads: list[bytes], attempt: int
 
 
 def visible_rows(java: RunningModernJavaArchive, recording_id: int) -> list[bytes]:
-    source = SourceOptions.parse({"recordingIds": str(recording_id), "archive.controlChannel": java.control_channel},
+    return rows_visible_at(java.control_channel, recording_id)
+
+
+def visible_rows_at(opts: SinkOptions, recording_id: int) -> list[bytes]:
+    return rows_visible_at(opts.connection.control_channel, recording_id)
+
+
+def rows_visible_at(control_channel: str, recording_id: int) -> list[bytes]:
+    source = SourceOptions.parse({"recordingIds": str(recording_id), "archive.controlChannel": control_channel},
                                  ReadMode.BATCH)
     access = open_archive(source.connection)
     try:
@@ -367,3 +381,68 @@ def test_two_committers_extending_the_sink_recording_at_once_append_one_batch(
 def race_rows(tag: str) -> list[bytes]:
     """What race_two_commits stages for a committer (its rows(400, tag))."""
     return [f"{tag}-{i}-".encode().ljust(100, b".") for i in range(400)]
+
+
+def test_the_java_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path: Path, monkeypatch) -> None:
+    """SIGKILL of the Java archive (and its driver) while a commit appends, before its marker; the
+    archive restarted on the same directory stops the recording at what it had recorded (debris after
+    the last marker), and the commit re-run cuts the debris and appends the batch once."""
+    peer = ensure_modern_peer_built()
+    archive_dir, sink_channel = tmp_path / "archive", udp_channel()
+    servers: list[JavaServer] = []
+    aeron_dirs: list[Path] = []
+
+    def start() -> tuple[JavaServer, SinkOptions]:
+        deadline = time.monotonic() + 60
+        while True:  # a killed archive's mark file looks active for a few seconds
+            try:
+                aeron_dirs.append(Path(shm_tempdir("aeron-modern-killed-")))
+                server = start_modern_java_archive(peer, archive_dir=archive_dir, log_dir=tmp_path,
+                                                   aeron_dir=aeron_dirs[-1])
+                break
+            except PeerError as error:
+                assert "active mark file" in str(error) and time.monotonic() < deadline, error
+                time.sleep(0.5)
+        servers.append(server)
+        return server, SinkOptions.parse({
+            "channel": sink_channel, "streamId": "7050", "archive.controlChannel": server.ready["controlChannel"],
+            "sink.stagingDir": str(tmp_path / "staging"), "sink.termLength": "64k",
+            "sink.commitTimeoutMs": "4000", "archive.timeoutMs": "3000"}, streaming=True)
+
+    try:
+        server, opts = start()
+        first = commit_staged(opts, [staged(opts, 0, rows(300, "a"))], 0)
+        real_append = sink_archive.ClientAppender.append
+        calls = {"n": 0}
+
+        def append_then_kill(self, block):
+            real_append(self, block)
+            calls["n"] += 1
+            if calls["n"] == 4:
+                deadline = time.monotonic() + 5
+                while self._archive.live_position(self.recording_id) < self.position and time.monotonic() < deadline:
+                    time.sleep(0.01)  # let the archive record the debris
+                os.kill(server.pid, signal.SIGKILL)
+                raise Crash("archive killed")
+
+        monkeypatch.setattr(sink_archive.ClientAppender, "append", append_then_kill)
+        with pytest.raises(Exception):  # noqa: B017 - Crash, or ArchiveUnavailable from the retry on a new connection
+            commit_staged(opts, [staged(opts, 1, rows(5000, "b"))], 1)
+        monkeypatch.undo()
+        server.stop()
+
+        server, opts = start()
+        restarted = ModernPeerClient(peer, ModernArchiveEndpoint(control_channel=server.ready["controlChannel"],
+                                                                 aeron_dir=Path(server.ready["aeronDir"])))
+        [descriptor] = restarted.list_recordings()
+        assert descriptor["stopPosition"] > first.end  # stopped at what it recorded: debris after the marker
+        again = commit_staged(opts, [staged(opts, 1, rows(5000, "b"), attempt=1)], 1)
+        assert again.outcome is CommitOutcome.COMMITTED and again.data_start == first.end
+        assert visible_rows_at(opts, first.recording_id) == rows(300, "a") + rows(5000, "b")
+        assert commit_staged(opts, [staged(opts, 1, rows(5000, "b"), attempt=2)], 1).outcome is \
+            CommitOutcome.ALREADY_COMMITTED
+    finally:
+        for started in servers:
+            started.stop()
+        for directory in aeron_dirs:
+            shutil.rmtree(directory, ignore_errors=True)
