@@ -383,6 +383,25 @@ def race_rows(tag: str) -> list[bytes]:
     return [f"{tag}-{i}-".encode().ljust(100, b".") for i in range(400)]
 
 
+def test_an_ipc_sink_on_the_java_archive_driver_through_archive_dir(java: RunningModernJavaArchive,
+                                                                     tmp_path: Path) -> None:
+    """``archive.dir`` = the Java archive's directory: the committer attaches to its Java driver (the
+    mark file names it), publishes over IPC, the archive records LOCAL and the rec-pos counter says
+    when the batch is recorded."""
+    opts = SinkOptions.parse({"channel": "aeron:ipc", "streamId": "7060", "archive.dir": str(java.archive_dir),
+                              "sink.stagingDir": str(tmp_path / "staging"), "sink.commitTimeoutMs": "8000"},
+                             streaming=True)
+    assert opts.source_location_local
+    first = commit_staged(opts, [staged(opts, 0, rows(1000, "x"))], 0)
+    second = commit_staged(opts, [staged(opts, 1, rows(1000, "y"))], 1)
+    assert second.recording_id == first.recording_id and second.data_start == first.end
+    assert commit_staged(opts, [staged(opts, 1, rows(1000, "y"), attempt=1)], 1).outcome is \
+        CommitOutcome.ALREADY_COMMITTED
+    [descriptor] = [d for d in java.client.list_recordings() if d["recordingId"] == first.recording_id]
+    assert descriptor["originalChannel"].startswith("aeron:ipc") and descriptor["stopPosition"] == second.end
+    assert visible_rows(java, first.recording_id) == rows(1000, "x") + rows(1000, "y")
+
+
 def test_the_java_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path: Path, monkeypatch) -> None:
     """SIGKILL of the Java archive (and its driver) while a commit appends, before its marker; the
     archive restarted on the same directory stops the recording at what it had recorded (debris after
