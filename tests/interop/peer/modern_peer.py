@@ -182,8 +182,9 @@ def start_modern_java_archive(installation: ModernPeerInstallation, *, archive_d
     running in ``aeron_dir``; otherwise it launches its own (ArchivingMediaDriver) and wipes
     ``aeron_dir`` first. ``control_channel`` and the recording-events channel default to free ports;
     the replication channel to ``aeron:udp?endpoint=localhost:0``. ``credentials`` (``user:pass``)
-    makes it authenticate: only a connect request whose encoded credentials are exactly those UTF-8
-    bytes is accepted, any other (none included) is rejected, with no challenge."""
+    makes it authenticate with Aeron's ``SimpleAuthenticator``: only a connect request whose encoded
+    credentials are exactly those UTF-8 bytes is accepted, any other (none included) is rejected,
+    with no challenge."""
     args = ["--archive-dir", str(archive_dir), "--aeron-dir", str(aeron_dir),
             "--control-channel", control_channel or udp_channel(free_udp_port()),
             "--control-stream-id", str(control_stream_id),
