@@ -75,6 +75,22 @@ def isolated_response_channel(channel: str) -> str:
     return uri.build()
 
 
+#: The control request channel's term length when it names none, as Aeron's clients set it: the
+#: archive's image of every session's requests is then 3 x 64 KiB on its driver, not 3 x the
+#: driver's default term length (16 MiB), which a driver without sparse files allocates in full.
+CONTROL_TERM_LENGTH = "64k"
+
+
+def control_request_channel(channel: str) -> str:
+    """``channel`` with ``term-length=64k`` unless it names a term length (Aeron's AeronArchive
+    does the same to its control channels)."""
+    uri = ChannelUri.parse(channel)
+    if uri.get("term-length") is not None:
+        return channel
+    uri.set("term-length", CONTROL_TERM_LENGTH)
+    return uri.build()
+
+
 def subscribe_resolved(aeron: AeronClient, channel: str, stream_id: int, timeout: float,
                        advertised_host: str | None = None) -> tuple[Subscription, str]:
     """A subscription on ``channel`` and the channel to tell the archive to send to.
@@ -138,7 +154,8 @@ class AeronControlTransport:
         self._subscription, self.response_channel = subscribe_resolved(
             aeron, response_channel, response_stream_id, timeout, response_host)
         try:
-            self._publication = aeron.add_exclusive_publication(control_channel, control_stream_id)
+            self._publication = aeron.add_exclusive_publication(control_request_channel(control_channel),
+                                                                control_stream_id)
         except BaseException:
             self._subscription.close()
             raise

@@ -153,6 +153,22 @@ def test_login_without_credentials_gets_the_archive_id(java: RunningModernJavaAr
         assert auto.archive_id == java.archive_id
 
 
+def test_a_session_costs_the_java_driver_no_more_than_the_java_clients(java: RunningModernJavaArchive,
+                                                                        aeron_client: AeronClient) -> None:
+    """Like Aeron's client, ours asks for 64 KiB terms on its control request channel: the image of
+    it on the archive's driver is 3 x 64 KiB (+ metadata), not 3 x 16 MiB (Aeron's default term
+    length, which a Java driver without sparse files allocates in full for every client session)."""
+    images = Path(java.aeron_dir) / "images"
+
+    def image_sizes() -> dict[str, int]:
+        return {path.name: path.stat().st_size for path in images.glob("*.logbuffer")}
+
+    before = image_sizes()
+    with ArchiveClient.connect(control_channel=java.control_channel, aeron=aeron_client, timeout=TIMEOUT):
+        new = {name: size for name, size in image_sizes().items() if name not in before}
+    assert new and all(size <= 3 * TERM_LENGTH + 4096 for size in new.values()), new
+
+
 def test_login_with_credentials(modern_peer: ModernPeerInstallation, tmp_path: Path,
                                 aeron_client: AeronClient) -> None:
     with running_modern_java_archive(modern_peer, tmp_path, credentials="spark:s3cret") as secured:
