@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, RecordingSignal
+from aeron_spark.archive.client import live_positions
 from aeron_spark.archive.client.replay_subscription import replay_image_session_id
 from aeron_spark.archive.codecs import ArchiveErrorCode, SourceLocation, semantic_version
+from aeron_spark.connector.archive_reading import ClientArchiveAccess
 from aeron_spark.connector.connection_cache import ConnectionCache
 from aeron_spark.driver_integration import AeronClient
 from aeron_spark.driver_integration.publication import InitialPosition
@@ -298,6 +300,28 @@ def test_start_and_stop_recording_three_ways_with_signals_and_positions(
     # the one stopped by its id is surely gone.
     stream_ids = {s.stream_id for s in client.list_recording_subscriptions(0, 10, "aeron:udp", 0, False)}
     assert 5101 not in stream_ids and 5103 not in stream_ids
+
+
+def test_the_java_rec_pos_counter_is_found_and_read_on_the_archive_driver(java: RunningModernJavaArchive,
+                                                                          on_archive_driver: ArchiveClient) -> None:
+    """A client on the archive's driver (archive.dir on its host) follows an active recording by the
+    Java archive's rec-pos counter (type 100, keyed by recording id and archive id), with no request."""
+    ours = on_archive_driver
+    subscription_id = ours.start_recording("aeron:ipc?term-length=64k", 5150, SourceLocation.LOCAL)
+    publication = connected_publication(ours.aeron, "aeron:ipc?term-length=64k", 5150)
+    try:
+        recording_id = ours.await_recording_signal(RecordingSignal.START, subscription_id=subscription_id).recording_id
+        end = publish(publication, 0, 300)
+        counters = ours.aeron.counters_reader
+        counter_id = live_positions.counter_ids_by_recording(counters, java.archive_id)[recording_id]
+        wait_until(lambda: live_positions.recorded_position(counters, counter_id) == end, "the counter to reach the end")
+        assert live_positions.is_counter_of(counters, counter_id, recording_id)
+        assert ClientArchiveAccess(ours).live_position(recording_id) == end == ours.recording_position(recording_id)
+    finally:
+        ours.stop_recording_subscription(subscription_id)
+        publication.close()
+    ours.await_recording_signal(RecordingSignal.STOP, recording_id=recording_id)
+    wait_until(lambda: not live_positions.is_counter_of(counters, counter_id, recording_id), "the counter to go")
 
 
 def test_extend_a_java_recording(java: RunningModernJavaArchive, client: ArchiveClient) -> None:
