@@ -29,7 +29,12 @@ import dataclasses
 from aeron_spark.driver_integration.host_address import address_toward, endpoint_host_of
 from aeron_spark.driver_integration.process_driver import DriverUnavailable, driver_dir_for_process
 
-from aeron_spark.connector.credentials import CREDENTIALS_FILE_OPTION, CREDENTIALS_OPTION, CredentialsUnavailable
+from aeron_spark.connector.credentials import (
+    CREDENTIALS_ENCODING_OPTION,
+    CREDENTIALS_FILE_OPTION,
+    CREDENTIALS_OPTION,
+    CredentialsUnavailable,
+)
 from aeron_spark.connector.options import DEFAULT_CONTROL_STREAM_ID, ArchiveConnection
 
 #: ArchiveErrorCode.AUTHENTICATION_REJECTED (Aeron's archive error code 10).
@@ -187,5 +192,7 @@ def _rejection_message(connection: ArchiveConnection, secret, control_channel: s
     if secret is None:
         return (f"{refusal}. It requires authentication and none was given: set {CREDENTIALS_OPTION} "
                 f"(principal:secret) or {CREDENTIALS_FILE_OPTION} (a file holding that line)")
+    hint = ("; an archive comparing the credentials bytes (a Java archive with Aeron's SimpleAuthenticator) "
+            f"needs {CREDENTIALS_ENCODING_OPTION}=plain" if connection.credentials.encoding == "challenge" else "")
     return (f"{refusal}, for principal {secret.principal!r} given by option {connection.credentials.describe()}: "
-            "an unknown principal or a wrong secret (the secret is not shown)")
+            f"an unknown principal or a wrong secret (the secret is not shown){hint}")

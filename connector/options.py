@@ -18,6 +18,8 @@ from aeron_spark.driver_integration.channel_uri import ChannelUriError
 from aeron_spark.driver_integration.channel_uri import parse as parse_channel_uri
 
 from aeron_spark.connector.credentials import (
+    CREDENTIALS_ENCODING_OPTION,
+    CREDENTIALS_ENCODINGS,
     CREDENTIALS_FILE_OPTION,
     CREDENTIALS_OPTION,
     ArchiveCredentials,
@@ -48,7 +50,7 @@ CONNECTION_OPTIONS = ("archive.dir", "path", "archive.controlChannel", "archive.
                       "archive.responseChannel", "archive.responseStreamId", "archive.timeoutMs", "aeron.dir",
                       "aeron.driver", "aeron.host", "aeron.bindAddress",
                       "replay.channel", "replay.streamId", "replay.idleTimeoutMs",
-                      CREDENTIALS_OPTION, CREDENTIALS_FILE_OPTION)
+                      CREDENTIALS_OPTION, CREDENTIALS_FILE_OPTION, CREDENTIALS_ENCODING_OPTION)
 #: Options only the source accepts (source/options.py defines them): the sink names them in its
 #: error. tests/unit/connector/source/test_options.py checks this against the source's options.
 SOURCE_ONLY_OPTIONS = ("recordingIds", "startingPositions", "endingPositions", "failOnDataLoss",
@@ -121,6 +123,9 @@ def parse_credentials(raw: dict[str, str]) -> ArchiveCredentials | None:
     """``archive.credentials`` or ``archive.credentialsFile``; errors never quote the value."""
     text = raw.get(CREDENTIALS_OPTION)
     file = raw.get(CREDENTIALS_FILE_OPTION)
+    encoding = parse_choice(raw, CREDENTIALS_ENCODING_OPTION, CREDENTIALS_ENCODINGS, "challenge")
+    if raw.get(CREDENTIALS_ENCODING_OPTION) is not None and text is None and file is None:
+        raise OptionError(f"option {CREDENTIALS_ENCODING_OPTION} needs {CREDENTIALS_OPTION} or {CREDENTIALS_FILE_OPTION}")
     if text is not None and file is not None:
         raise OptionError(f"options {CREDENTIALS_OPTION} and {CREDENTIALS_FILE_OPTION} are exclusive; set one "
                           "(credentialsFile keeps the secret out of the query's options)")
@@ -128,11 +133,11 @@ def parse_credentials(raw: dict[str, str]) -> ArchiveCredentials | None:
         if not file:
             raise OptionError(f"option {CREDENTIALS_FILE_OPTION} is empty; accepted: a path or URI of a file "
                               "holding one line principal:secret")
-        return ArchiveCredentials(file=file)
+        return ArchiveCredentials(file=file, encoding=encoding)
     if text is None:
         return None
     try:
-        return ArchiveCredentials(text=text)
+        return ArchiveCredentials(text=text, encoding=encoding)
     except CredentialsUnavailable as error:
         raise OptionError(str(error)) from None
 

@@ -854,6 +854,12 @@ class ArchiveClient:
         self._require_modern("AttachSegmentsRequest")
         return self._call(lambda s, c: codecs.AttachSegmentsRequest(s, c, recording_id))
 
+    def migrate_segments(self, src_recording_id: int, dst_recording_id: int) -> int:
+        """Moves the segments of stopped ``src_recording_id`` onto the start or the end of
+        ``dst_recording_id`` (Aeron's migrateSegments); the number of segment files moved."""
+        self._require_modern("MigrateSegmentsRequest")
+        return self._call(lambda s, c: codecs.MigrateSegmentsRequest(s, c, src_recording_id, dst_recording_id))
+
     # ------------------------------------------------------------------------------ signals, errors
     def _deliver_signals(self) -> None:
         callback = self.on_recording_signal

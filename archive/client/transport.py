@@ -138,6 +138,22 @@ def isolated_response_channel(channel: str) -> str:
     return uri.build()
 
 
+#: The control request channel's term length when it names none, as Aeron's clients set it: the
+#: archive's image of every session's requests is then 3 x 64 KiB on its driver, not 3 x the
+#: driver's default term length (16 MiB), which a driver without sparse files allocates in full.
+CONTROL_TERM_LENGTH = "64k"
+
+
+def control_request_channel(channel: str) -> str:
+    """``channel`` with ``term-length=64k`` unless it names a term length (Aeron's AeronArchive
+    does the same to its control channels)."""
+    uri = ChannelUri.parse(channel)
+    if uri.get("term-length") is not None:
+        return channel
+    uri.set("term-length", CONTROL_TERM_LENGTH)
+    return uri.build()
+
+
 def subscribe_resolved(aeron: AeronClient, channel: str, stream_id: int, timeout: float,
                        advertised_host: str | None = None) -> tuple[Subscription, str]:
     """A subscription on ``channel`` and the channel to tell the archive to send to.
@@ -206,9 +222,10 @@ class AeronControlTransport:
             aeron, response_channel, response_stream_id, timeout,
             None if self._response_mode else response_host)
         if self._response_mode:
-            self.request_channel = response_request_channel(control_channel, self._subscription.registration_id)
+            self.request_channel = response_request_channel(control_request_channel(control_channel),
+                                                            self._subscription.registration_id)
         else:
-            self.request_channel = control_channel
+            self.request_channel = control_request_channel(control_channel)
         try:
             self._publication = aeron.add_exclusive_publication(self.request_channel, control_stream_id)
         except BaseException:

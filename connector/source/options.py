@@ -124,6 +124,10 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
                "line principal:secret", None, _BOTH,
                "Like archive.credentials, read by each process when it connects: the secret stays off the "
                "query's options and plan."),
+    OptionSpec("archive.credentialsEncoding", "challenge | plain", "challenge", _BOTH,
+               "How archive.credentials(File) log in: challenge sends the principal and answers an hmac-sha256 "
+               "challenge (the aeron-archive sidecar); plain sends principal:secret itself as the credentials "
+               "bytes, as a Java archive with Aeron's SimpleAuthenticator expects (the secret crosses the wire)."),
     OptionSpec("startingPositions", "earliest | latest | JSON {\"<recordingId>\": position|-2|-1}",
                "latest (stream), earliest (batch)", _BOTH,
                "Where a new query starts. Resumed queries use their checkpoint."),

@@ -11,12 +11,16 @@ query mid-commit is in test_sink_kill_on_cluster.py.
 
 The ``single-host`` layout runs the same scenarios on ``local[2]`` with ``archive.dir`` only; the
 ``cluster-response-channels`` layout runs some of them on the cluster with a response channel
-(``archive.responseChannel`` with ``control-mode=response``).
+(``archive.responseChannel`` with ``control-mode=response``). The ``modern-java-cluster`` layout
+is the cluster layout with the real Java Aeron 1.51.0 archive (tests/interop/peer/modern_peer.py:
+its own Java media driver, only its control channel given) in place of the sidecar, for the reads
+(the sink into it: tests/spark/test_modern_java_archive.py).
 Every process started here is stopped here, by PID.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.interop.peer.modern_peer import ensure_modern_peer_built, running_modern_java_archive
 from tests.support.driver_process import running_driver_process
 from tests.support.ports import free_udp_port
 from tests.support.s3_server import running_s3_server
@@ -41,6 +46,7 @@ LAYOUTS = {
     # The cluster with archive.responseChannel=control-mode=response: every Spark process reaches
     # the archive over connections it opens (control, replays), none is told an address of its own.
     "cluster-response-channels": ["batch_read", "available_now", "sink_batch_write"],
+    "modern-java-cluster": ["batch_read", "tail_live", "discovery"],
 }
 APP_TIMEOUT_S = 600
 
@@ -64,35 +70,52 @@ def _run_app(args: dict, env: dict[str, str]) -> dict[str, dict]:
 
 
 def _run_layout(layout: str, work: Path) -> dict[str, dict]:
+    if layout == "modern-java-cluster":
+        with running_modern_java_archive(ensure_modern_peer_built(), work) as java:
+            return _run_cluster(_app_args(work, java.control_channel, layout), work, staging=False)
     with running_sidecar(work / "archive") as sidecar:
-        args = {
-            "work_dir": str(work), "control_channel": sidecar.control_channel, "record_port": free_udp_port(),
-            "sink_port": free_udp_port(), "first_stream_id": 7100, "scenarios": LAYOUTS[layout],
-            "staging_uri": None,
-        }
-        env = {key: value for key, value in os.environ.items() if key != "AERON_DIR"}
+        args = _app_args(work, sidecar.control_channel, layout)
         if layout == "single-host":
             args.update(master="local[2]", options={"archive.dir": str(work / "archive")},
                         publisher_aeron_dir=sidecar.driver_dir)
-            return _run_app(args, env)
-        driver_host_dir = work / "spark-driver-host-aeron"
-        with running_driver_process(driver_host_dir), running_s3_server() as s3:
-            options = {"archive.controlChannel": sidecar.control_channel}
-            if layout == "cluster-response-channels":
-                options["archive.responseChannel"] = f"aeron:udp?control-mode=response|control=localhost:{free_udp_port()}"
-            args.update(master="local-cluster[2,1,1024]", staging_uri=s3.staging_uri("cluster-staging"),
-                        options=options)
-            args["spark_conf"] = {
-                # No driver runs there: each executor's Python worker starts an embedded one.
-                "spark.executorEnv.AERON_DIR": str(work / "executor-host-aeron"),
-                "spark.task.maxFailures": "4",
-            }
-            env["AERON_DIR"] = str(driver_host_dir)
-            results = _run_app(args, env)
-            results["_replay_channels"] = {"replays": [
-                line.split(" on ", 1)[1] for line in sidecar.stderr_lines
-                if "replay_requests: replay" in line and " from " in line and " on " in line]}
-            return results
+            return _run_app(args, _environment())
+        options = {}
+        if layout == "cluster-response-channels":
+            options["archive.responseChannel"] = f"aeron:udp?control-mode=response|control=localhost:{free_udp_port()}"
+        results = _run_cluster(args, work, staging=True, extra_options=options)
+        results["_replay_channels"] = {"replays": [
+            line.split(" on ", 1)[1] for line in sidecar.stderr_lines
+            if "replay_requests: replay" in line and " from " in line and " on " in line]}
+        return results
+
+
+def _app_args(work: Path, control_channel: str, layout: str) -> dict:
+    return {"work_dir": str(work), "control_channel": control_channel, "record_port": free_udp_port(),
+            "sink_port": free_udp_port(), "first_stream_id": 7100, "scenarios": LAYOUTS[layout], "staging_uri": None}
+
+
+def _environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key != "AERON_DIR"}
+
+
+def _run_cluster(args: dict, work: Path, *, staging: bool, extra_options: dict[str, str] | None = None) -> dict[str, dict]:
+    """``local-cluster`` executors on embedded drivers, this app on a driver of its own, the archive
+    reached at ``args["control_channel"]`` (plus ``extra_options``) only; sink staging on S3 (moto)
+    when ``staging``."""
+    env = _environment()
+    driver_host_dir = work / "spark-driver-host-aeron"
+    with running_driver_process(driver_host_dir), contextlib.ExitStack() as stack:
+        if staging:
+            args["staging_uri"] = stack.enter_context(running_s3_server()).staging_uri("cluster-staging")
+        options = {"archive.controlChannel": args["control_channel"], **(extra_options or {})}
+        args.update(master="local-cluster[2,1,1024]", options=options)
+        args["spark_conf"] = {
+            # No driver runs there: each executor's Python worker starts an embedded one.
+            "spark.executorEnv.AERON_DIR": str(work / "executor-host-aeron"),
+            "spark.task.maxFailures": "4",
+        }
+        env["AERON_DIR"] = str(driver_host_dir)
+        return _run_app(args, env)
 
 
 @pytest.fixture(scope="module")

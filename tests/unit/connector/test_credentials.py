@@ -9,7 +9,7 @@ from pyspark.sql.datasource import CaseInsensitiveDict
 
 from aeron_spark.archive.client import SecretCredentials, UnsupportedChallenge
 from aeron_spark.archive.codecs.secret_challenge import CHALLENGE_PREFIX, answer_challenge
-from aeron_spark.connector.credentials import ArchiveCredentials, CredentialsUnavailable
+from aeron_spark.connector.credentials import ArchiveCredentials, CredentialsUnavailable, PlainCredentials
 from aeron_spark.connector.options import OptionError
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
@@ -125,3 +125,32 @@ def test_secret_credentials_check_their_parts():
 def test_a_credentials_uri_is_opened_with_pyarrow_fs_and_a_failure_names_the_option():
     with pytest.raises(CredentialsUnavailable, match=r"option archive.credentialsFile=mock://secrets/spark: cannot read"):
         ArchiveCredentials(file="mock://secrets/spark").load()
+
+
+def test_plain_encoding_sends_the_line_itself_and_never_prints_the_secret(tmp_path):
+    """archive.credentialsEncoding=plain (a Java archive with Aeron's SimpleAuthenticator)."""
+    options = source(**{"archive.credentials": f"spark:{SECRET}", "archive.credentialsEncoding": "PLAIN"})
+    credentials = options.connection.credentials
+    assert credentials.encoding == "plain"
+    loaded = credentials.load()
+    assert isinstance(loaded, PlainCredentials) and loaded.principal == "spark"
+    assert loaded.connect_credentials() == f"spark:{SECRET}".encode()
+    with pytest.raises(CredentialsUnavailable, match="archive.credentialsEncoding=plain answers none") as error:
+        loaded.on_challenge(CHALLENGE_PREFIX + b"00")
+    for text in (repr(loaded), str(loaded), repr(options), str(error.value),
+                 repr(pickle.loads(pickle.dumps(options.connection)))):
+        assert SECRET not in text
+    again = pickle.loads(pickle.dumps(credentials))
+    assert again == credentials and again.encoding == "plain"
+    assert credentials != source(**{"archive.credentials": f"spark:{SECRET}"}).connection.credentials
+    file = tmp_path / "credentials"
+    file.write_text(f"# for the Java archive\nspark:{SECRET}\n")
+    from_file = sink(**{"archive.credentialsFile": str(file), "archive.credentialsEncoding": "plain"})
+    assert from_file.connection.credentials.load().connect_credentials() == f"spark:{SECRET}".encode()
+
+
+def test_a_bad_or_lonely_credentials_encoding_is_an_option_error():
+    with pytest.raises(OptionError, match="archive.credentialsEncoding='hmac' is not valid; accepted: challenge | plain"):
+        source(**{"archive.credentials": f"spark:{SECRET}", "archive.credentialsEncoding": "hmac"})
+    with pytest.raises(OptionError, match="archive.credentialsEncoding needs archive.credentials"):
+        sink(**{"archive.credentialsEncoding": "plain"})

@@ -4,6 +4,7 @@ import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.CountDownLatch;
 
 import io.aeron.archive.Archive;
@@ -13,6 +14,8 @@ import io.aeron.archive.checksum.Checksums;
 import io.aeron.archive.client.AeronArchive;
 import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
+import io.aeron.security.AuthenticatorSupplier;
+import io.aeron.security.SimpleAuthenticator;
 import org.agrona.CloseHelper;
 
 /**
@@ -69,6 +72,10 @@ final class ServerCommands
             .segmentFileLength(segmentLength)
             .deleteArchiveOnStart(options.flag("delete-archive-on-start"))
             .threadingMode(dedicated ? ArchiveThreadingMode.DEDICATED : ArchiveThreadingMode.SHARED);
+        if (options.has("credentials"))
+        {
+            archiveContext.authenticatorSupplier(credentialsAuthenticator(options.requiredString("credentials")));
+        }
         if (options.has("archive-id"))
         {
             archiveContext.archiveId(options.requiredLong("archive-id"));
@@ -120,6 +127,7 @@ final class ServerCommands
                 .put("recordingEventsStreamId", eventsStreamId)
                 .put("segmentFileLength", concluded.segmentFileLength())
                 .put("recordChecksum", recordChecksum)
+                .put("authenticated", options.has("credentials"))
                 .put("threading", dedicated ? "dedicated" : "shared")
                 .put("externalDriver", externalDriver)
                 .put("launchMs", (System.nanoTime() - launchStartNs) / 1_000_000)
@@ -158,6 +166,23 @@ final class ServerCommands
         }
         Json.event("stopped").put("role", "driver").emit();
         return ModernPeer.EXIT_OK;
+    }
+
+    /**
+     * {@code --credentials user:pass}: Aeron's own {@link SimpleAuthenticator} knowing one principal
+     * ({@code user}) whose encoded credentials are exactly the UTF-8 bytes of {@code user:pass}. A
+     * connect request with other credentials, or none, is rejected; there is no challenge.
+     */
+    static AuthenticatorSupplier credentialsAuthenticator(final String credentials)
+    {
+        final int colon = credentials.indexOf(':');
+        if (colon <= 0 || colon == credentials.length() - 1)
+        {
+            throw new UsageException("archive: --credentials must be user:pass, got '" + credentials + "'");
+        }
+        final byte[] principal = credentials.substring(0, colon).getBytes(StandardCharsets.UTF_8);
+        final byte[] encoded = credentials.getBytes(StandardCharsets.UTF_8);
+        return () -> new SimpleAuthenticator.Builder().principal(principal, encoded).newInstance();
     }
 
     /** A driver in a directory the caller owns: whatever a dead driver left there is removed first. */
