@@ -523,3 +523,61 @@ def test_migrate_segments_like_the_java_client(java: RunningModernJavaArchive, c
     replayed = java.client.replay(ours_tail, replay_channel=udp_channel(), replay_stream_id=6009)
     assert (replayed.messages, replayed.digest) == (2 * per_segment, expected_digest(0, 2 * per_segment, size))
     assert digest_of(replay_all(client, ours_tail, 0, end)) == replayed.digest
+
+
+# --------------------------------------------------------------------------------------------- the rest
+
+
+def test_auto_stop_recordings_keep_alive_stop_all_replays_and_close(java: RunningModernJavaArchive,
+                                                                     client: ArchiveClient,
+                                                                     aeron_client: AeronClient) -> None:
+    """StartRecording2 and ExtendRecording2 (auto-stop: the archive stops the recording when the
+    image goes), KeepAlive (no answer; the session stays usable), StopAllReplays (a following replay
+    of a live recording ends) and CloseSession (sent when a client closes)."""
+    channel, stream_id = recorded_channel(), 5601
+    subscription_id = client.start_recording(channel, stream_id, SourceLocation.REMOTE, auto_stop=True)
+    publication = connected_publication(client.aeron, channel, stream_id)
+    recording_id = client.await_recording_signal(RecordingSignal.START, subscription_id=subscription_id).recording_id
+    end = publish(publication, 0, 100)
+    wait_until(lambda: client.recording_position(recording_id) >= end, "the recording to catch up")
+
+    # A replay following the live recording, ended by StopAllReplays of this recording.
+    replay_channel = udp_channel()
+    subscription = client.aeron.add_subscription(replay_channel, 6010)
+    try:
+        replay_session_id = client.start_replay(recording_id, 0, -1, replay_channel, 6010)
+        wait_until(lambda: subscription.image_by_session_id(replay_image_session_id(replay_session_id)) is not None,
+                   "the following replay's image")
+        client.stop_all_replays(recording_id)
+        wait_until(lambda: subscription.image_by_session_id(replay_image_session_id(replay_session_id)) is None,
+                   "the replay to end")
+    finally:
+        subscription.close()
+
+    client.keep_alive()
+    assert client.recording_position(recording_id) == end  # still answered after the keep-alive
+
+    publication.close()  # auto-stop: the image goes, the archive stops the recording by itself
+    stopped = client.await_recording_signal(RecordingSignal.STOP, recording_id=recording_id)
+    assert stopped.position == end
+    wait_until(lambda: client.stop_position(recording_id) == end, "the auto-stopped stop position")
+    assert stream_id not in {s.stream_id for s in client.list_recording_subscriptions(0, 10, "aeron:udp", 0, False)}
+
+    descriptor = client.list_recording(recording_id)
+    extension_channel = recorded_channel()
+    extension_id = client.extend_recording(recording_id, extension_channel, stream_id, SourceLocation.REMOTE,
+                                           auto_stop=True)
+    extension = connected_publication(client.aeron, extension_channel, stream_id, initial_position=InitialPosition(
+        end, descriptor.initial_term_id, descriptor.term_buffer_length, descriptor.mtu_length))
+    assert client.await_recording_signal(RecordingSignal.EXTEND, subscription_id=extension_id).position == end
+    extended_end = publish(extension, 100, 50)
+    wait_until(lambda: client.recording_position(recording_id) >= extended_end, "the extension to be recorded")
+    extension.close()
+    assert client.await_recording_signal(RecordingSignal.STOP, recording_id=recording_id).position == extended_end
+    replayed = java.client.replay(recording_id, replay_channel=udp_channel(), replay_stream_id=6011)
+    assert (replayed.messages, replayed.digest) == (150, expected_digest(0, 150, SIZE))
+
+    # CloseSession on close.
+    with ArchiveClient.connect(control_channel=java.control_channel, aeron=aeron_client, timeout=TIMEOUT) as closing:
+        assert closing.list_recording(recording_id) is not None
+    assert closing.is_closed
