@@ -581,3 +581,28 @@ def test_auto_stop_recordings_keep_alive_stop_all_replays_and_close(java: Runnin
     with ArchiveClient.connect(control_channel=java.control_channel, aeron=aeron_client, timeout=TIMEOUT) as closing:
         assert closing.list_recording(recording_id) is not None
     assert closing.is_closed
+
+
+def test_login_answering_a_challenge(modern_peer: ModernPeerInstallation, tmp_path: Path,
+                                     aeron_client: AeronClient) -> None:
+    """Challenge (59) and ChallengeResponse (60) with the Java archive: connect with the principal,
+    answer the archive's challenge; a wrong answer is rejected at once."""
+    seen: list[bytes] = []
+
+    def answer(secret: bytes):
+        def on_challenge(challenge: bytes) -> bytes:
+            seen.append(challenge)
+            return secret
+        return on_challenge
+
+    with running_modern_java_archive(modern_peer, tmp_path, credentials="spark:s3cret",
+                                     challenge="prove-it") as secured:
+        with ArchiveClient.connect(control_channel=secured.control_channel, aeron=aeron_client, credentials=b"spark",
+                                   on_challenge=answer(b"spark:s3cret"), timeout=TIMEOUT) as ours:
+            assert ours.archive_id == secured.archive_id
+            assert ours.list_recordings() == []
+        assert seen == [b"prove-it"]
+        with pytest.raises(ArchiveError) as refused:
+            ArchiveClient.connect(control_channel=secured.control_channel, aeron=aeron_client, credentials=b"spark",
+                                  on_challenge=answer(b"spark:wrong"), timeout=TIMEOUT)
+        assert refused.value.error_code == ArchiveErrorCode.AUTHENTICATION_REJECTED, refused.value

@@ -180,7 +180,7 @@ def start_modern_java_archive(installation: ModernPeerInstallation, *, archive_d
                               record_checksum: Literal["crc32c", "crc32"] | None = None,
                               external_driver: bool = False, log_dir: Path | None = None,
                               recording_events: str | None = None, credentials: str | None = None,
-                              startup_timeout: float = 60.0) -> JavaServer:
+                              challenge: str | None = None, startup_timeout: float = 60.0) -> JavaServer:
     """Starts a real modern Archive and returns once it printed ``ready`` (``server.ready`` has
     controlChannel, archiveId, ...). With ``external_driver`` it attaches to the driver already
     running in ``aeron_dir``; otherwise it launches its own (ArchivingMediaDriver) and wipes
@@ -188,7 +188,8 @@ def start_modern_java_archive(installation: ModernPeerInstallation, *, archive_d
     the replication channel to ``aeron:udp?endpoint=localhost:0``. ``credentials`` (``user:pass``)
     makes it authenticate with Aeron's ``SimpleAuthenticator``: only a connect request whose encoded
     credentials are exactly those UTF-8 bytes is accepted, any other (none included) is rejected,
-    with no challenge."""
+    with no challenge. With ``challenge`` too, a connect with the principal (``user``) gets a
+    Challenge carrying that text, and only the challenge response ``user:pass`` is accepted."""
     args = ["--archive-dir", str(archive_dir), "--aeron-dir", str(aeron_dir),
             "--control-channel", control_channel or udp_channel(free_udp_port()),
             "--control-stream-id", str(control_stream_id),
@@ -204,6 +205,10 @@ def start_modern_java_archive(installation: ModernPeerInstallation, *, archive_d
         args += ["--record-checksum", record_checksum]
     if credentials is not None:
         args += ["--credentials", credentials]
+    if challenge is not None:
+        if credentials is None:
+            raise ValueError("challenge needs credentials (user:pass)")
+        args += ["--challenge", challenge]
     if external_driver:
         args.append("--external-driver")
     return start_peer_server(installation.command("archive", *args), "archive",

@@ -50,7 +50,7 @@ public final class ModernPeer
                     "archive-dir", "aeron-dir", "control-channel", "control-stream-id", "local-control-channel",
                     "local-control-stream-id", "replication-channel", "recording-events-channel",
                     "recording-events-stream-id", "segment-length", "threading", "archive-id", "record-checksum",
-                    "credentials"),
+                    "credentials", "challenge"),
                     with(SERVER_FLAGS, "external-driver", "delete-archive-on-start")));
                 case "driver" -> ServerCommands.driver(Options.parse(
                     command, args, Set.of("aeron-dir", "threading"), SERVER_FLAGS));

@@ -74,7 +74,8 @@ final class ServerCommands
             .threadingMode(dedicated ? ArchiveThreadingMode.DEDICATED : ArchiveThreadingMode.SHARED);
         if (options.has("credentials"))
         {
-            archiveContext.authenticatorSupplier(credentialsAuthenticator(options.requiredString("credentials")));
+            archiveContext.authenticatorSupplier(credentialsAuthenticator(
+                options.requiredString("credentials"), options.has("challenge") ? options.requiredString("challenge") : null));
         }
         if (options.has("archive-id"))
         {
@@ -171,9 +172,11 @@ final class ServerCommands
     /**
      * {@code --credentials user:pass}: Aeron's own {@link SimpleAuthenticator} knowing one principal
      * ({@code user}) whose encoded credentials are exactly the UTF-8 bytes of {@code user:pass}. A
-     * connect request with other credentials, or none, is rejected; there is no challenge.
+     * connect request with other credentials, or none, is rejected; there is no challenge. With
+     * {@code --challenge TEXT} the {@link ChallengingAuthenticator} instead: connect with {@code user},
+     * answer the challenge TEXT with {@code user:pass}.
      */
-    static AuthenticatorSupplier credentialsAuthenticator(final String credentials)
+    static AuthenticatorSupplier credentialsAuthenticator(final String credentials, final String challenge)
     {
         final int colon = credentials.indexOf(':');
         if (colon <= 0 || colon == credentials.length() - 1)
@@ -182,6 +185,11 @@ final class ServerCommands
         }
         final byte[] principal = credentials.substring(0, colon).getBytes(StandardCharsets.UTF_8);
         final byte[] encoded = credentials.getBytes(StandardCharsets.UTF_8);
+        if (challenge != null)
+        {
+            final byte[] challengeBytes = challenge.getBytes(StandardCharsets.UTF_8);
+            return () -> new ChallengingAuthenticator(principal, encoded, challengeBytes);
+        }
         return () -> new SimpleAuthenticator.Builder().principal(principal, encoded).newInstance();
     }
 
