@@ -118,3 +118,4 @@ def test_our_client_over_response_channels_lists_and_replays_from_the_java_archi
                             archive.response_channel, REPLAY_STREAM_ID + 1) as replay:
             payloads = [m.payload for m in replay.messages(idle_timeout=TIMEOUT)]
         assert hashlib.sha256(b"".join(payloads)).hexdigest() == expected_digest(250, MESSAGES - 250, SIZE)
+

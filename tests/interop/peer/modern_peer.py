@@ -297,10 +297,15 @@ class ModernPeerClient:
     """Runs the modern peer's client subcommands, each a short-lived JVM with the real AeronArchive."""
 
     def __init__(self, installation: ModernPeerInstallation, endpoint: ModernArchiveEndpoint, *,
-                 credentials: str | None = None, timeout: float = 120.0) -> None:
+                 credentials: str | None = None, hmac_credentials: str | None = None,
+                 timeout: float = 120.0) -> None:
+        """``credentials`` (``user:pass``) are sent as they are and as the answer to any challenge;
+        ``hmac_credentials`` (``principal:secret``) send the principal and answer our sidecar's
+        ``hmac-sha256:`` challenge with the HMAC (its shared-secret authenticator)."""
         self.installation = installation
         self.endpoint = endpoint
         self.credentials = credentials
+        self.hmac_credentials = hmac_credentials
         self.timeout = timeout
 
     def run(self, subcommand: str, *args: str) -> list[dict[str, Any]]:
@@ -324,6 +329,8 @@ class ModernPeerClient:
 
     def _archive_options(self) -> list[str]:
         credentials = ["--credentials", self.credentials] if self.credentials is not None else []
+        if self.hmac_credentials is not None:
+            credentials += ["--hmac-credentials", self.hmac_credentials]
         return [*self.endpoint.options(), *credentials]
 
     def _call(self, subcommand: str, event: str, *args: str) -> dict[str, Any]:

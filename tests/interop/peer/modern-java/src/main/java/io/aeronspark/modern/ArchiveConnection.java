@@ -97,6 +97,10 @@ final class ArchiveConnection implements AutoCloseable
         {
             context.credentialsSupplier(new FixedCredentials(options.requiredString("credentials")));
         }
+        if (options.has("hmac-credentials"))
+        {
+            context.credentialsSupplier(new HmacChallengeCredentials(options.requiredString("hmac-credentials")));
+        }
         return context;
     }
 

@@ -23,7 +23,7 @@ public final class ModernPeer
     private static final Set<String> SERVER_FLAGS = Set.of("no-stdin-watch", "spies-simulate-connection");
     private static final Set<String> CONNECTION = Set.of(
         "aeron-dir", "control-channel", "control-stream-id", "response-channel", "response-stream-id",
-        "credentials", "message-timeout-ms", "timeout-ms");
+        "credentials", "hmac-credentials", "message-timeout-ms", "timeout-ms");
     private static final Set<String> CONNECTION_FLAGS = Set.of("embedded-driver");
 
     private ModernPeer()
