@@ -33,26 +33,18 @@ import pytest
 
 from tests.interop import differential
 from tests.interop.differential import ScriptRun, step_differences
-from tests.interop.peer.interop_peer import (
-    ArchiveEndpoint,
-    PeerClient,
-    PeerInstallation,
-    expected_digest,
-    running_java_archive,
+from tests.interop.legacy_script import (
+    FRAMED,
+    MESSAGES,
+    SEGMENT_LENGTH,
+    SESSION_ID,
+    SIZE,
+    run_java_client_script,
 )
-from tests.support.ports import free_udp_port, udp_channel
+from tests.interop.peer.interop_peer import PeerInstallation, expected_digest
 from tests.support.sidecar import running_sidecar
 
 pytestmark = pytest.mark.interop
-
-MESSAGES = 2000
-SIZE = 96  # framed 128 B: a 64 KiB term holds exactly 512 messages, so message i starts at i * 128
-FRAMED = 128
-STREAM_ID = 1001
-REPLAY_STREAM_ID = 2002
-SESSION_ID = 4242
-SEGMENT_LENGTH = 64 * 1024  # both archives; the script's term length is 64 KiB too
-UNKNOWN_ID = 987_654
 
 #: Steps where Java 1.15.1 answers otherwise and ours answers as current Aeron (1.51) does; each
 #: is asserted on its own below.
@@ -65,28 +57,16 @@ VERSION_DEPENDENT = {
 }
 
 
-def _run_script(installation: PeerInstallation, archive: str, control_channel: str) -> ScriptRun:
-    ports = {free_udp_port(): name for name in ("<channel>", "<channel-b>", "<replay>")}
-    channel, channel_b, replay = (udp_channel(port) for port in ports)
-    client = PeerClient(installation, ArchiveEndpoint(control_channel=control_channel, response_channel=None),
-                        timeout=120)
-    lines = client.scripted_session(channel, channel_b, STREAM_ID, MESSAGES, SIZE, replay_channel=replay,
-                                    replay_stream_id=REPLAY_STREAM_ID, session_id=SESSION_ID)
-    return ScriptRun(archive, lines, ports)
-
-
 @pytest.fixture(scope="module")
-def runs(peer_installation: PeerInstallation,
+def runs(peer_installation: PeerInstallation, java_1_15_1_client_on_java_archive: ScriptRun,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ScriptRun]]:
-    """The script against a fresh Java 1.15.1 archive, then against a fresh sidecar; each is stopped
-    by PID when its run ends (also on failure)."""
+    """The script against a fresh Java 1.15.1 archive (the session's run, conftest.py), then against
+    a fresh sidecar, stopped by PID when its run ends (also on failure)."""
     work: Path = tmp_path_factory.mktemp("differential-1-15-1")
-    with running_java_archive(peer_installation, work / "java", segment_length=SEGMENT_LENGTH) as java:
-        java_run = _run_script(peer_installation, "java", java.endpoint.control_channel)
     with running_sidecar(work / "sidecar" / "archive",
                          extra_args=["--segment-length", str(SEGMENT_LENGTH)]) as sidecar:
-        sidecar_run = _run_script(peer_installation, "sidecar", sidecar.control_channel)
-    yield {"java": java_run, "sidecar": sidecar_run}
+        sidecar_run = run_java_client_script(peer_installation, "sidecar", sidecar.control_channel)
+    yield {"java": java_1_15_1_client_on_java_archive, "sidecar": sidecar_run}
 
 
 class Normaliser(differential.Normaliser):
