@@ -73,6 +73,10 @@ class Normaliser(differential.Normaliser):
     def result(self, name: str, result: Any) -> Any:
         if name == "connect":
             return {"controlSessionId": result["controlSessionId"]}  # "<control-session>"; not connectMs
+        if name == "replay-follows-live" and result is not None:
+            # Whether the replay image ended within 2 s of the recording's stop: Java 1.15.1 does not
+            # always end it (about 1 run in 5 here), ours always does (asserted for ours below).
+            return {k: v for k, v in result.items() if k != "ended"}
         if isinstance(result, dict) and "descriptors" in result:
             # Recording 1 is extended by a publication of session S+3: 1.15.1 keeps the session id
             # it started with (S+1) in the catalog, ours (as Aeron since) stores the extension's.
@@ -154,7 +158,8 @@ def test_recordings_and_replays_are_byte_exact(runs: dict[str, ScriptRun], archi
         "replay-truncated": (0, 200),
         "replay-follows-live": (0, 150),  # 100 recorded, 50 more published while replaying, then stopped
     }
-    assert run.step("replay-follows-live")["result"]["ended"] is True
+    if archive == "sidecar":  # the Java 1.15.1 archive does not always end it (see Normaliser)
+        assert run.step("replay-follows-live")["result"]["ended"] is True
     for step, (first, count) in replays.items():
         result = run.step(step)["result"]
         assert result is not None, (step, run.step(step)["error"])

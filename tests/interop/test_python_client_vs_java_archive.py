@@ -269,9 +269,13 @@ class _OurScript:
 
     def start_and_stop(self, recording_id: int, position: int, length: int) -> dict:
         replay_session_id = self.client.start_replay(recording_id, position, length, self.replay_channel,
-                                                     SCRIPT_REPLAY_STREAM_ID)
+                                                     IDLE_STREAM_ID)
         self.client.stop_replay(replay_session_id)
         return {"replaySessionId": replay_session_id}
+
+
+#: As the Java script: replays started and stopped at once go to a stream nobody subscribes to.
+IDLE_STREAM_ID = SCRIPT_REPLAY_STREAM_ID + 1
 
 
 def _error(refused: ArchiveError) -> dict:
@@ -353,7 +357,7 @@ def _run_our_script(client: ArchiveClient) -> _OurScript:
     s.step("replay-length-past-end", lambda: s.start_and_stop(0, 0, end + 10 * frame))
 
     def stop_twice() -> dict:
-        replay_session_id = c.start_replay(0, 0, 2**63 - 1, replay_channel, SCRIPT_REPLAY_STREAM_ID)
+        replay_session_id = c.start_replay(0, 0, 2**63 - 1, replay_channel, IDLE_STREAM_ID)
         c.stop_replay(replay_session_id)
         c.stop_replay(replay_session_id)
         return {"replaySessionId": replay_session_id}

@@ -130,6 +130,10 @@ final class ScriptedSession
         final long end = (long)messages * frame;
         this.replayChannel = replayChannel;
         this.replayStreamId = replayStreamId;
+        // Replays started and stopped at once go to a stream nobody ever subscribes to, so they wait
+        // for a subscriber until stopped (on the read replays' stream a lingering connection could
+        // let one run to its end first, and the stop would race it).
+        final int idleStreamId = replayStreamId + 1;
 
         if (withUnanswered)
         {
@@ -201,22 +205,22 @@ final class ScriptedSession
         step("replay-length-max", () -> replay(0, 0, Long.MAX_VALUE, replayChannel, replayStreamId, end));
         step("replay-length-null", () -> replay(0, 0, AeronArchive.NULL_LENGTH, replayChannel, replayStreamId, end));
         // Refused or accepted replays, started and stopped at once
-        step("replay-unknown-recording", () -> startAndStop(UNKNOWN_ID, 0, end, replayChannel, replayStreamId));
-        step("replay-unaligned-position", () -> startAndStop(0, 13, frame, replayChannel, replayStreamId));
-        step("replay-position-past-end", () -> startAndStop(0, end + frame, frame, replayChannel, replayStreamId));
-        step("replay-at-stop", () -> startAndStop(0, end, frame, replayChannel, replayStreamId));
-        step("replay-position-before-start", () -> startAndStop(0, -2L * frame, frame, replayChannel, replayStreamId));
-        step("replay-position-null", () -> startAndStop(0, AeronArchive.NULL_POSITION, frame, replayChannel, replayStreamId));
-        step("replay-length-past-end", () -> startAndStop(0, 0, end + 10L * frame, replayChannel, replayStreamId));
+        step("replay-unknown-recording", () -> startAndStop(UNKNOWN_ID, 0, end, replayChannel, idleStreamId));
+        step("replay-unaligned-position", () -> startAndStop(0, 13, frame, replayChannel, idleStreamId));
+        step("replay-position-past-end", () -> startAndStop(0, end + frame, frame, replayChannel, idleStreamId));
+        step("replay-at-stop", () -> startAndStop(0, end, frame, replayChannel, idleStreamId));
+        step("replay-position-before-start", () -> startAndStop(0, -2L * frame, frame, replayChannel, idleStreamId));
+        step("replay-position-null", () -> startAndStop(0, AeronArchive.NULL_POSITION, frame, replayChannel, idleStreamId));
+        step("replay-length-past-end", () -> startAndStop(0, 0, end + 10L * frame, replayChannel, idleStreamId));
         step("stop-replay-running", () ->
         {
-            final long replaySessionId = archive.startReplay(0, 0, Long.MAX_VALUE, replayChannel, replayStreamId);
+            final long replaySessionId = archive.startReplay(0, 0, Long.MAX_VALUE, replayChannel, idleStreamId);
             archive.stopReplay(replaySessionId);
             return Json.object().put("replaySessionId", replaySessionId);
         });
         step("stop-replay-again", () ->
         {
-            final long replaySessionId = archive.startReplay(0, 0, Long.MAX_VALUE, replayChannel, replayStreamId);
+            final long replaySessionId = archive.startReplay(0, 0, Long.MAX_VALUE, replayChannel, idleStreamId);
             archive.stopReplay(replaySessionId);
             archive.stopReplay(replaySessionId);
             return Json.object().put("replaySessionId", replaySessionId);
@@ -283,7 +287,7 @@ final class ScriptedSession
         step("list-recording-truncated", () -> listRecording(1));
         step("truncate-at-stop", () -> { archive.truncateRecording(1, 200L * frame); return positions(1); });
         step("replay-truncated", () -> replay(1, 0, 200L * frame, replayChannel, replayStreamId, 200L * frame));
-        step("replay-past-truncation", () -> startAndStop(1, 0, 300L * frame, replayChannel, replayStreamId));
+        step("replay-past-truncation", () -> startAndStop(1, 0, 300L * frame, replayChannel, idleStreamId));
 
         // Recording 2 replayed while it is recorded: follows it, ends when the recording stops
         final String recordC = channelA + "|session-id=" + (sessionId + 4);
@@ -297,7 +301,7 @@ final class ScriptedSession
         }
         step("truncate-to-start", () -> { archive.truncateRecording(2, 0); return positions(2); });
         step("list-recording-truncated-to-start", () -> listRecording(2));
-        step("replay-truncated-to-start", () -> startAndStop(2, 0, frame, replayChannel, replayStreamId));
+        step("replay-truncated-to-start", () -> startAndStop(2, 0, frame, replayChannel, idleStreamId));
 
         // Bad recording ids for the position queries
         step("recording-position-unknown", () -> Json.object().put("position", archive.getRecordingPosition(UNKNOWN_ID)));
@@ -563,7 +567,7 @@ final class ScriptedSession
             read.readUntil(image, 150L * frame, deadline);
             archive.stopRecording(recordingChannel, streamId);
             final long stopped = awaitStopped(2);
-            final long waitUntil = System.nanoTime() + 10_000_000_000L;
+            final long waitUntil = System.nanoTime() + 2_000_000_000L;
             while (!image.isEndOfStream() && !image.isClosed() && System.nanoTime() < waitUntil)
             {
                 image.poll(read.handler, 16);
