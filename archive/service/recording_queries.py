@@ -3,7 +3,8 @@ MaxRecordedPosition and FindLastMatchingRecording.
 
 Each is answered at once with one OK whose relevantId is the answer (docs/protocol.md).
 RecordingPosition is the live recorded position (NULL_POSITION for a recording not being
-recorded); MaxRecordedPosition is that, or the stop position of a stopped recording.
+recorded; an unknown id is UNKNOWN_RECORDING, but NULL_POSITION for a 1.15.x client, as Aeron
+1.15.1); MaxRecordedPosition is that, or the stop position of a stopped recording.
 FindLastMatchingRecording scans down from the newest recording to minRecordingId for the same
 session id, stream id and a channel containing the request's channel (NULL_VALUE if none).
 """
@@ -32,7 +33,13 @@ class RecordingQueries:
         session.send_ok(message.correlation_id, self.archive_id)
 
     def recording_position(self, session: ControlSession, message: Any) -> None:
-        known_recording(self.catalog, message.recording_id)
+        try:
+            known_recording(self.catalog, message.recording_id)
+        except ArchiveRequestError:
+            if not session.is_legacy_client:
+                raise
+            # Aeron 1.15.x answers NULL_POSITION for any recording that is not active, known or
+            # not (later archives: UNKNOWN_RECORDING); a 1.15.x client gets what it expects.
         live = self.recordings.live_position(message.recording_id)
         session.send_ok(message.correlation_id, NULL_POSITION if live is None else live)
 

@@ -67,6 +67,12 @@ def test_legacy_1_15_connect_request_is_served(sidecar, aeron):
     assert response.code == ControlResponseCode.OK
     listing, end = client.list_recordings()
     assert listing == [] and end.code == ControlResponseCode.RECORDING_UNKNOWN
+    # As the Java 1.15.1 archive: RecordingPosition of an unknown recording is NULL_POSITION (later
+    # archives: ERROR UNKNOWN_RECORDING).
+    position = client.call(lambda s, c: codecs.RecordingPositionRequest(s, c, 999))
+    assert (position.code, position.relevant_id) == (ControlResponseCode.OK, -1)
+    stop = client.call(lambda s, c: codecs.StopPositionRequest(s, c, 999))
+    assert (stop.code, stop.relevant_id) == (ControlResponseCode.ERROR, ArchiveErrorCode.UNKNOWN_RECORDING)
 
 
 def test_bad_requests_get_useful_errors_and_the_session_survives(sidecar, aeron):

@@ -21,15 +21,14 @@ exception class must match), and the order of ListRecordingSubscriptions (a hash
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.interop import differential
+from tests.interop.differential import ScriptRun, step_differences
 from tests.interop.peer.modern_peer import (
     ModernArchiveEndpoint,
     ModernPeerClient,
@@ -60,25 +59,6 @@ VERSION_DEPENDENT = {
 }
 
 
-@dataclass(frozen=True)
-class ScriptRun:
-    archive: str
-    lines: list[dict[str, Any]]
-    ports: dict[int, str]  # port -> its placeholder
-
-    @property
-    def steps(self) -> list[dict[str, Any]]:
-        return [line for line in self.lines if line["event"] == "step"]
-
-    def step(self, name: str) -> dict[str, Any]:
-        (found,) = [s for s in self.steps if s["step"] == name]
-        return found
-
-    @property
-    def signals(self) -> list[dict[str, Any]]:
-        return [line["signal"] for line in self.lines if line["event"] == "signal"]
-
-
 def _run_script(installation: ModernPeerInstallation, archive: str, control_channel: str) -> ScriptRun:
     ports = {free_udp_port(): name for name in ("<channel>", "<channel-b>", "<replay>")}
     channel, channel_b, replay = (udp_channel(port) for port in ports)
@@ -103,91 +83,27 @@ def runs(modern_peer: ModernPeerInstallation, tmp_path_factory: pytest.TempPathF
 
 
 # ---------------------------------------------------------------------------------------------
-# Normalisation: only what must differ between two fresh archives
+# Normalisation: only what must differ between two fresh archives (tests/interop/differential.py),
+# plus this script's own rules
 
 
-class _Tokens:
-    """Ids a driver allocates, replaced by their order of first appearance (``sub#0``, ...)."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.seen: dict[int, str] = {}
-
-    def __call__(self, value: int) -> str | int:
-        if value == -1:
-            return value
-        return self.seen.setdefault(value, f"{self.prefix}#{len(self.seen)}")
-
-
-class Normaliser:
-    def __init__(self, run: ScriptRun) -> None:
-        self.ports = run.ports
-        self.subscriptions = _Tokens("sub")
-        self.sessions = _Tokens("replay-session")
-
-    def text(self, value: str) -> str:
-        value = re.sub(r"localhost:(\d+)", lambda m: f"localhost:{self.ports.get(int(m.group(1)), m.group(1))}",
-                       value)
-        return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", value)
-
-    def replay_session(self, value: int) -> dict[str, Any]:
-        # A replay session id is (replay id << 32) | the replay image's session id: the replay id
-        # counts replays from 1 in both archives; the image session id is the driver's.
-        return {"replayId": value >> 32, "imageSessionId": self.sessions(value & 0xFFFF_FFFF)}
-
-    def value(self, key: str, value: Any) -> Any:
-        if isinstance(value, dict):
-            # An error's text is each archive's own wording: its code (errorCode) is compared.
-            return {k: self.value(k, v) for k, v in value.items() if k != "message"}
-        if isinstance(value, list):
-            return [self.value(key, v) for v in value]
-        if isinstance(value, str):
-            return self.text(value)
-        if key == "subscriptionId" and isinstance(value, int):
-            return self.subscriptions(value)
-        if key == "replaySessionId" and isinstance(value, int):
-            return self.replay_session(value) if value > 0xFFFF_FFFF else self.sessions(value & 0xFFFF_FFFF)
-        if key == "controlSessionId":
-            return "<control-session>"
-        if key == "correlationId":
-            # The client's own counter: equal in both runs only while the script's polling loops
-            # (awaiting a stop position, a recording position) happen to poll equally often.
-            return "<correlation>"
-        if key in ("startTimestamp", "stopTimestamp"):
-            return value if value == -1 else "<set>"
-        return value
-
-    def step(self, step: dict[str, Any]) -> dict[str, Any]:
-        name = step["step"]
-        result = self.value("result", step["result"])
+class Normaliser(differential.Normaliser):
+    def result(self, name: str, result: Any) -> Any:
         if name == "connect":
-            result = {"archiveIdPresent": result["archiveIdPresent"],
-                      "archiveProtocolVersion": result["archiveProtocolVersion"]}
-        elif name.startswith("list-recording-subscriptions") and result is not None:
+            return {"archiveIdPresent": result["archiveIdPresent"],
+                    "archiveProtocolVersion": result["archiveProtocolVersion"]}
+        if name.startswith("list-recording-subscriptions") and result is not None:
             subscriptions = sorted(result["subscriptions"], key=lambda s: (s["streamId"], s["strippedChannel"]))
             if name == "list-recording-subscriptions-pseudo-index":
                 # Which ones a pseudo index skips follows each archive's own iteration order
                 # (Java: a hash map of "streamId:channel" keys) - only how many came back is compared.
                 subscriptions = len(subscriptions)
-            result = {**result, "subscriptions": subscriptions}
-        error = step["error"]
-        if error is not None:
-            error = {"exception": error["exception"], "code": error["code"], "codeName": error["codeName"]}
-        return {"step": name, "ok": step["ok"], "result": result, "error": error}
-
-    def signal(self, signal: dict[str, Any]) -> dict[str, Any]:
-        return self.value("signal", signal)
+            return {**result, "subscriptions": subscriptions}
+        return result
 
 
 def normalised(run: ScriptRun) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    normaliser = Normaliser(run)
-    steps = [normaliser.step(s) for s in run.steps]
-    signals = [normaliser.signal(s) for s in run.signals]
-    return steps, signals
-
-
-def _describe(step: dict[str, Any]) -> str:
-    return json.dumps({k: step[k] for k in ("ok", "result", "error")}, sort_keys=True)[:1500]
+    return differential.normalised(run, Normaliser)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,12 +118,7 @@ def test_both_archives_ran_the_whole_script(runs: dict[str, ScriptRun]) -> None:
 
 
 def test_every_step_gets_the_same_answer(runs: dict[str, ScriptRun]) -> None:
-    java_steps, _ = normalised(runs["java"])
-    sidecar_steps, _ = normalised(runs["sidecar"])
-    raw = {run: {s["step"]: s for s in runs[run].steps} for run in runs}
-    differences = [
-        f"{j['step']}:\n  java:    {_describe(raw['java'][j['step']])}\n  sidecar: {_describe(raw['sidecar'][j['step']])}"
-        for j, s in zip(java_steps, sidecar_steps, strict=True) if j != s and j["step"] not in VERSION_DEPENDENT]
+    differences = step_differences(runs["java"], runs["sidecar"], Normaliser, skip=VERSION_DEPENDENT)
     assert not differences, f"{len(differences)} steps differ:\n" + "\n".join(differences)
 
 

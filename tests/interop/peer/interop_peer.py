@@ -530,6 +530,25 @@ class PeerClient:
         return PublishResult(session_id=line["sessionId"], position=line["position"],
                              messages=line["messages"], digest=line["digest"], fields=line)
 
+    def scripted_session(self, channel: str, channel_b: str, stream_id: int, messages: int, size: int, *,
+                         replay_channel: str, replay_stream_id: int, session_id: int,
+                         with_unanswered: bool = False, message_timeout_ms: int | None = None,
+                         timeout_ms: int = 90_000) -> list[dict[str, Any]]:
+        """ONE 1.15.1 AeronArchive session sending every request of the 1.15.1 client, with many
+        malformed inputs (ScriptedSession.java): its ``step`` lines (``ok``, ``result`` or ``error``
+        with the exception class, ``ArchiveException.errorCode()`` and message), ``async-error``
+        lines and a final ``script-done``. ``with_unanswered`` adds a StopReplay sent before any
+        Replay, which 1.15.1's ArchiveProxy sends as a bare header (costs the message timeout)."""
+        args = [*self.endpoint.options(), "--channel", channel, "--channel-b", channel_b,
+                "--stream-id", str(stream_id), "--messages", str(messages), "--size", str(size),
+                "--replay-channel", replay_channel, "--replay-stream-id", str(replay_stream_id),
+                "--session-id", str(session_id), "--timeout-ms", str(timeout_ms)]
+        if message_timeout_ms is not None:
+            args += ["--message-timeout-ms", str(message_timeout_ms)]
+        if with_unanswered:
+            args.append("--with-unanswered")
+        return self.run("scripted-session", *args)
+
     def golden(self) -> list[dict[str, Any]]:
         """Exact bytes of 1.15.1 archive messages for fixed sample values (see tests/interop)."""
         events = self.run("golden", "--embedded-driver")

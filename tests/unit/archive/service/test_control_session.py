@@ -152,6 +152,22 @@ def test_legacy_client_without_version_is_accepted():
     to_active(session, wire)
 
 
+def test_legacy_client_gets_only_error_codes_aeron_1_15_knows():
+    """Aeron 1.15.x knows codes 0..9 (up to INVALID_EXTENSION) and sent GENERIC where later
+    archives have a code: the Java 1.15.1 archive does (tests/interop/test_differential_java_1_15_1_client.py)."""
+    session, wire = new_session(client_version=0), Wire()
+    to_active(session, wire)
+    session.send_error(5, "bad position", ArchiveErrorCode.INVALID_POSITION)
+    session.send_error(6, "no such recording", ArchiveErrorCode.UNKNOWN_RECORDING)
+    session.send_error(7, "bad extension", ArchiveErrorCode.INVALID_EXTENSION)
+    assert [m.relevant_id for m in pump(session, wire, T0 + 1)] == [
+        ArchiveErrorCode.GENERIC, ArchiveErrorCode.UNKNOWN_RECORDING, ArchiveErrorCode.INVALID_EXTENSION]
+    modern, wire = new_session(), Wire()
+    to_active(modern, wire)
+    modern.send_error(5, "bad position", ArchiveErrorCode.INVALID_POSITION)
+    assert [m.relevant_id for m in pump(modern, wire, T0 + 1)] == [ArchiveErrorCode.INVALID_POSITION]
+
+
 def test_newer_major_version_gets_invalid_version_error_repeatedly_and_never_activates():
     version = codecs.semantic_version(2, 0, 0)
     session, wire = new_session(client_version=version, connect_timeout_ms=1000), Wire()

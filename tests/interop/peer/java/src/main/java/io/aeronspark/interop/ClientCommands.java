@@ -317,7 +317,7 @@ final class ClientCommands
     }
 
     /** Offers messages {@code firstIndex ..} in order, retrying on back pressure; returns the SHA-256 hex. */
-    private static String offerMessages(
+    static String offerMessages(
         final Publication publication, final long firstIndex, final int messages, final int size, final Deadline deadline)
     {
         final MessageDigest digest = Payloads.newDigest();

@@ -20,6 +20,9 @@ import java.util.Set;
  *          [--length L] --replay-channel CH --replay-stream-id N
  * publish  (--aeron-dir A | --embedded-driver) --channel CH --stream-id N --messages K --size B
  * golden   [--aeron-dir A | --embedded-driver]
+ * scripted-session (--aeron-dir A | --embedded-driver) [archive client options] --channel C --channel-b C2
+ *          --stream-id N --messages K --size B --replay-channel R --replay-stream-id N --session-id S
+ *          [--with-unanswered]
  * </pre>
  *
  * Exit codes: 0 done, 1 failed (error line on stdout, stack trace on stderr), 2 bad usage, 3 timed out.
@@ -86,6 +89,10 @@ public final class InteropPeer
                     return ClientCommands.publish(Options.parse(command, args, 1, union(set(
                         "aeron-dir", "timeout-ms", "channel", "stream-id", "messages", "size", "first-index",
                         "linger-ms")), union(CLIENT_FLAGS, set("fragmented"))));
+                case "scripted-session":
+                    return ScriptedSession.run(Options.parse(command, args, 1, union(CLIENT_CONNECTION, set(
+                        "channel", "channel-b", "stream-id", "messages", "size", "replay-channel", "replay-stream-id",
+                        "session-id")), union(CLIENT_FLAGS, set("with-unanswered"))));
                 case "golden":
                     return GoldenCommand.run(Options.parse(
                         command, args, 1, set("aeron-dir", "timeout-ms"), CLIENT_FLAGS));
@@ -130,7 +137,7 @@ public final class InteropPeer
             System.err.println("interop-peer: " + problem);
         }
         System.err.println("usage: interop-peer SUBCOMMAND [--option value]...");
-        System.err.println("subcommands: archive driver record start-recording stop-recording list replay publish golden" +
+        System.err.println("subcommands: archive driver record start-recording stop-recording list replay publish golden scripted-session" +
             " (see docs/interop.md)");
         return problem == null ? EXIT_OK : EXIT_USAGE;
     }

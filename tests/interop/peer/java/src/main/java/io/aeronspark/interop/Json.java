@@ -5,11 +5,16 @@ import java.util.Map;
 
 /**
  * One JSON object written as one line on stdout. Field order is kept so output stays readable;
- * only the types the peer needs are supported (strings, numbers, booleans, null, nested objects).
+ * only the types the peer needs are supported (strings, numbers, booleans, null, nested objects, lists).
  */
 final class Json
 {
     private final Map<String, Object> fields = new LinkedHashMap<>();
+
+    static Json object()
+    {
+        return new Json();
+    }
 
     static Json event(final String name)
     {
@@ -72,6 +77,21 @@ final class Json
         else if (value instanceof Map)
         {
             appendObject(out, (Map<String, Object>)value);
+        }
+        else if (value instanceof Iterable)
+        {
+            out.append('[');
+            boolean first = true;
+            for (final Object item : (Iterable<Object>)value)
+            {
+                if (!first)
+                {
+                    out.append(", ");
+                }
+                first = false;
+                appendValue(out, item);
+            }
+            out.append(']');
         }
         else if (value instanceof Number || value instanceof Boolean)
         {
