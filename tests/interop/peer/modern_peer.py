@@ -461,14 +461,17 @@ class ModernPeerClient:
 
     def extend(self, recording_id: int, channel: str, stream_id: int, messages: int, size: int, *,
                first_index: int = 0, source_location: Literal["local", "remote"] | None = None,
-               timeout_ms: int = 60_000) -> dict[str, Any]:
+               auto_stop: bool = False, timeout_ms: int = 60_000) -> dict[str, Any]:
         """``extendRecording`` of a stopped recording with ``messages`` more: a publication that
-        continues at the stop position; returns previousStopPosition/stopPosition/digest."""
+        continues at the stop position; returns previousStopPosition/stopPosition/digest. With
+        ``auto_stop`` (ExtendRecordingRequest2) the publication's close stops the recording."""
         args = ["--recording-id", str(recording_id), "--channel", channel, "--stream-id", str(stream_id),
                 "--messages", str(messages), "--size", str(size), "--first-index", str(first_index),
                 "--timeout-ms", str(timeout_ms)]
         if source_location is not None:
             args += ["--source-location", source_location]
+        if auto_stop:
+            args.append("--auto-stop")
         return self._call("extend", "extended", *args)
 
     def positions(self, recording_id: int) -> RecordingPositions:

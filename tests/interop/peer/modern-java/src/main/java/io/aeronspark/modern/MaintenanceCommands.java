@@ -62,6 +62,8 @@ final class MaintenanceCommands
         final long firstIndex = options.longValue("first-index", 0);
         final Deadline deadline = new Deadline(options.longValue("timeout-ms", 30_000));
         final SourceLocation sourceLocation = ClientCommands.sourceLocation(options, channel);
+        // --auto-stop: ExtendRecordingRequest2, the archive stops the recording when the image goes.
+        final boolean autoStop = options.flag("auto-stop");
 
         try (ArchiveConnection connection = ArchiveConnection.open(options, true))
         {
@@ -76,11 +78,14 @@ final class MaintenanceCommands
                 throw new IllegalStateException("recording " + recordingId + " is still active; stop it before extending");
             }
             final String publicationChannel = withInitialPosition(channel, before);
-            try (ExclusivePublication publication = connection.aeron.addExclusivePublication(publicationChannel, streamId))
+            final ExclusivePublication publication = connection.aeron.addExclusivePublication(publicationChannel, streamId);
+            try
             {
                 ClientCommands.checkFragmentation(options, false, size, publication.maxPayloadLength());
                 final String recordingChannel = ChannelUri.addSessionId(channel, publication.sessionId());
-                final long subscriptionId = archive.extendRecording(recordingId, recordingChannel, streamId, sourceLocation);
+                final long subscriptionId = autoStop ?
+                    archive.extendRecording(recordingId, recordingChannel, streamId, sourceLocation, true) :
+                    archive.extendRecording(recordingId, recordingChannel, streamId, sourceLocation);
                 while (!publication.isConnected())
                 {
                     deadline.pause("the archive's extend subscription to connect to " + channel);
@@ -88,7 +93,14 @@ final class MaintenanceCommands
                 final String digest = ClientCommands.offerMessages(publication, firstIndex, messages, size, deadline);
                 final long publicationPosition = publication.position();
                 ClientCommands.awaitRecordingPosition(archive, recordingId, publicationPosition, deadline);
-                archive.stopRecording(recordingChannel, streamId);
+                if (autoStop)
+                {
+                    publication.close();  // the image goes: the archive stops the recording itself
+                }
+                else
+                {
+                    archive.stopRecording(recordingChannel, streamId);
+                }
                 final Descriptor after = ClientCommands.awaitStopped(archive, recordingId, deadline);
                 Json.event("extended")
                     .put("recordingId", recordingId)
@@ -103,7 +115,12 @@ final class MaintenanceCommands
                     .put("firstIndex", firstIndex)
                     .put("size", size)
                     .put("digest", digest)
+                    .put("autoStop", autoStop)
                     .emit();
+            }
+            finally
+            {
+                publication.close();
             }
         }
         return ModernPeer.EXIT_OK;

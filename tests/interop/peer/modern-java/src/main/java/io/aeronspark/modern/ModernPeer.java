@@ -72,7 +72,7 @@ public final class ModernPeer
                 case "truncate" -> MaintenanceCommands.truncate(client(command, args, Set.of(),
                     "recording-id", "position"));
                 case "purge" -> MaintenanceCommands.purge(client(command, args, Set.of(), "recording-id"));
-                case "extend" -> MaintenanceCommands.extend(client(command, args, Set.of(),
+                case "extend" -> MaintenanceCommands.extend(client(command, args, Set.of("auto-stop"),
                     "recording-id", "channel", "stream-id", "messages", "size", "first-index", "source-location"));
                 case "positions" -> MaintenanceCommands.positions(client(command, args, Set.of(), "recording-id"));
                 case "segments" -> MaintenanceCommands.segments(client(command, args, Set.of(),
