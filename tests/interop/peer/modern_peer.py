@@ -24,8 +24,9 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -272,6 +273,23 @@ class RecordingPositions:
     recording_position: int
     max_recorded_position: int
     active: bool
+
+
+@dataclass(frozen=True)
+class ReplicateResult:
+    """What ``replicate`` printed: the destination's replication id and new recording id, and every
+    recording signal the destination sent (``signal``, ``recordingId``, ``position`` ...) in order."""
+
+    replication_id: int
+    dst_recording_id: int
+    signals: list[dict[str, Any]]
+    awaited: str
+    awaited_position: int
+    fields: dict[str, Any] = field(repr=False)
+
+    @property
+    def signal_names(self) -> list[str]:
+        return [s["signal"] for s in self.signals]
 
 
 @dataclass(frozen=True)
@@ -535,6 +553,71 @@ class ModernPeerClient:
             recording_id=line["recordingId"], merged=line["merged"], states=list(line["states"]),
             messages=line["messages"], first_index=line["firstIndex"], last_index=line["lastIndex"],
             digest=line["digest"], fields=line)
+
+
+    def replicate(self, src_recording_id: int, src_control_channel: str, *,
+                  src_control_stream_id: int = DEFAULT_CONTROL_STREAM_ID, dst_recording_id: int | None = None,
+                  stop_position: int | None = None, replication_channel: str | None = None,
+                  src_response_channel: str | None = None, await_signal: Literal["replicate-end", "sync"] = "replicate-end",
+                  on_signal: Callable[[dict[str, Any]], None] | None = None,
+                  timeout_ms: int = 60_000) -> ReplicateResult:
+        """``AeronArchive.replicate(srcRecordingId, srcControlStreamId, srcControlChannel, ReplicationParams)``
+        on THIS client's archive (the destination), which then replicates from the source archive at
+        ``src_control_channel``. Waits for REPLICATE_END (or SYNC). ``on_signal`` is called with each
+        signal line as the JVM prints it, while the replication runs (e.g. to publish more to a live
+        source once EXTEND arrived). The JVM is killed by PID if it outlives ``self.timeout``."""
+        args = ["--src-recording-id", str(src_recording_id), "--src-control-channel", src_control_channel,
+                "--src-control-stream-id", str(src_control_stream_id), "--await", await_signal,
+                "--timeout-ms", str(timeout_ms)]
+        if dst_recording_id is not None:
+            args += ["--dst-recording-id", str(dst_recording_id)]
+        if stop_position is not None:
+            args += ["--stop-position", str(stop_position)]
+        if replication_channel is not None:
+            args += ["--replication-channel", replication_channel]
+        if src_response_channel is not None:
+            args += ["--src-response-channel", src_response_channel]
+        events = self._run_streaming("replicate", [*self._archive_options(), *args],
+                                     lambda e: on_signal(e) if on_signal and e.get("event") == "signal" else None)
+        line = single_event(events, "replicated")
+        signals = [{k: v for k, v in e.items() if k != "event"} for e in events if e.get("event") == "signal"]
+        return ReplicateResult(replication_id=line["replicationId"], dst_recording_id=line["dstRecordingId"],
+                               signals=signals, awaited=line["awaited"], awaited_position=line["awaitedPosition"],
+                               fields=line)
+
+    def _run_streaming(self, subcommand: str, args: list[str],
+                       on_event: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+        """:meth:`run`, but each JSON line is handed to ``on_event`` as soon as it is printed."""
+        command = self.installation.command(subcommand, *args)
+        with tempfile.TemporaryFile("w+") as stderr:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL,
+                                       text=True)
+            timer = threading.Timer(self.timeout, process.kill)
+            timer.start()
+            events: list[dict[str, Any]] = []
+            try:
+                assert process.stdout is not None
+                for text in process.stdout:
+                    parsed = parse_events(text)
+                    events += parsed
+                    for event in parsed:
+                        on_event(event)
+                returncode = process.wait()
+            finally:
+                timer.cancel()
+                if process.poll() is None:
+                    process.kill()  # by PID: this Popen's own JVM
+                    process.wait()
+                if process.stdout is not None:
+                    process.stdout.close()
+            stderr.seek(0)
+            stderr_text = stderr.read()
+        if returncode != EXIT_OK:
+            error = next((e for e in events if e.get("event") == "error"), None)
+            detail = error.get("message") if error else stderr_text.strip()[-2000:]
+            raise PeerError(f"modern peer {subcommand} exited with code {returncode}: {detail}",
+                            command=command, exit_code=returncode, error=error, stderr=stderr_text)
+        return events
 
 
 # ---------------------------------------------------------------------------------------------

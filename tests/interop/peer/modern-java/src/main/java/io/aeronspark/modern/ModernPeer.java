@@ -19,7 +19,7 @@ public final class ModernPeer
     static final int EXIT_TIMEOUT = 3;
 
     private static final String SUBCOMMANDS = "archive driver connect record start-recording stop-recording list " +
-        "replay publish truncate purge extend positions segments replay-merge scripted-session";
+        "replay publish truncate purge extend positions segments replay-merge replicate scripted-session";
     private static final Set<String> SERVER_FLAGS = Set.of("no-stdin-watch", "spies-simulate-connection");
     private static final Set<String> CONNECTION = Set.of(
         "aeron-dir", "control-channel", "control-stream-id", "response-channel", "response-stream-id",
@@ -80,6 +80,10 @@ public final class ModernPeer
                 case "replay-merge" -> ReplayMergeCommand.run(client(command, args, Set.of(),
                     "recording-id", "live-channel", "live-stream-id", "messages", "live-messages", "size",
                     "position", "replay-channel", "replay-endpoint", "live-endpoint", "recording-endpoint"));
+                case "replicate" -> ReplicateCommand.run(client(command, args, Set.of(),
+                    "src-recording-id", "src-control-channel", "src-control-stream-id", "dst-recording-id",
+                    "stop-position", "replication-channel", "src-response-channel", "replication-session-id",
+                    "await"));
                 case "scripted-session" -> ScriptedSession.run(client(command, args, Set.of("with-unanswered"), "channel", "channel-b",
                     "stream-id", "messages", "size", "replay-channel", "replay-stream-id", "session-id"));
                 case "help", "--help" -> usage(null);
