@@ -860,6 +860,12 @@ class ArchiveClient:
         self._require_modern("MigrateSegmentsRequest")
         return self._call(lambda s, c: codecs.MigrateSegmentsRequest(s, c, src_recording_id, dst_recording_id))
 
+    def update_channel(self, recording_id: int, channel: str) -> None:
+        """Stores ``channel`` (and its stripped form) as the recording's channel in the archive's
+        catalog (Aeron 1.49+'s updateChannel; the archive answers OK, no signal)."""
+        self._require_modern("UpdateChannelRequest")
+        self._call(lambda s, c: codecs.UpdateChannelRequest(s, c, recording_id, channel))
+
     # ------------------------------------------------------------------------------ signals, errors
     def _deliver_signals(self) -> None:
         callback = self.on_recording_signal
