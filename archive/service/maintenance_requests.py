@@ -12,7 +12,8 @@ signal after its OK (Aeron's RecordingSignal.DELETE).
 UpdateChannel (107, Aeron 1.49+: ArchiveConductor.updateChannel and UpdateChannelSession) stores
 a new original channel and its stripped form in a valid recording's descriptor, active or
 stopped, and answers OK (relevantId 0) with no signal; ACTIVE_LISTING while a listing of the
-session is in progress, UNKNOWN_RECORDING for an id with no valid entry. A channel that does not
+session is in progress; for an id with no valid entry the response code RECORDING_UNKNOWN
+(relevantId the id, as Aeron's sendRecordingUnknown; not an ERROR). A channel that does not
 parse gets ERROR GENERIC (Aeron's URI parse error escapes its handler: no response at all).
 """
 
@@ -27,7 +28,12 @@ from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.replay_requests import ReplayRequests
-from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError, known_recording
+from aeron_spark.archive.service.request_errors import (
+    NULL_VALUE,
+    ArchiveRequestError,
+    in_catalog_range,
+    known_recording,
+)
 from aeron_spark.archive.storage import maintenance
 from aeron_spark.archive.storage.catalog import Catalog, CatalogError
 from aeron_spark.driver_integration import channel_uri
@@ -127,7 +133,12 @@ class MaintenanceRequests:
         the entries after it moved when it grows) by `Catalog.replace_channels`."""
         if session.active_listing is not None:
             raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_LISTING, "active listing already in progress")
-        known_recording(self.catalog, message.recording_id)
+        recording_id = message.recording_id
+        if not in_catalog_range(self.catalog, recording_id) or self.catalog.descriptor(recording_id) is None:
+            # Aeron's sendRecordingUnknown: ControlResponse RECORDING_UNKNOWN, relevantId = the id
+            # (not an ERROR; Aeron's client throws "unexpected response code", GENERIC).
+            session.send_recording_unknown(message.correlation_id, recording_id)
+            return
         channel = message.channel
         try:
             check_channel_params(channel_uri.parse(channel))
@@ -135,7 +146,7 @@ class MaintenanceRequests:
         except ValueError as error:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC, f"invalid channel {channel!r}: {error}") from None
         try:
-            self.catalog.replace_channels(message.recording_id, stripped_channel=stripped,
+            self.catalog.replace_channels(recording_id, stripped_channel=stripped,
                                           original_channel=channel)
         except CatalogError as error:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC, str(error)) from None

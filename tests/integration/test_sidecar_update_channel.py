@@ -6,7 +6,8 @@ the moved catalog. Uses the ``sidecar`` and ``local_aeron`` fixtures of tests/in
 from __future__ import annotations
 
 import pytest
-from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal
+from aeron_spark.archive.client.archive_client import ArchiveError
+from aeron_spark.archive.codecs import ArchiveErrorCode, ControlResponseCode, RecordingSignal
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.driver_integration import AeronClient
 
@@ -60,8 +61,10 @@ def test_update_channel_through_the_sidecar(sidecar: Sidecar, local_aeron: Aeron
             with archive.replay(recording_id, 0, published.end, "aeron:ipc", 2101) as replay:
                 assert as_pairs(list(replay.messages(idle_timeout=TIMEOUT))) == expected(published)
 
-        unknown = error_of(lambda: archive.update_channel(99, "aeron:ipc"))
-        assert unknown.error_code == ArchiveErrorCode.UNKNOWN_RECORDING
+        with pytest.raises(ArchiveError) as unknown:  # Aeron's RECORDING_UNKNOWN response, not an ERROR
+            archive.update_channel(99, "aeron:ipc")
+        assert unknown.value.code == ControlResponseCode.RECORDING_UNKNOWN
+        assert unknown.value.error_code == ArchiveErrorCode.UNKNOWN_RECORDING
         malformed = error_of(lambda: archive.update_channel(ids[0], "aeron:udp?endpoint"))
         assert malformed.error_code == ArchiveErrorCode.GENERIC
         assert archive.list_recording(ids[0]).original_channel == before[ids[0]].original_channel
