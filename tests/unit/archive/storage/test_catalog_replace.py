@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -186,3 +187,32 @@ def test_a_reader_in_another_process_sees_the_rewritten_catalog(tmp_path):
         finally:
             reader.kill()
             reader.wait(10)
+
+
+def test_threads_reading_the_writers_catalog_never_miss_a_moved_entry(tmp_path):
+    """The sidecar's other threads read through the writer's Catalog while the conductor moves
+    entries: a read at a stale offset is retried under the lock, never reported unknown."""
+    with Catalog.open(tmp_path) as catalog:
+        ids = [new_recording(catalog, stream_id=2000 + i) for i in range(20)]
+        stop = threading.Event()
+        wrong: list = []
+
+        def read() -> None:
+            while not stop.is_set():
+                for recording_id in ids:
+                    d = catalog.descriptor(recording_id)
+                    if d is None or d.stream_id != 2000 + recording_id:
+                        wrong.append((recording_id, d))
+
+        readers = [threading.Thread(target=read) for _ in range(2)]
+        for reader in readers:
+            reader.start()
+        try:
+            for round_ in range(1, 15):
+                catalog.replace_channels(ids[round_ % 5], stripped_channel="aeron:ipc",
+                                         original_channel=LONG + "z" * (64 * round_))
+        finally:
+            stop.set()
+            for reader in readers:
+                reader.join(10)
+        assert wrong == []
