@@ -860,6 +860,22 @@ class ArchiveClient:
         self._require_modern("MigrateSegmentsRequest")
         return self._call(lambda s, c: codecs.MigrateSegmentsRequest(s, c, src_recording_id, dst_recording_id))
 
+    def update_channel(self, recording_id: int, channel: str) -> None:
+        """Stores ``channel`` (and its stripped form) as the recording's channel in the archive's
+        catalog (Aeron 1.49+'s updateChannel; the archive answers OK, no signal). An unknown
+        recording (the archive's RECORDING_UNKNOWN response) raises ArchiveError with
+        ``error_code`` UNKNOWN_RECORDING."""
+        self._require_modern("UpdateChannelRequest")
+        try:
+            self._call(lambda s, c: codecs.UpdateChannelRequest(s, c, recording_id, channel))
+        except ArchiveError as error:
+            if error.code != codecs.ControlResponseCode.RECORDING_UNKNOWN:
+                raise
+            raise ArchiveError(f"unknown recording id {recording_id} at {self.description}",
+                               code=error.code, error_code=codecs.ArchiveErrorCode.UNKNOWN_RECORDING,
+                               correlation_id=error.correlation_id,
+                               request="UpdateChannelRequest") from None
+
     # ------------------------------------------------------------------------------ signals, errors
     def _deliver_signals(self) -> None:
         callback = self.on_recording_signal

@@ -18,8 +18,9 @@ The conductor owns the parts of the control plane and runs their duty cycle on i
 5. updates the mark file's activity timestamp every second.
 
 Not served (answered ERROR GENERIC "... is not supported by this archive"): replication (50, 62,
-66; StopReplication gets UNKNOWN_REPLICATION) and UpdateChannel (107). ReplayToken (105) is
-served by the control demuxer (replays over response channels). The per-session
+66; StopReplication gets UNKNOWN_REPLICATION). UpdateChannel (107) is served by
+`maintenance_requests` (the catalog entry rewritten by `Catalog.replace_channels`). ReplayToken
+(105) is served by the control demuxer (replays over response channels). The per-session
 ``control-session`` counters (types 102/113) are not allocated. See docs/protocol.md for the
 requests and docs/architecture.md for the threads.
 """
@@ -241,7 +242,7 @@ class ArchiveConductor:
             c.ReplicateRequest2: _not_supported,
             c.StopReplicationRequest: _stop_replication,
             c.ReplayTokenRequest: lambda s, m: self.demuxer.issue_replay_token(s, m),
-            c.UpdateChannelRequest: _not_supported,
+            c.UpdateChannelRequest: maintenance.update_channel,
         }
 
     # ------------------------------------------------------------------ shutdown

@@ -1,5 +1,6 @@
-"""Maintenance requests: TruncateRecording, PurgeRecording and the segment requests
-(DetachSegments, DeleteDetachedSegments, PurgeSegments, AttachSegments, MigrateSegments).
+"""Maintenance requests: TruncateRecording, PurgeRecording, the segment requests
+(DetachSegments, DeleteDetachedSegments, PurgeSegments, AttachSegments, MigrateSegments) and
+UpdateChannel.
 
 The file and catalog work is `storage.maintenance`'s; here are the request rules: truncate and
 purge need a stopped recording (ACTIVE_RECORDING otherwise) and purge one no replay reads, a
@@ -7,6 +8,13 @@ truncate position must be 32-byte aligned inside the recording (INVALID_POSITION
 (and purge-segments) position passes Aeron's isValidDetach (GENERIC, Aeron's texts), truncate
 stops the recording's replays first, and every request that deleted files sends the DELETE
 signal after its OK (Aeron's RecordingSignal.DELETE).
+
+UpdateChannel (107, Aeron 1.49+: ArchiveConductor.updateChannel and UpdateChannelSession) stores
+a new original channel and its stripped form in a valid recording's descriptor, active or
+stopped, and answers OK (relevantId 0) with no signal; ACTIVE_LISTING while a listing of the
+session is in progress; for an id with no valid entry the response code RECORDING_UNKNOWN
+(relevantId the id, as Aeron's sendRecordingUnknown; not an ERROR). A channel that does not
+parse gets ERROR GENERIC (Aeron's URI parse error escapes its handler: no response at all).
 """
 
 from __future__ import annotations
@@ -20,9 +28,16 @@ from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.replay_requests import ReplayRequests
-from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError, known_recording
+from aeron_spark.archive.service.request_errors import (
+    NULL_VALUE,
+    ArchiveRequestError,
+    in_catalog_range,
+    known_recording,
+)
 from aeron_spark.archive.storage import maintenance
-from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.archive.storage.catalog import Catalog, CatalogError
+from aeron_spark.driver_integration import channel_uri
+from aeron_spark.driver_integration.channel_params import check_channel_params
 
 
 def segment_base(start_position: int, position: int, term_length: int, segment_length: int) -> int:
@@ -112,6 +127,30 @@ class MaintenanceRequests:
         session.send_ok(message.correlation_id, len(result.attached_files))
         if result.attached_files or result.deleted_files:
             self._send_delete_signal(session, message.correlation_id, message.src_recording_id)
+
+    def update_channel(self, session: ControlSession, message: Any) -> None:
+        """Aeron's updateChannel: see the module docstring. The catalog entry is rewritten (and
+        the entries after it moved when it grows) by `Catalog.replace_channels`."""
+        if session.active_listing is not None:
+            raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_LISTING, "active listing already in progress")
+        recording_id = message.recording_id
+        if not in_catalog_range(self.catalog, recording_id) or self.catalog.descriptor(recording_id) is None:
+            # Aeron's sendRecordingUnknown: ControlResponse RECORDING_UNKNOWN, relevantId = the id
+            # (not an ERROR; Aeron's client throws "unexpected response code", GENERIC).
+            session.send_recording_unknown(message.correlation_id, recording_id)
+            return
+        channel = message.channel
+        try:
+            check_channel_params(channel_uri.parse(channel))
+            stripped = channel_uri.strip_channel(channel)
+        except ValueError as error:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC, f"invalid channel {channel!r}: {error}") from None
+        try:
+            self.catalog.replace_channels(recording_id, stripped_channel=stripped,
+                                          original_channel=channel)
+        except CatalogError as error:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC, str(error)) from None
+        session.send_ok(message.correlation_id, 0)
 
     def _valid_detach(self, descriptor: RecordingDescriptor, position: int) -> None:
         """Aeron's isValidDetach, in its order and with its texts (all ERROR GENERIC): the new start

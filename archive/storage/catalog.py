@@ -9,10 +9,19 @@ descriptor checksum is the record checksum (when one is configured, else 0) over
 descriptor bytes, recomputed on every update.
 
 The file has no index: opening walks the frames and keeps ``id -> (offset, frame length)`` in
-memory; a read-only opener re-walks only the frames appended since (entries never move). A new
-file is sparse at 1 MiB and grows by x1.5 when an append does not fit. The file is read and
-written with ``pread``/``pwrite`` on one descriptor (read-only readers in other processes see
-updates through the page cache).
+memory; a read-only opener re-walks only the frames appended since. A new file is sparse at 1 MiB
+and grows by x1.5 when an append does not fit. The file is read and written with
+``pread``/``pwrite`` on one descriptor (read-only readers in other processes see updates through
+the page cache).
+
+Entries move only in `replace_channels` (UpdateChannel, Aeron's Catalog.replaceRecording): a
+descriptor that no longer fits its frame makes every later entry shift right. Aeron moves them in
+place (a crash in the middle leaves a torn catalog); here the whole catalog is written to
+``archive.catalog.replace``, fsynced and renamed over ``archive.catalog`` (then the directory is
+fsynced): a crash leaves either the old or the new catalog, never a mix (a leftover
+``.replace`` file is deleted by the next writer). The writer switches its descriptor to the new
+file with ``dup2`` (threads reading it see the old or the new file, and a read at a moved offset is
+retried under the lock); a read-only opener in another process notices the new inode and re-walks.
 
 Old catalogs (fixed 1 KiB slots: versions 0, 1.x, 2.x; Aeron <= 1.31) are read (``read_only``:
 describe, dump, verify --dry-run, migrate); opening one for writing fails with a message to run
@@ -21,6 +30,7 @@ describe, dump, verify --dry-run, migrate); opening one for writing fails with a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import struct
@@ -42,6 +52,7 @@ from aeron_spark.archive.storage.fault_injection import fault_point
 log = logging.getLogger(__name__)
 
 CATALOG_FILE_NAME = "archive.catalog"
+REPLACE_FILE_NAME = CATALOG_FILE_NAME + ".replace"  # the rewritten catalog before its rename
 ARCHIVE_FILE_VERSION = layout.ARCHIVE_FILE_VERSION  # 3.1.0 = 196864
 DEFAULT_CAPACITY = layout.DEFAULT_CAPACITY
 DESCRIPTOR_HEADER_LENGTH = layout.DESCRIPTOR_HEADER_LENGTH
@@ -237,8 +248,9 @@ class Catalog:
         self._header_next_id = 0
         self._last_id = -1
         self._valid_count = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._index = None if read_only else _ListingIndex(1024)
+        self._inode = os.fstat(fd).st_ino
 
     # ---- opening
 
@@ -272,6 +284,7 @@ class Catalog:
                     f"{directory}: an `aeron-archive migrate` was interrupted "
                     f"({layout.MIGRATION_JOURNAL_FILE_NAME} exists); run `aeron-archive migrate --dir "
                     f"{directory}` again to finish it")
+            _remove_uncommitted_replace(directory)
             created = not path.exists()
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             if created or os.fstat(fd).st_size == 0:
@@ -419,10 +432,39 @@ class Catalog:
         self._end = size
 
     def _refresh(self) -> None:
-        """Read-only, modern layout: picks up frames another process appended."""
+        """Read-only, modern layout: picks up frames another process appended, or the whole
+        catalog again if the writer replaced the file (`replace_channels`)."""
+        if self.read_only and not self.old_layout:
+            self._reopen_if_replaced()
         if self.read_only and not self.old_layout and not self._walk_stopped:
             self._walk()
             self._header_next_id = _I64.unpack(os.pread(self._fd, 8, layout.NEXT_RECORDING_ID_OFFSET))[0]
+
+    def _reopen_if_replaced(self) -> bool:
+        """Read-only: if ``archive.catalog`` is now another file (renamed into place by the
+        writer's `replace_channels`), reads that one from the start. Call under the lock."""
+        try:
+            inode = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return False
+        if inode == self._inode:
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            os.dup2(fd, self._fd)  # threads reading the old descriptor see one file or the other
+            self._inode = os.fstat(self._fd).st_ino
+        finally:
+            os.close(fd)
+        self._frames = {}
+        self._end = layout.HEADER_LENGTH
+        self._walk_stopped = False
+        self._last_id = -1
+        self._valid_count = 0
+        self.problems = []
+        return True
 
     # ---- reading
 
@@ -461,10 +503,11 @@ class Catalog:
 
     def _frame(self, recording_id: int) -> _Frame | None:
         frame = self._frames.get(recording_id)
-        if frame is None and self.read_only and recording_id >= 0:
+        if self.read_only and not self.old_layout and recording_id >= 0:
             with self._lock:
-                self._refresh()
-            frame = self._frames.get(recording_id)
+                if frame is None or self._reopen_if_replaced():
+                    self._refresh()
+                    frame = self._frames.get(recording_id)
         return frame
 
     def entry(self, recording_id: int) -> CatalogEntry | None:
@@ -472,6 +515,18 @@ class Catalog:
         frame = self._frame(recording_id)
         if frame is None:
             return None
+        entry = self._read_entry(frame, recording_id)
+        if entry is None and not self.old_layout:
+            # The frame may have moved since it was looked up (replace_channels on another thread
+            # or in the writer's process): look again under the lock, which the move holds.
+            with self._lock:
+                self._refresh()
+                moved = self._frames.get(recording_id)
+                if moved is not None and moved != frame:
+                    entry = self._read_entry(moved, recording_id)
+        return entry
+
+    def _read_entry(self, frame: _Frame, recording_id: int) -> CatalogEntry | None:
         data = os.pread(self._fd, DESCRIPTOR_HEADER_LENGTH + frame.descriptor_length, frame.offset)
         return self._decode_entry(memoryview(data), recording_id)
 
@@ -722,6 +777,81 @@ class Catalog:
                 self._write_checksum(frame)
             self._sync()
 
+    def replace_channels(self, recording_id: int, *, stripped_channel: str,
+                         original_channel: str) -> RecordingDescriptor:
+        """Stores new stripped and original channels in the entry (UpdateChannel; Aeron's
+        Catalog.replaceRecording); every other field, the state and the id stay. Returns the new
+        descriptor.
+
+        As Aeron: a descriptor that still fits its frame keeps the frame (its length field and
+        offset; the rest zero-padded); a longer one gets a longer frame and every later entry moves
+        right by the difference (Aeron skips the move when the entry is the last *valid* one, and
+        so overwrites INVALID or DELETED entries after it; here they move too). The state is kept
+        (Aeron's callers only pass VALID entries) and the checksum covers the whole descriptor
+        area the length field names (Aeron's covers only the new descriptor's frame when the entry
+        shrinks). The file is rewritten and renamed into place (module docstring): crash-atomic.
+        """
+        self._require_writable("update a recording's channel")
+        with self._lock:
+            frame = self._frames.get(recording_id)
+            entry = self._read_entry(frame, recording_id) if frame is not None else None
+            if entry is None:
+                raise UnknownRecordingError(recording_id, "no readable entry with this id")
+            old = entry.descriptor
+            descriptor = dataclasses.replace(
+                old, stripped_channel=stripped_channel, original_channel=original_channel,
+                source_identity=fit_source_identity(stripped_channel, original_channel,
+                                                    old.source_identity, recording_id))
+            body = encode_recording_descriptor(descriptor)
+            old_frame_length = DESCRIPTOR_HEADER_LENGTH + frame.descriptor_length
+            frame_length = max(old_frame_length, layout.frame_length(len(body), self.alignment))
+            area = body + bytes(frame_length - DESCRIPTOR_HEADER_LENGTH - len(body))
+            frame_bytes = layout.DESCRIPTOR_HEADER.pack(
+                frame_length - DESCRIPTOR_HEADER_LENGTH, entry.state, self._checksum_of(area)) + area
+            shift = frame_length - old_frame_length
+            self._rewrite(frame.offset, old_frame_length, frame_bytes)
+            if shift:
+                self._frames = {rid: (_Frame(f.offset + shift, f.descriptor_length) if f.offset > frame.offset else f)
+                                for rid, f in self._frames.items()}
+                self._end += shift
+            self._frames[recording_id] = _Frame(frame.offset, frame_length - DESCRIPTOR_HEADER_LENGTH)
+            self._index.store(descriptor, entry.valid)
+            fault_point("catalog-replace-committed")
+            return descriptor
+
+    def _rewrite(self, offset: int, old_frame_length: int, frame_bytes: bytes) -> None:
+        """Writes the catalog with the frame at ``offset`` replaced by ``frame_bytes`` (the
+        following frames moved by the length difference) to `REPLACE_FILE_NAME`, fsyncs it,
+        renames it over the catalog, fsyncs the directory and switches ``self._fd`` to it."""
+        end = self._end
+        new_end = end + len(frame_bytes) - old_frame_length
+        size = os.fstat(self._fd).st_size
+        capacity = _grown_capacity(size, new_end + DESCRIPTOR_HEADER_LENGTH, self.path)
+        temporary = self.path.with_name(REPLACE_FILE_NAME)
+        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                os.ftruncate(fd, capacity)  # sparse; the terminating zero length after new_end
+                _copy_range(self._fd, fd, 0, offset, 0)
+                os.pwrite(fd, frame_bytes, offset)
+                _copy_range(self._fd, fd, offset + old_frame_length, end, offset + len(frame_bytes))
+                os.fsync(fd)  # whatever file_sync says: the rename must never expose a partial file
+                fault_point("catalog-replace-written")
+                os.rename(temporary, self.path)
+            except BaseException:
+                try:
+                    os.unlink(temporary)
+                except OSError:
+                    pass
+                raise
+            sync_directory(self.path.parent)
+            os.dup2(fd, self._fd)  # threads reading the catalog see the old file or the new one
+            self._inode = os.fstat(self._fd).st_ino
+        finally:
+            os.close(fd)
+        if capacity != size:
+            log.info("%s: grown from %d to %d bytes", self.path, size, capacity)
+
     def restamp_checksums(self) -> int:
         """Recomputes every entry's descriptor checksum with `checksum` (0 without one), as
         ArchiveTool ``checksum`` does; returns the number of entries."""
@@ -741,15 +871,9 @@ class Catalog:
 
     def _ensure_capacity(self, needed: int) -> None:
         size = os.fstat(self._fd).st_size
-        if needed <= size:
+        new_size = _grown_capacity(size, needed, self.path)
+        if new_size == size:
             return
-        new_size = max(size, layout.MIN_CAPACITY)
-        while new_size < needed:
-            new_size = new_size * layout.GROWTH_NUMERATOR // layout.GROWTH_DENOMINATOR
-        if new_size > layout.MAX_CAPACITY:
-            if needed > layout.MAX_CAPACITY:
-                raise CatalogError(f"{self.path}: the catalog cannot grow past {layout.MAX_CAPACITY} bytes")
-            new_size = layout.MAX_CAPACITY
         os.ftruncate(self._fd, new_size)
         log.info("%s: grown from %d to %d bytes", self.path, size, new_size)
 
@@ -792,6 +916,40 @@ def _write_new_file(fd: int, capacity: int, file_sync: int, directory: Path) -> 
     if file_sync:
         os.fsync(fd)
         sync_directory(directory)
+
+
+def _grown_capacity(size: int, needed: int, path: Path) -> int:
+    """The file length for ``needed`` bytes: ``size`` if enough, else grown by x1.5 steps."""
+    if needed <= size:
+        return size
+    new_size = max(size, layout.MIN_CAPACITY)
+    while new_size < needed:
+        new_size = new_size * layout.GROWTH_NUMERATOR // layout.GROWTH_DENOMINATOR
+    if new_size > layout.MAX_CAPACITY:
+        if needed > layout.MAX_CAPACITY:
+            raise CatalogError(f"{path}: the catalog cannot grow past {layout.MAX_CAPACITY} bytes")
+        new_size = layout.MAX_CAPACITY
+    return new_size
+
+
+def _copy_range(source: int, target: int, start: int, end: int, to: int) -> None:
+    """Copies bytes [start, end) of ``source`` to offset ``to`` of ``target`` (file descriptors)."""
+    while start < end:
+        data = os.pread(source, min(_WALK_CHUNK, end - start), start)
+        if not data:
+            raise CatalogError(f"catalog ends at offset {start}, before its entries' end {end}")
+        os.pwrite(target, data, to)
+        start += len(data)
+        to += len(data)
+
+
+def _remove_uncommitted_replace(directory: Path) -> None:
+    """A `REPLACE_FILE_NAME` left by a crash before its rename was never the catalog: delete it."""
+    leftover = directory / REPLACE_FILE_NAME
+    if leftover.exists():
+        log.warning("%s: deleting an uncommitted catalog rewrite (a channel update interrupted by a crash)",
+                    leftover)
+        leftover.unlink(missing_ok=True)
 
 
 def sync_directory(directory: Path) -> None:

@@ -19,6 +19,10 @@ Points (each fires at its first hit only):
 * ``segment-renamed``: one segment of a delete (delete detached, truncate, purge) is ``.rec.del``.
 * ``catalog-add``: a new recording's descriptor is about to be written to the catalog (after
   StartRecording was answered OK, when the first image arrives).
+* ``catalog-replace-written`` / ``catalog-replace-committed``: UpdateChannel
+  (`Catalog.replace_channels`): the rewritten catalog is written and fsynced as
+  ``archive.catalog.replace``, not renamed yet; the rename is done and the writer uses the new
+  file, the request is not answered yet.
 * ``migrate-journaled`` / ``migrate-linked`` / ``migrate-committed`` / ``migrate-unlinked`` /
   ``migrate-marked``: `aeron-archive migrate` after each of its steps (`migration`): the journal
   is written; new segment names are hard-linked; the new catalog is renamed into place (the
@@ -38,8 +42,8 @@ from pathlib import Path
 
 ENV_VAR = "AERON_ARCHIVE_STORAGE_FAULT"
 POINTS = ("truncate-staged", "truncate-committed", "truncate-cut", "purge-staged", "purge-committed",
-          "segment-renamed", "catalog-add", "migrate-journaled", "migrate-linked", "migrate-committed",
-          "migrate-unlinked", "migrate-marked")
+          "segment-renamed", "catalog-add", "catalog-replace-written", "catalog-replace-committed",
+          "migrate-journaled", "migrate-linked", "migrate-committed", "migrate-unlinked", "migrate-marked")
 POLL_S = 0.02
 _fired: set[str] = set()
 

@@ -519,6 +519,25 @@ class ModernPeerClient:
     def migrate_segments(self, src_recording_id: int, dst_recording_id: int) -> dict[str, Any]:
         return self._segments("migrate", src_recording_id, "--dst-recording-id", str(dst_recording_id))
 
+    def update_channel(self, recording_id: int, channel: str, *, message_timeout_ms: int | None = None,
+                       active_channel: str | None = None, stream_id: int | None = None, messages: int = 0,
+                       size: int = 0, timeout_ms: int = 60_000) -> dict[str, Any]:
+        """``updateChannel`` (UpdateChannelRequest, 1.49+): ``ok``, or ``error`` (``exception``,
+        ``code``, ``codeName``, ``message``; a client timeout has code None), and ``recordings``
+        (every descriptor listed afterwards). ``message_timeout_ms`` bounds the wait for an answer
+        (an archive that never answers). With ``active_channel`` the peer records ``messages`` of
+        its own on that channel and ``stream_id`` and updates that recording while it is active
+        (``recording_id`` is ignored); the line then has ``during`` and ``after`` (stopped)."""
+        args = ["--recording-id", str(recording_id), "--channel", channel, "--timeout-ms", str(timeout_ms)]
+        if message_timeout_ms is not None:
+            args += ["--message-timeout-ms", str(message_timeout_ms)]
+        if active_channel is not None:
+            if stream_id is None:
+                raise ValueError("active_channel needs stream_id")
+            args += ["--active-channel", active_channel, "--stream-id", str(stream_id),
+                     "--messages", str(messages), "--size", str(size)]
+        return self._call("update-channel", "update-channel", *args)
+
     def scripted_session(self, channel: str, channel_b: str, stream_id: int, messages: int, size: int, *,
                          replay_channel: str, replay_stream_id: int, session_id: int,
                          with_unanswered: bool = False, timeout_ms: int = 60_000) -> list[dict[str, Any]]:

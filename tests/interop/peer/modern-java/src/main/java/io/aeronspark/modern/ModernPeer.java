@@ -19,7 +19,7 @@ public final class ModernPeer
     static final int EXIT_TIMEOUT = 3;
 
     private static final String SUBCOMMANDS = "archive driver connect record start-recording stop-recording list " +
-        "replay publish truncate purge extend positions segments replay-merge replicate scripted-session";
+        "replay publish truncate purge extend positions segments update-channel replay-merge replicate scripted-session";
     private static final Set<String> SERVER_FLAGS = Set.of("no-stdin-watch", "spies-simulate-connection");
     private static final Set<String> CONNECTION = Set.of(
         "aeron-dir", "control-channel", "control-stream-id", "response-channel", "response-stream-id",
@@ -77,6 +77,9 @@ public final class ModernPeer
                 case "positions" -> MaintenanceCommands.positions(client(command, args, Set.of(), "recording-id"));
                 case "segments" -> MaintenanceCommands.segments(client(command, args, Set.of(),
                     "op", "recording-id", "new-start-position", "dst-recording-id"));
+                case "update-channel" -> UpdateChannelCommand.run(client(command, args, Set.of(),
+                    "recording-id", "channel", "active-channel", "stream-id", "messages", "size",
+                    "source-location"));
                 case "replay-merge" -> ReplayMergeCommand.run(client(command, args, Set.of(),
                     "recording-id", "live-channel", "live-stream-id", "messages", "live-messages", "size",
                     "position", "replay-channel", "replay-endpoint", "live-endpoint", "recording-endpoint"));
