@@ -271,14 +271,19 @@ def thread_table(samples: list[Sample], top: int = 4) -> str:
     return "\n".join(lines)
 
 
+QUIET_LOAD_AVERAGE = 2.5
+
+
 def run_notes(work_dir: Path, samples: list[Sample], idle: dict[str, list[float]], args: argparse.Namespace) -> str:
     loads = [s.detail["loadAverage"] for s in samples]
     publishers = ", ".join(dict.fromkeys(s.detail["publisher"] for s in samples if s.operation == "record"))
     idle_text = ", ".join(f"{'Java' if archive == 'java' else 'ours'} {spread(shares, '.1%')}"
                           for archive, shares in idle.items() if shares)
+    # Above about one runnable task per core something else competed for the two cores.
+    quietness = "quiet" if max(loads) <= QUIET_LOAD_AVERAGE else "other work competed for the cores: figures provisional"
     return (f"{machine_notes(work_dir, java=f'Java archive: aeron-all {MODERN_AERON_VERSION} on the machine JDK 17')}; "
-            f"1-min load average at the cases' starts {min(loads):.1f}–{max(loads):.1f} (machine shared with other "
-            f"engineers' runs: figures provisional); Java archive threading {args.java_threading}; publisher {publishers}; "
+            f"1-min load average at the cases' starts {min(loads):.1f}–{max(loads):.1f} ({quietness}); "
+            f"Java archive threading {args.java_threading}; publisher {publishers}; "
             f"archives' idle CPU share (1 s after each start) {idle_text}")
 
 
