@@ -124,6 +124,9 @@ FRAGMENT_LIMIT = 16
 #: default) and has sent nothing for this long has lost the session (it restarted or died before
 #: the driver times the image out): `is_connected` says so, and a cached client is replaced.
 PING_SILENCE_S = 3.0
+#: How long `is_connected` waits for a fresh message from an archive that pings when all it could
+#: read was waiting in the image since before a long gap (the ping interval, 1 s, and a margin).
+FRESH_PING_WAIT_S = 1.5
 CLIENT_INFO = "name=aeron-spark-archive-client"
 #: Archives reporting at least this protocol version (Aeron 1.44+) answer ArchiveIdRequest (68)
 #: and MaxRecordedPositionRequest (67).
@@ -189,7 +192,8 @@ class ArchiveClient:
         self.protocol = protocol
         self.on_recording_signal = on_recording_signal
         self._router = ResponseRouter()
-        self._last_heard = time.monotonic()  # when the last response message arrived
+        self._last_heard = time.monotonic()  # when the archive was last known to have sent something
+        self._last_drained = self._last_heard  # when a poll last found the response image empty
         self._legacy = protocol == "legacy"
         self._closed = False
         self._replay_correlations: dict[int, int] = {}
@@ -330,9 +334,19 @@ class ArchiveClient:
             return False
         while self._poll_once() > 0:  # read what waits (pings, signals): an ended image shows only then
             pass
-        if self._router.pings_received and time.monotonic() - self._last_heard > PING_SILENCE_S:
+        if self._router.pings_received and time.monotonic() - self._last_heard > PING_SILENCE_S \
+                and not self._fresh_message_within(FRESH_PING_WAIT_S):
             return False  # an archive that pings fell silent: restarted or gone, the image not yet timed out
         return self._transport.is_request_connected and self._transport.is_response_connected
+
+    def _fresh_message_within(self, seconds: float) -> bool:
+        """Polls for up to ``seconds`` for a message sent now (the image was just drained)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self._poll_once() > 0:
+                return True
+            time.sleep(0.005)
+        return False
 
     def keep_alive(self) -> None:
         """Sends a KeepAliveRequest (it has no answer): the request that resets an archive's
@@ -460,8 +474,16 @@ class ArchiveClient:
 
     def _poll_once(self) -> int:
         fragments = self._transport.poll(self._router.on_message, FRAGMENT_LIMIT)
-        if fragments:
-            self._last_heard = time.monotonic()
+        now = time.monotonic()
+        if not fragments:
+            self._last_drained = now
+        elif now - self._last_drained <= PING_SILENCE_S:
+            self._last_heard = now
+        else:
+            # Read after a long gap, these may have waited in the image since it began (a dead
+            # archive's last pings stay there until the driver times the image out): they prove
+            # the archive alive only as of the last time the image was found empty.
+            self._last_heard = max(self._last_heard, self._last_drained)
         return fragments
 
     def _await(self, expectation: Expectation, *, timeout: float | None = None,

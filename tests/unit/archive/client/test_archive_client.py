@@ -555,3 +555,41 @@ def test_a_client_without_an_aeron_client_says_so() -> None:
     client = connect(FakeArchive())
     with pytest.raises(ArchiveError, match="no AeronClient"):
         _ = client.aeron
+
+
+# ---------------------------------------------------------------------------------------------
+# Liveness: pings that waited in the image say nothing about now
+# ---------------------------------------------------------------------------------------------
+
+def test_pings_read_after_a_long_gap_do_not_prove_the_archive_alive(monkeypatch) -> None:
+    """A dead archive's last pings stay in the image until the driver times it out: read after a
+    gap longer than the ping silence, they count as of the last empty poll, and `is_connected`
+    then waits briefly for a fresh message before calling the session lost."""
+    from aeron_spark.archive.client import archive_client as module
+
+    archive = FakeArchive()
+    client = connect(archive)
+    clock = [time.monotonic()]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(module.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    archive.push(codecs.Ping(SESSION))
+    assert client.is_connected  # a ping read at once: alive
+
+    clock[0] += 10.0  # the archive died right after sending two more pings
+    archive.push(codecs.Ping(SESSION))
+    archive.push(codecs.Ping(SESSION))
+    assert not client.is_connected  # they waited in the image; nothing fresh came within the wait
+
+    clock[0] += 10.0
+    archive.push(codecs.Ping(SESSION))
+    archive.outbox_later = [codecs.Ping(SESSION)]
+    original_poll = archive.poll
+
+    def poll_with_a_fresh_ping(handler, limit):  # an archive that is alive pings again soon
+        count = original_poll(handler, limit)
+        if not count and archive.outbox_later:
+            archive.push(archive.outbox_later.pop())
+        return count
+
+    archive.poll = poll_with_a_fresh_ping
+    assert client.is_connected
