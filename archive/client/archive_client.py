@@ -40,6 +40,10 @@ with `poll_for_recording_signals` / `await_recording_signal`.
 **Thread safety:** like Aeron's AeronArchive, one client is used by one thread at a time (use
 one client per thread). A call made while another call on the same client is waiting raises
 RuntimeError.
+
+Why one module of this size: it is the one facade of every request, as ``AeronArchive`` is (one
+short method per request); the plumbing is elsewhere in this package (`transport`,
+`response_routing`, `replay_subscription`, `archive_location`, `live_positions`).
 """
 
 from __future__ import annotations

@@ -26,6 +26,12 @@ retried under the lock); a read-only opener in another process notices the new i
 Old catalogs (fixed 1 KiB slots: versions 0, 1.x, 2.x; Aeron <= 1.31) are read (``read_only``:
 describe, dump, verify --dry-run, migrate); opening one for writing fails with a message to run
 ``aeron-archive migrate``.
+
+Why one module of this size: every method here reads or moves the in-memory ``id -> frame``
+index and the file offsets it names, under one lock, and the byte layouts already live apart
+(`codecs.catalog_layout`, `codecs.descriptor_body`); splitting the writers from the index would
+spread that invariant over modules. Migration (`storage.migration`) and maintenance
+(`storage.maintenance`) are their own modules.
 """
 
 from __future__ import annotations
