@@ -705,12 +705,7 @@ class ArchiveClient:
             self._require_modern("ReplayRequest with file_io_max_length")
         build = lambda s, c, token: codecs.ReplayRequest(  # noqa: E731
             s, c, recording_id, position, length, replay_stream_id, io_max, token, replay_channel)
-        if is_response_channel(replay_channel):
-            session_id, publication = self._start_replay_over_response_channel(
-                recording_id, build, subscription_registration_id)
-            publication.close()
-            return session_id
-        return self._start_replay(lambda s, c: build(s, c, codecs.NULL_VALUE))
+        return self._send_replay_request(recording_id, replay_channel, build, subscription_registration_id)
 
     def start_bounded_replay(self, recording_id: int, position: int, length: int,
                              limit_counter_id: int, replay_channel: str, replay_stream_id: int, *,
@@ -722,6 +717,14 @@ class ArchiveClient:
         build = lambda s, c, token: codecs.BoundedReplayRequest(  # noqa: E731
             s, c, recording_id, position, length, limit_counter_id, replay_stream_id, io_max,
             token, replay_channel)
+        return self._send_replay_request(recording_id, replay_channel, build, subscription_registration_id)
+
+    def _send_replay_request(self, recording_id: int, replay_channel: str,
+                             build: Callable[[int, int, int], object],
+                             subscription_registration_id: int | None) -> int:
+        """Sends ``build(controlSessionId, correlationId, replayToken)``: with a token over a request
+        publication of its own to a response ``replay_channel``, else on the session; the
+        replaySessionId."""
         if is_response_channel(replay_channel):
             session_id, publication = self._start_replay_over_response_channel(
                 recording_id, build, subscription_registration_id)
