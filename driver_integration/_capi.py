@@ -385,4 +385,4 @@ def aeron_version() -> str:
 
 
 if os.environ.get("AERON_SPARK_TRACE_CAPI"):
-    lib = _TracingLib(_real_lib, os.environ["AERON_SPARK_TRACE_CAPI"])  # type: ignore[assignment]
+    lib = _TracingLib(_real_lib, os.environ["AERON_SPARK_TRACE_CAPI"])

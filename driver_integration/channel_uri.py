@@ -198,7 +198,7 @@ class ChannelUri:
         return (self._prefix, self._media, self._params) == (
             other._prefix, other._media, other._params)
 
-    __hash__ = None  # mutable
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable (object's hash would break ==)
 
 
 def _parse_params(uri: str, query: str) -> dict[str, str]:
@@ -341,8 +341,9 @@ def replay_channel(
     params = [(k, v) for k, v in channel.params.items() if k in STRIPPED_PARAMS]
     params += initial_position_params(position, initial_term_id, term_length, mtu)
     for key in (EOS, SPARSE):
-        if key in channel:
-            params.append((key, channel.get(key)))
+        value = channel.get(key)
+        if value is not None:
+            params.append((key, value))
     linger = channel.get(LINGER)
     params.append((LINGER, linger if linger is not None else str(default_linger_ns)))
     return _builder_ordered(channel.media, params)

@@ -104,7 +104,7 @@ class AeronClient:
         """A client that owns a fresh embedded MediaDriver; closing the client stops the driver."""
         from .media_driver import MediaDriver
 
-        driver = MediaDriver(**driver_options)
+        driver = MediaDriver(None, **driver_options)
         try:
             client = cls(driver.dir, client_name=client_name, timeout=timeout)
         except BaseException:

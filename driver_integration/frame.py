@@ -331,14 +331,14 @@ def scan_frames(buffer, start: int = 0, end: int | None = None) -> FrameScan:
             reason = StopReason.END if stop == end else StopReason.TRUNCATED_HEADER
             return FrameScan(np.concatenate(offsets), stop, reason, None)
         length = frame_length_at(view, stop)
-        reason = _classify(length, stop, end)
-        if reason is None:  # the frame only overran the window: continue with a wide enough one
+        classified = _classify(length, stop, end)
+        if classified is None:  # the frame only overran the window: continue with a wide enough one
             window_start = stop
             if aligned_frame_length(length) > SCAN_WINDOW:
                 offsets.append(np.array([stop], dtype=np.int64))
                 window_start = stop + aligned_frame_length(length)
             continue
-        return FrameScan(np.concatenate(offsets), stop, reason, length)
+        return FrameScan(np.concatenate(offsets), stop, classified, length)
 
 
 def frame_offsets(buffer, start: int = 0, end: int | None = None) -> np.ndarray:

@@ -166,7 +166,7 @@ class _PollState:
 
 
 @ffi.callback("void(void *, const uint8_t *, size_t, aeron_header_t *)")
-def _on_message(clientd, buffer, length, header):  # type: ignore[no-untyped-def]
+def _on_message(clientd, buffer, length, header):
     """Delegate of the C fragment assemblers: one call per whole message, on the polling thread."""
     state: _PollState = ffi.from_handle(clientd)
     view = memoryview(ffi.buffer(buffer, length))
@@ -341,7 +341,7 @@ class Image:
 
 
 @ffi.callback("void(void *, const uint8_t *, size_t, int32_t, int32_t)")
-def _on_block(clientd, buffer, length, session_id, term_id):  # type: ignore[no-untyped-def]
+def _on_block(clientd, buffer, length, session_id, term_id):
     """Block handler of ``aeron_image_block_poll``: one call per block, on the polling thread."""
     state: _PollState = ffi.from_handle(clientd)
     view = memoryview(ffi.buffer(buffer, length))

@@ -107,7 +107,7 @@ class MediaDriverOptions:
         if unknown:
             raise TypeError(f"unknown media driver option(s) {', '.join(unknown)}: accepted options are "
                             f"{', '.join(sorted(known))}")
-        return dataclasses.replace(self, **overrides)
+        return dataclasses.replace(self, **overrides)  # type: ignore[arg-type]  # checked by __post_init__
 
 
 def _require_int(name: str, value: object) -> None:
@@ -131,8 +131,8 @@ class MediaDriver:
         base = options if options is not None else MediaDriverOptions()
         self.options = base.with_overrides(**overrides) if overrides else base
         self._owns_dir = self.options.dir is None
-        self._dir = (tempfile.mkdtemp(prefix="aeron-spark-", dir=default_base_directory())
-                     if self._owns_dir else os.path.abspath(self.options.dir))
+        self._dir: str = (tempfile.mkdtemp(prefix="aeron-spark-", dir=default_base_directory())
+                          if self.options.dir is None else os.path.abspath(self.options.dir))
         self._lock = threading.Lock()
         self._driver = ffi.NULL
         self._context = ffi.NULL

@@ -141,7 +141,7 @@ class BufferClaim:
 
 
 @ffi.callback("int64_t(void *, uint8_t *, size_t)")
-def _reserved_value_supplier(clientd, buffer, frame_length):  # type: ignore[no-untyped-def]
+def _reserved_value_supplier(clientd, buffer, frame_length):
     return ffi.cast("int64_t *", clientd)[0]
 
 
@@ -256,7 +256,7 @@ class _PublicationBase:
             self._close(self._pointer, ffi.NULL, ffi.NULL)
             self._client._forget(self)
 
-    def __enter__(self):  # type: ignore[no-untyped-def]
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -304,7 +304,7 @@ class Publication(_PublicationBase):
             raise AeronError(f"offer of {len(memoryview(data))} bytes on {self.channel}: {error}",
                              errmsg=str(error)) from error
         if appended is True:
-            return fast.position  # type: ignore[attr-defined,no-any-return]
+            return fast.position  # type: ignore[attr-defined]
         return OfferResult(int(appended))
 
     def close(self) -> None:

@@ -60,7 +60,7 @@ def _report_callback_error(which: str) -> None:
 
 
 @ffi.callback("void(void *, aeron_subscription_t *, aeron_image_t *)")
-def _on_available_image(clientd, subscription, image):  # type: ignore[no-untyped-def]
+def _on_available_image(clientd, subscription, image):
     state: _SubscriptionState = ffi.from_handle(clientd)
     try:
         if state.closed or state.on_available is None:
@@ -73,7 +73,7 @@ def _on_available_image(clientd, subscription, image):  # type: ignore[no-untype
 
 
 @ffi.callback("void(void *, aeron_subscription_t *, aeron_image_t *)")
-def _on_unavailable_image(clientd, subscription, image):  # type: ignore[no-untyped-def]
+def _on_unavailable_image(clientd, subscription, image):
     state: _SubscriptionState = ffi.from_handle(clientd)
     try:
         if state.on_unavailable is not None:
