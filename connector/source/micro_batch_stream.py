@@ -142,7 +142,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if is_symbolic_start(start):
             # Batch 0's end, which Spark logs before the batch runs, carries the start it does not log.
             return self._remember(end_carrying_start(end, start_positions), end, start_positions)
-        if end == start_positions:
+        if end is start_positions or end == start_positions:
             return start  # as Spark gave it (a start carrying batch 0's start stays one): no new batch
         return self._remember(end.to_offset(), end)
 
