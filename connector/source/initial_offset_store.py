@@ -1,10 +1,11 @@
-"""Durable, write-once store of a stream's resolved starting positions.
+"""Durable, write-once store of a stream's resolved starting positions, used only when the
+``checkpointLocation`` option is given to the source (it was required before the start travelled
+in Spark's own offset log: first_batch_start.py). Kept so that a query which sets it resumes as it
+did, from a file its checkpoint may already hold.
 
-Why: Spark does not journal the start of batch 0 and calls ``initialOffset()`` again (twice per
-run, and again after a restart before batch 0 committed). "latest" or "earliest" resolved at call
-time would give a different batch 0 each time. Kafka keeps its resolved offsets in
-``<checkpoint>/sources/0/0``; a Python source is not told the checkpoint path, so the user
-passes it as the ``checkpointLocation`` option and the source keeps one small JSON file there:
+Why a store at all: Spark does not journal the start of batch 0 and calls ``initialOffset()`` again
+(twice per run, and again after a restart before batch 0 committed). "latest" or "earliest"
+resolved at call time would give a different batch 0 each time. The file is
 
     <checkpointLocation>/aeron-archive-source/initial-positions-<key>.json
 
@@ -24,9 +25,13 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from datetime import datetime, timezone
 
 from aeron_spark.connector.source.offsets import RecordingPositions
+
+if TYPE_CHECKING:  # imported when a remote URI is used: local checkpoints never load pyarrow.fs
+    from pyarrow import fs as pafs
 
 FORMAT_VERSION = 1
 SUBDIRECTORY = "aeron-archive-source"
@@ -133,7 +138,7 @@ class InitialOffsetStore:
         finally:
             os.close(directory_handle)
 
-    def _remote(self):
+    def _remote(self) -> tuple["pafs.FileSystem", str]:
         from pyarrow import fs as pafs
         try:
             filesystem, root = pafs.FileSystem.from_uri(self.location)

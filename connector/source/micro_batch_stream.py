@@ -23,6 +23,13 @@ from aeron_spark.connector.source.admission_control import Backlog, TriggerDelay
 from aeron_spark.connector.source.archive_access import open_archive, shared_archive
 from aeron_spark.connector.source.batch_reader import EmptyPartition, Opener, read_partition
 from aeron_spark.connector.source.data_loss import DataLossPolicy
+from aeron_spark.connector.source.first_batch_start import (
+    clamped_to_end,
+    end_carrying_start,
+    is_symbolic_start,
+    parse_end,
+    symbolic_start,
+)
 from aeron_spark.connector.source.initial_offset_store import InitialOffsetStore
 from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.source.offsets import RecordingPositions
@@ -57,9 +64,12 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                                        self._clock_ms)
         self._available_now_target: dict[int, int] | None = None
         self._latest_seen: dict[int, int] | None = None
-        # Offsets this reader returned or parsed lately, with their positions: Spark hands the
-        # previous end back as the next start (and both to partitions), parsed from its JSON again.
-        self._known_offsets: list[tuple[dict, RecordingPositions]] = []
+        # Offsets this reader returned or parsed lately, with their positions (and the start batch
+        # 0's end carries): Spark hands the previous end back as the next start (and both to
+        # partitions), parsed from its JSON again.
+        self._known_offsets: list[tuple[dict, RecordingPositions, RecordingPositions | None]] = []
+        # The symbolic initial offset resolved, once per run (first_batch_start).
+        self._resolved_start: RecordingPositions | None = None
 
     def __getstate__(self) -> dict:
         return {"options": self.options, "_driver_opener": self._driver_opener,
@@ -80,7 +90,11 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     # --- offsets ---
 
     def initialOffset(self) -> dict:
-        store = InitialOffsetStore(self.options.checkpoint_location or "", self.options.selection_identity())
+        if self.options.checkpoint_location is None:
+            return symbolic_start(self.options)  # resolved by the first latestOffset: first_batch_start
+        # Given on the source: the start is kept in a file there, as before the option was optional,
+        # so queries whose checkpoints hold that file resume from it unchanged.
+        store = InitialOffsetStore(self.options.checkpoint_location, self.options.selection_identity())
         positions = store.get_or_create(
             lambda: resolve_starting(self.options, self.offset_reader))
         return positions.to_offset()
@@ -97,23 +111,43 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         latest, _ = self.offset_reader.latest_positions(recordings)
         self._available_now_target = latest
 
-    def _positions(self, offset: dict, what: str) -> RecordingPositions:
-        """``offset`` parsed, or the positions of an equal offset returned or parsed lately (a dict
-        comparison in C instead of validating every entry again)."""
-        for known, positions in self._known_offsets:
+    def _parsed(self, offset: dict, what: str) -> tuple[RecordingPositions, RecordingPositions | None]:
+        """``offset``'s positions and carried start (first_batch_start), or those of an equal offset
+        returned or parsed lately (a dict comparison in C instead of validating every entry again)."""
+        for known, positions, carried_start in self._known_offsets:
             if known is offset or known == offset:
-                return positions
-        positions = RecordingPositions.from_offset(offset, what)
-        self._remember(offset, positions)
-        return positions
+                return positions, carried_start
+        positions, carried_start = parse_end(offset, what)
+        self._remember(offset, positions, carried_start)
+        return positions, carried_start
 
-    def _remember(self, offset: dict, positions: RecordingPositions) -> dict:
-        self._known_offsets = [(offset, positions)] + [
+    def _positions(self, offset: dict, what: str) -> RecordingPositions:
+        return self._parsed(offset, what)[0]
+
+    def _remember(self, offset: dict, positions: RecordingPositions,
+                  carried_start: RecordingPositions | None = None) -> dict:
+        self._known_offsets = [(offset, positions, carried_start)] + [
             known for known in self._known_offsets[:KNOWN_OFFSETS - 1] if known[0] is not offset]
         return offset
 
+    def _start_positions(self, start: dict) -> RecordingPositions:
+        """Where a trigger starts: a symbolic initial offset is resolved here, once per run."""
+        if not is_symbolic_start(start):
+            return self._positions(start, "start offset")
+        if self._resolved_start is None:
+            self._resolved_start = resolve_starting(self.options, self.offset_reader)
+        return self._resolved_start
+
+    def _end_offset(self, start: dict, start_positions: RecordingPositions, end: RecordingPositions) -> dict:
+        if is_symbolic_start(start):
+            # Batch 0's end, which Spark logs before the batch runs, carries the start it does not log.
+            return self._remember(end_carrying_start(end, start_positions), end, start_positions)
+        if end is start_positions or end == start_positions:
+            return start  # as Spark gave it (a start carrying batch 0's start stays one): no new batch
+        return self._remember(end.to_offset(), end)
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        start_positions = self._positions(start, "start offset")
+        start_positions = self._start_positions(start)
         backlogs, end, latest = self._backlogs(start_positions)
         latest.update((b.recording_id, b.latest) for b in backlogs)  # as capped by availableNow
         self._latest_seen = latest
@@ -122,13 +156,12 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         elif isinstance(limit, ReadMaxBytes):
             if (self._delay is not None and self._available_now_target is None
                     and self._delay.should_delay(total_available(backlogs))):
-                return start_positions.to_offset()
+                return self._end_offset(start, start_positions, start_positions)
             ends = cap_by_bytes(backlogs, limit.max_bytes)
         else:
             raise ValueError(f"aeron-archive source: unsupported read limit {limit!r}; accepted: "
                              "ReadAllAvailable, ReadMaxBytes")
-        end = end.updated(ends)
-        return self._remember(end.to_offset(), end)
+        return self._end_offset(start, start_positions, end.updated(ends))
 
     def _backlogs(self, start: RecordingPositions) -> tuple[list[Backlog], RecordingPositions, dict[int, int]]:
         """Backlogs of the recordings with something to read or new to the query (the others
@@ -173,9 +206,17 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     # --- planning and reading ---
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        start_positions = self._positions(start, "start offset")
+        all_end_positions, carried_start = self._parsed(end, "end offset")
+        if not is_symbolic_start(start):
+            start_positions = self._positions(start, "start offset")
+        elif carried_start is not None:
+            start_positions = carried_start
+        else:
+            # Batch 0 logged by a version that kept the start under the source's checkpointLocation,
+            # which is no longer set: resolved again, within the logged end.
+            start_positions = clamped_to_end(resolve_starting(self.options, self.offset_reader), all_end_positions)
         # Only recordings that moved (or are new) can have a range: planning costs what changed.
-        end_positions = self._positions(end, "end offset").changed_since(start_positions)
+        end_positions = all_end_positions.changed_since(start_positions)
         layouts = self.offset_reader.layouts(end_positions)
         for recording_id in sorted(set(end_positions) - set(layouts)):
             if end_positions[recording_id] != start_positions.get(recording_id):

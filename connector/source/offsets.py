@@ -71,7 +71,7 @@ class RecordingPositions(Mapping[int, int]):
     def __contains__(self, recording_id: object) -> bool:
         return recording_id in self.positions
 
-    def get(self, recording_id: int, default=None):  # type: ignore[override]
+    def get(self, recording_id: int, default=None):
         return self.positions.get(recording_id, default)
 
     def updated(self, changes: Mapping[int, int]) -> "RecordingPositions":

@@ -167,8 +167,8 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("includeTimestamp", "true | false", "false", _BOTH,
                "Add column `timestamp` = reserved_value read as nanoseconds since the epoch."),
     OptionSpec("checkpointLocation", "a directory path or URI (file:, s3:, hdfs:, ...)", None, _STREAM,
-               "Required for readStream: where the source keeps its resolved starting positions; use "
-               "the query's own checkpointLocation."),
+               "Not needed: the query's checkpoint keeps the start. If set (as before it was optional), the "
+               "source keeps its resolved starting positions in a file under it, as then."),
     OptionSpec("sbe.schema", "a path or URI (file:, s3:, gs:, abfs:, hdfs:, ...) of an SBE schema XML", None, _BOTH,
                "Decode each message with this SBE schema into typed columns (docs/sbe.md)."),
     OptionSpec("sbe.messages", "a comma list of message names or template ids", "every message of the schema",
@@ -308,12 +308,7 @@ class SourceOptions:
                 f"minBytesPerTrigger ({min_bytes}) must not exceed maxBytesPerTrigger ({max_bytes})")
         if "maxTriggerDelay" in raw and min_bytes is None:
             raise OptionError("maxTriggerDelay only applies together with minBytesPerTrigger; set that too")
-        checkpoint = raw.get("checkpointLocation")
-        if mode is ReadMode.STREAM and not checkpoint:
-            raise OptionError(
-                "option checkpointLocation is required for readStream: set it to the query's "
-                "checkpointLocation (the source stores its resolved startingPositions there, because "
-                "Spark does not journal the first batch's start and asks for it again on restart)")
+        checkpoint = raw.get("checkpointLocation") or None  # optional: source/first_batch_start.py
         return cls(
             mode=mode,
             recording_ids=recording_ids,

@@ -71,7 +71,6 @@ def test_batch_rejections_name_the_option_and_accepted_values(options, message):
 
 
 @pytest.mark.parametrize("options, message", [
-    (BASE, "checkpointLocation is required for readStream"),
     ({**STREAM, "endingPositions": "latest"}, "endingPositions only applies to spark.read"),
     ({**STREAM, "minBytesPerTrigger": "2m", "maxBytesPerTrigger": "1m"}, "must not exceed"),
     ({**STREAM, "maxTriggerDelay": "5s"}, "only applies together with minBytesPerTrigger"),
