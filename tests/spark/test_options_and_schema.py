@@ -48,6 +48,6 @@ def test_mode_specific_checks_run_when_the_reader_is_built(registered):
     assert "maxBytesPerTrigger only applies to spark.readStream" in str(raised.value)
     with pytest.raises(Exception) as raised:
         registered.readStream.format("aeron-archive").options(**{
-            "archive.controlChannel": "aeron:ipc", "recordingIds": "1"}).load() \
+            "archive.controlChannel": "aeron:ipc", "recordingIds": "1", "endingPositions": "latest"}).load() \
             .writeStream.format("noop").start().awaitTermination(30)
-    assert "checkpointLocation is required for readStream" in str(raised.value)
+    assert "endingPositions only applies to spark.read (batch)" in str(raised.value)
