@@ -262,6 +262,12 @@ class JavaServer:
         self._reader.start()
 
     @property
+    def command(self) -> list[str]:
+        """The command line it was started with (for errors)."""
+        args = self.process.args
+        return [os.fsdecode(args)] if isinstance(args, (str, bytes, os.PathLike)) else [os.fsdecode(arg) for arg in args]
+
+    @property
     def pid(self) -> int:
         return self.process.pid
 
@@ -297,16 +303,16 @@ class JavaServer:
                         return event
                     if event.get("event") == "error":
                         raise PeerError(f"java {self.role} failed to start: {event.get('message')}",
-                                        command=list(self.process.args), exit_code=self.process.poll(),
+                                        command=self.command, exit_code=self.process.poll(),
                                         error=event, stderr=self.stderr_text())
                 if self.process.poll() is not None and not self._reader.is_alive():
                     raise PeerError(f"java {self.role} exited with code {self.process.returncode} before ready",
-                                    command=list(self.process.args), exit_code=self.process.returncode,
+                                    command=self.command, exit_code=self.process.returncode,
                                     error=None, stderr=self.stderr_text())
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise PeerError(f"java {self.role} not ready within {timeout} s",
-                                    command=list(self.process.args), exit_code=None, error=None,
+                                    command=self.command, exit_code=None, error=None,
                                     stderr=self.stderr_text())
                 self._lines_changed.wait(min(remaining, 0.2))
 
