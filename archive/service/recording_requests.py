@@ -20,16 +20,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, SourceLocation, recording_position
+from aeron_spark.archive.codecs.messages import (
+    ExtendRecordingRequest,
+    ExtendRecordingRequest2,
+    StartRecordingRequest,
+    StartRecordingRequest2,
+    StopRecordingByIdentityRequest,
+    StopRecordingRequest,
+    StopRecordingSubscriptionRequest,
+)
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
-from aeron_spark.archive.service.aeron_port import AeronPort
+from aeron_spark.archive.service.aeron_port import AeronPort, Subscription
 from aeron_spark.archive.service.conductor_events import RecordingImageAvailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_events_publisher import RecordingEventsPublisher
-from aeron_spark.archive.service.recording_session import RecordingListener, RecordingSession
+from aeron_spark.archive.service.recording_session import BlockWriter, RecordingListener, RecordingSession
+from aeron_spark.archive.service.request_ports import RecorderPort, RecordingImage
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, known_recording
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.driver_integration import channel_uri
@@ -37,12 +46,15 @@ from aeron_spark.driver_integration.channel_params import check_channel_params
 
 log = logging.getLogger(__name__)
 
+StartRecording = StartRecordingRequest | StartRecordingRequest2
+ExtendRecording = ExtendRecordingRequest | ExtendRecordingRequest2
+
 
 @dataclass(eq=False)
 class RecordingSubscription:
     """A subscription created by StartRecording or ExtendRecording."""
 
-    subscription: Any
+    subscription: Subscription
     subscription_id: int
     key: str
     channel: str  # as the client sent it
@@ -70,7 +82,8 @@ class RecordingRequests:
     which enqueues them); ``enqueue`` queues an event for the conductor (any thread)."""
 
     def __init__(self, *, aeron: AeronPort, catalog: Catalog, settings: ConductorSettings,
-                 recorder: Any, listener: RecordingListener, enqueue: Callable[[Any], None],
+                 recorder: RecorderPort, listener: RecordingListener,
+                 enqueue: Callable[[RecordingImageAvailable], None],
                  events: RecordingEventsPublisher) -> None:
         self.aeron = aeron
         self.catalog = catalog
@@ -112,13 +125,13 @@ class RecordingRequests:
 
     # ------------------------------------------------------------------ requests
 
-    def start_recording(self, session: ControlSession, message: Any, *, auto_stop: bool) -> None:
+    def start_recording(self, session: ControlSession, message: StartRecording, *, auto_stop: bool) -> None:
         self._check_recording_capacity()
         entry = self._add_recording_subscription(session, message, auto_stop=auto_stop,
                                                  extend_recording_id=None)
         session.send_ok(message.correlation_id, entry.subscription_id)
 
-    def extend_recording(self, session: ControlSession, message: Any, *, auto_stop: bool) -> None:
+    def extend_recording(self, session: ControlSession, message: ExtendRecording, *, auto_stop: bool) -> None:
         descriptor = known_recording(self.catalog, message.recording_id)
         if message.recording_id in self._active or descriptor.is_active:
             raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_RECORDING,
@@ -133,7 +146,7 @@ class RecordingRequests:
                                                  extend_recording_id=message.recording_id)
         session.send_ok(message.correlation_id, entry.subscription_id)
 
-    def stop_recording(self, session: ControlSession, message: Any) -> None:
+    def stop_recording(self, session: ControlSession, message: StopRecordingRequest) -> None:
         try:
             key = channel_uri.recording_key(message.stream_id, message.channel)
         except ValueError as error:
@@ -147,7 +160,8 @@ class RecordingRequests:
         self._stop_subscription_recordings(entry)
         session.send_ok(message.correlation_id, 0)
 
-    def stop_recording_subscription(self, session: ControlSession, message: Any) -> None:
+    def stop_recording_subscription(self, session: ControlSession,
+                                    message: StopRecordingSubscriptionRequest) -> None:
         entry = self._subscriptions_by_id.get(message.subscription_id)
         if entry is None or entry.closing:
             raise ArchiveRequestError(ArchiveErrorCode.UNKNOWN_SUBSCRIPTION,
@@ -156,7 +170,8 @@ class RecordingRequests:
         self._stop_subscription_recordings(entry)
         session.send_ok(message.correlation_id, 0)
 
-    def stop_recording_by_identity(self, session: ControlSession, message: Any) -> None:
+    def stop_recording_by_identity(self, session: ControlSession,
+                                   message: StopRecordingByIdentityRequest) -> None:
         known_recording(self.catalog, message.recording_id)
         active = self._active.get(message.recording_id)
         if active is None:
@@ -180,7 +195,8 @@ class RecordingRequests:
         if low is not None:  # refused before OK, as Aeron: no recording that cannot be written
             raise ArchiveRequestError(ArchiveErrorCode.STORAGE_SPACE, low)
 
-    def _add_recording_subscription(self, session: ControlSession, message: Any, *, auto_stop: bool,
+    def _add_recording_subscription(self, session: ControlSession,
+                                    message: StartRecording | ExtendRecording, *, auto_stop: bool,
                                     extend_recording_id: int | None) -> RecordingSubscription:
         channel = message.channel
         stream_id = message.stream_id
@@ -218,7 +234,7 @@ class RecordingRequests:
 
     # ------------------------------------------------------------------ images and the recorder
 
-    def on_image(self, subscription_id: int, image: Any) -> None:
+    def on_image(self, subscription_id: int, image: RecordingImage) -> None:
         """An Image of a recording subscription: a new recording, or the extension."""
         entry = self._subscriptions_by_id.get(subscription_id)
         if entry is None or entry.closing:
@@ -265,7 +281,7 @@ class RecordingRequests:
         if entry.auto_stop and not entry.recordings:
             self._close_recording_subscription(entry)
 
-    def _start_extension(self, entry: RecordingSubscription, image: Any) -> None:
+    def _start_extension(self, entry: RecordingSubscription, image: RecordingImage) -> None:
         recording_id = entry.extend_recording_id
         control = entry.control_session
         descriptor = self.catalog.descriptor(recording_id)
@@ -307,8 +323,8 @@ class RecordingRequests:
         control.send_signal(entry.correlation_id, recording_id, entry.subscription_id,
                             image.join_position, RecordingSignal.EXTEND)
 
-    def _launch_recording(self, entry: RecordingSubscription, image: Any,
-                          descriptor: RecordingDescriptor, writer_factory: Callable[[], Any], *,
+    def _launch_recording(self, entry: RecordingSubscription, image: RecordingImage,
+                          descriptor: RecordingDescriptor, writer_factory: Callable[[], BlockWriter], *,
                           extension: bool) -> None:
         counter = recording_position.allocate(
             self.aeron, archive_id=self.settings.archive_id, recording_id=descriptor.recording_id,
