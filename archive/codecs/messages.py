@@ -25,6 +25,7 @@ from aeron_spark.archive.codecs.constants import (
 )
 from aeron_spark.archive.codecs.schema import (
     MessageSpec,
+    WireMessage,
     ascii_text,
     enum32,
     int32,
@@ -110,7 +111,7 @@ ControlMessage = (
 # 1.24-1.31 = 4, 1.32 = 5, 1.33 = 6, 1.44 = 9, 1.45 = 10, 1.48 = 11, 1.49 = 13).
 # ---------------------------------------------------------------------------------------------
 
-def _session_correlation_recording(message_type: type, since: int = 0) -> MessageSpec:
+def _session_correlation_recording(message_type: type[WireMessage], since: int = 0) -> MessageSpec:
     """The many requests whose block is exactly controlSessionId, correlationId, recordingId."""
     return MessageSpec(
         message_type.TEMPLATE_ID, message_type,
@@ -119,7 +120,7 @@ def _session_correlation_recording(message_type: type, since: int = 0) -> Messag
 
 
 def _session_correlation_recording_position(
-    message_type: type, position_name: str, since: int
+    message_type: type[WireMessage], position_name: str, since: int
 ) -> MessageSpec:
     return MessageSpec(
         message_type.TEMPLATE_ID, message_type,

@@ -126,10 +126,9 @@ class MaintenanceRequests:
         """Aeron's migrateSegments: both ids known (UNKNOWN_RECORDING), src stopped (GENERIC, as
         Aeron), the rest is `storage.maintenance.migrate_segments`' (GENERIC); OK with the moved
         segment count, then DELETE for src when anything was moved or deleted."""
-        known_recording(self.catalog, message.src_recording_id)
+        source = known_recording(self.catalog, message.src_recording_id)
         known_recording(self.catalog, message.dst_recording_id)
-        if self.recordings.is_active(message.src_recording_id) or \
-                self.catalog.descriptor(message.src_recording_id).is_active:
+        if self.recordings.is_active(message.src_recording_id) or source.is_active:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
                                       f"recording {message.src_recording_id} is still active")
         result = self._maintenance(lambda: maintenance.migrate_segments(

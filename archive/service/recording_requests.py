@@ -40,7 +40,7 @@ from aeron_spark.archive.service.recording_events_publisher import RecordingEven
 from aeron_spark.archive.service.recording_session import BlockWriter, RecordingListener, RecordingSession
 from aeron_spark.archive.service.request_ports import RecorderPort, RecordingImage
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, known_recording
-from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.archive.storage.catalog import Catalog, UnknownRecordingError
 from aeron_spark.driver_integration import channel_uri
 from aeron_spark.driver_integration.channel_params import check_channel_params
 
@@ -241,7 +241,7 @@ class RecordingRequests:
             return
         control = entry.control_session
         if entry.extend_recording_id is not None:
-            self._start_extension(entry, image)
+            self._start_extension(entry, entry.extend_recording_id, image)
             return
         from aeron_spark.archive.storage.segment import SegmentWriter, recording_segment_length
 
@@ -257,7 +257,7 @@ class RecordingRequests:
         except OSError as error:  # the client was answered OK: it must hear of the failure
             self._refuse_image(entry, error)
             return
-        descriptor = self.catalog.descriptor(recording_id)
+        descriptor = self._stored(recording_id)
         settings = self.settings
 
         def writer_factory() -> SegmentWriter:
@@ -281,8 +281,14 @@ class RecordingRequests:
         if entry.auto_stop and not entry.recordings:
             self._close_recording_subscription(entry)
 
-    def _start_extension(self, entry: RecordingSubscription, image: RecordingImage) -> None:
-        recording_id = entry.extend_recording_id
+    def _stored(self, recording_id: int) -> RecordingDescriptor:
+        """The descriptor of a recording this handler has just added or extended."""
+        descriptor = self.catalog.descriptor(recording_id)
+        if descriptor is None:
+            raise UnknownRecordingError(recording_id, "gone from the catalog right after it was written")
+        return descriptor
+
+    def _start_extension(self, entry: RecordingSubscription, recording_id: int, image: RecordingImage) -> None:
         control = entry.control_session
         descriptor = self.catalog.descriptor(recording_id)
         problem = None
@@ -310,16 +316,16 @@ class RecordingRequests:
 
         self.catalog.extend(recording_id, control_session_id=control.control_session_id,
                             correlation_id=entry.correlation_id, session_id=image.session_id)
-        descriptor = self.catalog.descriptor(recording_id)
+        extended = self._stored(recording_id)
         settings = self.settings
-        start = descriptor.start_position
+        start = extended.start_position
 
         def writer_factory() -> SegmentWriter:
-            return SegmentWriter(settings.archive_dir, recording_id, start, descriptor.term_buffer_length,
-                                 descriptor.segment_file_length, file_sync=settings.file_sync,
+            return SegmentWriter(settings.archive_dir, recording_id, start, extended.term_buffer_length,
+                                 extended.segment_file_length, file_sync=settings.file_sync,
                                  checksum=settings.checksum, position=image.join_position)
 
-        self._launch_recording(entry, image, descriptor, writer_factory, extension=True)
+        self._launch_recording(entry, image, extended, writer_factory, extension=True)
         control.send_signal(entry.correlation_id, recording_id, entry.subscription_id,
                             image.join_position, RecordingSignal.EXTEND)
 

@@ -76,11 +76,11 @@ class ReplayRequests:
         limit = None
         try:
             if isinstance(message, BoundedReplayRequest):
-                limit = LimitCounterReader(self.counters_reader, message.limit_counter_id)
+                limit = LimitCounterReader(self._counters(), message.limit_counter_id)
             else:
                 counter_id = self.recordings.position_counter_id(message.recording_id)
                 if counter_id is not None:
-                    limit = LimitCounterReader(self.counters_reader, counter_id)
+                    limit = LimitCounterReader(self._counters(), counter_id)
         except LimitCounterError as error:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC, str(error)) from None
         layout = RecordingLayout.of(descriptor)
@@ -122,6 +122,12 @@ class ReplayRequests:
         log.info("replay %d of recording %d from %d length %d on %s stream %d",
                  replay_session_id, message.recording_id, plan.replay_position, plan.replay_length,
                  channel, message.replay_stream_id)
+
+    def _counters(self) -> CountersView:
+        if self.counters_reader is None:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      "this archive reads no counters: a replay cannot follow a limit counter")
+        return self.counters_reader
 
     def stop_replay(self, session: ControlSession, message: StopReplayRequest) -> None:
         if self.replayer is not None:

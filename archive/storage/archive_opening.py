@@ -8,10 +8,13 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from aeron_spark.archive.codecs.catalog_layout import DEFAULT_CAPACITY
 from aeron_spark.archive.storage.catalog import Catalog
-from aeron_spark.archive.storage.catalog_entries import CatalogProblem, DescriptorChecksum
+from aeron_spark.archive.storage.catalog_entries import CatalogProblem
+from aeron_spark.archive.storage import recovery
+from aeron_spark.archive.storage.checksum import FrameChecksum
 from aeron_spark.archive.storage.catalog_file import CATALOG_FILE_NAME, now_ms as _now_ms
 
 log = logging.getLogger(__name__)
@@ -23,7 +26,7 @@ class ArchiveOpenReport:
 
     catalog_created: bool
     catalog_problems: tuple[CatalogProblem, ...]
-    recovered: tuple  # recovery.RecoveryReport per recording that was left active
+    recovered: tuple[recovery.RecoveryReport, ...]  # per recording that was left active
     orphan_segment_files: tuple[Path, ...]
 
     @property
@@ -42,8 +45,8 @@ class ArchiveOpenReport:
 
 
 def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0,
-                           capacity: int = DEFAULT_CAPACITY, checksum: DescriptorChecksum | None = None,
-                           on_unverified_straddle: str = "exclude",
+                           capacity: int = DEFAULT_CAPACITY, checksum: FrameChecksum | None = None,
+                           on_unverified_straddle: Literal["exclude", "raise"] = "exclude",
                            now_ms: int | None = None) -> tuple[Catalog, ArchiveOpenReport]:
     """Opens the catalog for writing and repairs recordings a crash left active.
 
@@ -53,23 +56,24 @@ def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0
     ``checksum`` is the record checksum (`checksum.FrameChecksum`) used for the page-straddle
     check. Returns the catalog and a report, which is also logged.
     """
-    from aeron_spark.archive.storage import recovery  # the catalog itself needs no segment code
-
     directory = Path(archive_dir)
     created = not (directory / CATALOG_FILE_NAME).exists()
     catalog = Catalog.open(directory, file_sync=file_sync, capacity=capacity, checksum=checksum)
     try:
         now = _now_ms() if now_ms is None else now_ms
-        reports = []
+        reports: list[recovery.RecoveryReport] = []
         files = recovery.ArchiveFiles(directory)
-        for d in [catalog.descriptor(recording_id) for recording_id in catalog.active_recording_ids()]:
-            report = recovery.recover_recording(
+        for recording_id in catalog.active_recording_ids():
+            d = catalog.descriptor(recording_id)
+            if d is None:  # listed as active and valid a moment ago; nothing to recover now
+                continue
+            recovered = recovery.recover_recording(
                 directory, d.recording_id, d.start_position, d.term_buffer_length,
                 d.segment_file_length, initial_term_id=d.initial_term_id, stream_id=d.stream_id,
                 checksum=checksum, on_unverified_straddle=on_unverified_straddle, files=files)
-            recovery.apply_recovery(report, file_sync=file_sync)
-            catalog.recording_stopped(d.recording_id, report.stop_position, now)
-            reports.append(report)
+            recovery.apply_recovery(recovered, file_sync=file_sync)
+            catalog.recording_stopped(d.recording_id, recovered.stop_position, now)
+            reports.append(recovered)
         for repair in recovery.repair_archive(catalog, directory, file_sync=file_sync):
             log.warning("%s: maintenance interrupted by a crash repaired: %s", directory, repair)
         report = ArchiveOpenReport(created, tuple(catalog.problems), tuple(reports),

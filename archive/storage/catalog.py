@@ -260,6 +260,7 @@ class Catalog:
         except DescriptorDecodingError as error:
             self.problems.append(CatalogProblem(where, f"at offset {offset}: {error}"))
             return
+        recording_id = descriptor.recording_id  # the id read above, now known to be there
         if recording_id in self._frames:
             self.problems.append(CatalogProblem(recording_id, f"a second entry at offset {offset}; the first is used"))
             return
@@ -421,8 +422,8 @@ class Catalog:
         padding): a listing sends these bytes as they are. Frames next to each other in the file
         are read with one pread."""
         found: list[tuple[int, memoryview]] = []
-        frames = [(recording_id, self._frame(recording_id)) for recording_id in recording_ids]
-        frames = [(recording_id, frame) for recording_id, frame in frames if frame is not None]
+        frames = [(recording_id, frame) for recording_id in recording_ids
+                  if (frame := self._frame(recording_id)) is not None]
         run: list[tuple[int, EntryFrame]] = []
 
         def flush() -> None:
@@ -517,6 +518,13 @@ class Catalog:
 
     # ---- writing
 
+    @property
+    def _listing_index(self) -> ListingIndex:
+        """The writer's index (a write on a read-only catalog is refused before it gets here)."""
+        if self._index is None:
+            raise CatalogError(f"{self.path} is open read-only; it keeps no listing index")
+        return self._index
+
     def add_recording(self, *, start_position: int, initial_term_id: int, segment_file_length: int,
                       term_buffer_length: int, mtu_length: int, session_id: int, stream_id: int,
                       stripped_channel: str, original_channel: str, source_identity: str,
@@ -577,7 +585,7 @@ class Catalog:
             self._header_next_id = recording_id + 1
             self._last_id = recording_id
             self._valid_count += 1
-            self._index.store(descriptor, True)
+            self._listing_index.store(descriptor, True)
             return recording_id
 
     def update_stop_position(self, recording_id: int, stop_position: int) -> None:
@@ -628,20 +636,20 @@ class Catalog:
             os.pwrite(self._fd, _I32.pack(state), self._frames[recording_id].offset + layout.STATE_OFFSET)
             self._sync()
             self._valid_count += (state == VALID) - entry.valid
-            self._index.store(entry.descriptor, state == VALID)
+            self._listing_index.store(entry.descriptor, state == VALID)
 
     def _update_fields(self, recording_id: int, fields: tuple[tuple[int, int], ...]) -> None:
         self._require_writable("update a recording")
         with self._lock:
             frame = self._frames.get(recording_id)
-            if frame is None or not self._index.listable[recording_id]:
+            if frame is None or not self._listing_index.listable[recording_id]:
                 raise UnknownRecordingError(recording_id)
             base = frame.offset + DESCRIPTOR_HEADER_LENGTH
             for field_offset, value in fields:
                 packer = _I32 if field_offset == _SESSION_ID else _I64
                 os.pwrite(self._fd, packer.pack(value), base + field_offset)
                 if field_offset == _STOP_POSITION:
-                    self._index.active[recording_id] = value == NULL_POSITION
+                    self._listing_index.active[recording_id] = value == NULL_POSITION
             if self.checksum is not None:
                 self._write_checksum(frame)
             self._sync()
@@ -664,7 +672,7 @@ class Catalog:
         with self._lock:
             frame = self._frames.get(recording_id)
             entry = self._read_entry(frame, recording_id) if frame is not None else None
-            if entry is None:
+            if frame is None or entry is None:
                 raise UnknownRecordingError(recording_id, "no readable entry with this id")
             old = entry.descriptor
             descriptor = dataclasses.replace(
@@ -684,7 +692,7 @@ class Catalog:
                                 for rid, f in self._frames.items()}
                 self._end += shift
             self._frames[recording_id] = EntryFrame(frame.offset, frame_length - DESCRIPTOR_HEADER_LENGTH)
-            self._index.store(descriptor, entry.valid)
+            self._listing_index.store(descriptor, entry.valid)
             fault_point("catalog-replace-committed")
             return descriptor
 

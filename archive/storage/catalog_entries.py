@@ -25,7 +25,8 @@ INVALID, VALID, DELETED = layout.INVALID, layout.VALID, layout.DELETED
 class DescriptorChecksum(Protocol):
     """The record checksum (`checksum.FrameChecksum`): a signed int32 over bytes."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def compute(self, data: bytes) -> int: ...
 
