@@ -9,8 +9,8 @@ The template 22 wire message is :class:`RecordingDescriptorMessage` (SBE name
 ``RecordingDescriptor``), so that it does not shadow the shared
 :class:`aeron_spark.archive.codecs.recording_descriptor.RecordingDescriptor` it converts to and from.
 
-The dataclasses live in `request_messages` and `response_messages`; this module holds the schema
-table that describes their bytes and re-exports them (``from aeron_spark.archive.codecs.messages
+The dataclasses live in `wire_messages`; this module holds the schema table that describes their
+bytes and re-exports them (``from aeron_spark.archive.codecs.messages
 import X`` keeps working).
 """
 
@@ -33,7 +33,7 @@ from aeron_spark.archive.codecs.schema import (
     raw_bytes,
     version_t,
 )
-from aeron_spark.archive.codecs.request_messages import (  # re-exported: the public import path
+from aeron_spark.archive.codecs.wire_messages import (  # re-exported: the public import path
     ConnectRequest,
     AuthConnectRequest,
     ChallengeResponse,
@@ -74,7 +74,7 @@ from aeron_spark.archive.codecs.request_messages import (  # re-exported: the pu
     ReplayTokenRequest,
     UpdateChannelRequest,
 )
-from aeron_spark.archive.codecs.response_messages import (  # re-exported: the public import path
+from aeron_spark.archive.codecs.wire_messages import (  # re-exported: the public import path
     ControlResponse,
     Challenge,
     RecordingDescriptorMessage,
