@@ -26,7 +26,9 @@ from aeron_spark.archive.service.replay_session import ReplaySession
 from aeron_spark.archive.service.request_errors import ArchiveRequestError
 from aeron_spark.archive.storage.catalog import Catalog
 
-from tests.unit.archive.storage.test_maintenance import INITIAL_TERM_ID, SEGMENT, TERM
+from aeron_spark.driver_integration import frame, position as positions
+
+from tests.unit.archive.storage.test_maintenance import FRAME_LENGTH, INITIAL_TERM_ID, SEGMENT, TERM
 
 CONTROL_SESSION_ID = 5
 ARCHIVE_ID = 77
@@ -114,7 +116,8 @@ class FakeAeron:
 
 @dataclass
 class FakeImage:
-    """An Image of a recording subscription that has nothing to poll."""
+    """An Image of a recording subscription: each poll delivers one 1024-byte DATA frame (as
+    test_maintenance's files hold) until ``published_position``; nothing by default."""
 
     join_position: int = 0
     session_id: int = 4242
@@ -124,9 +127,20 @@ class FakeImage:
     source_identity: str = "127.0.0.1:50000"
     is_end_of_stream: bool = False
     is_closed: bool = False
+    published_position: int = 0
+    polled_position: int = field(default=-1)
 
     def block_poll(self, handler, block_length_limit: int) -> int:
-        return 0
+        position = max(self.polled_position, self.join_position)
+        if position >= self.published_position:
+            return 0
+        bits = positions.position_bits_to_shift(self.term_buffer_length)
+        term_id = positions.compute_term_id_from_position(position, bits, self.initial_term_id)
+        header = frame.DataFrameHeader(frame_length=FRAME_LENGTH, term_offset=position & (self.term_buffer_length - 1),
+                                       session_id=self.session_id, stream_id=STREAM_ID, term_id=term_id)
+        handler(memoryview(header.pack() + bytes(1024 - 32)), position, self.session_id, term_id)
+        self.polled_position = position + 1024
+        return 1024
 
 
 class FakeRecorder:
