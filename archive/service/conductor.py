@@ -39,6 +39,7 @@ from aeron_spark.archive.service.aeron_port import AeronPort
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator, Authenticator
 from aeron_spark.archive.service.conductor_events import (
     STOP_ALL_RECORDINGS,
+    ConductorEvent,
     ControlImageUnavailable,
     RecordingImageAvailable,
     RecordingSessionProgressed,
@@ -99,7 +100,7 @@ class ArchiveConductor:
         self.counters_reader = counters_reader
         self.error_handler = error_handler
         self._clock = epoch_clock or (lambda: time.time_ns() // 1_000_000)
-        self._events: collections.deque[Any] = collections.deque()  # thread-safe appends
+        self._events: collections.deque[ConductorEvent] = collections.deque()  # thread-safe appends
         self._mark_deadline_ms = 0
         self._closed = False
         enqueue = self._events.append
