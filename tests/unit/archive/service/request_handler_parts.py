@@ -1,6 +1,7 @@
 """The request handlers wired as the conductor wires them, over a real catalog in a directory,
 with fakes for what faces the media driver and the agents (Aeron calls, recorder, replayer,
-counters). Shared by test_recording_requests, test_replay_requests and test_maintenance_requests.
+counters). Shared by test_recording_requests, test_replay_requests, test_maintenance_requests and
+test_recording_queries.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.maintenance_requests import MaintenanceRequests
 from aeron_spark.archive.service.recording_events_publisher import RecordingEventsPublisher
+from aeron_spark.archive.service.recording_queries import RecordingQueries
 from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.recording_session import RecordingSession
 from aeron_spark.archive.service.replay_requests import ReplayRequests
@@ -237,6 +239,7 @@ class Handlers:
     recordings: RecordingRequests
     replays: ReplayRequests
     maintenance: MaintenanceRequests
+    queries: RecordingQueries
     session: ControlSession
 
     def sent(self) -> list:
@@ -261,11 +264,12 @@ def make_handlers(directory: Path, catalog: Catalog, *, with_replayer: bool = Tr
                              listener=ReplayListenerLog())
     maintenance = MaintenanceRequests(catalog=catalog, settings=conductor_settings,
                                       recordings=recordings, replays=replays)
+    queries = RecordingQueries(catalog=catalog, archive_id=ARCHIVE_ID, recordings=recordings)
     session = ControlSession(control_session_id=CONTROL_SESSION_ID, connect_correlation_id=1,
                              client_version=semantic_version(1, 12, 0), response_channel=IPC_CHANNEL,
                              response_stream_id=20, now_ms=0)
     return Handlers(directory, catalog, aeron, recorder, replayer, counters, events, recordings,
-                    replays, maintenance, session)
+                    replays, maintenance, queries, session)
 
 
 @contextmanager
