@@ -27,6 +27,7 @@ from aeron_spark.archive.codecs.messages import MESSAGE_SPECS, SPEC_BY_TYPE, Con
 from aeron_spark.archive.codecs.schema import (
     BlockLayout,
     MessageSpec,
+    WireMessage,
     compile_layout,
     encoding_block_length,
 )
@@ -78,8 +79,8 @@ def decode(buffer, offset: int = 0, length: int | None = None) -> ControlMessage
     return message
 
 
-def decode_body(message_type: type, buffer, offset: int = 0, length: int | None = None, *,
-                version: int = SCHEMA_VERSION) -> tuple[ControlMessage, int]:
+def decode_body[M: WireMessage](message_type: type[M], buffer, offset: int = 0, length: int | None = None, *,
+                                version: int = SCHEMA_VERSION) -> tuple[M, int]:
     """Decode a message body written by :func:`encode_body` (root block and var fields, no
     header) from ``buffer[offset:offset + length]``; return the message and the bytes it used.
 
@@ -99,6 +100,8 @@ def decode_body(message_type: type, buffer, offset: int = 0, length: int | None 
             f"{spec.name} needs {block_length} bytes for its block, the body has {length}",
             header_length=0)
     message, end = _decode_fields(spec, buffer, offset, length, block_length, version, 0)
+    if not isinstance(message, message_type):  # the spec of message_type builds message_type
+        raise CodecError(f"{spec.name} decoded as {type(message).__name__}")
     return message, end - offset
 
 

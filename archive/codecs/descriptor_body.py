@@ -33,7 +33,10 @@ MIN_BODY_LENGTH = ROOT_BLOCK_LENGTH + VAR_FIELD_COUNT * VAR_LENGTH_PREFIX  # 92
 
 
 def _offset(wire_name: str) -> int:
-    return _SPEC.field_named(wire_name).offset
+    fixed = _SPEC.field_named(wire_name)
+    if fixed is None:
+        raise TypeError(f"RecordingDescriptor has no field {wire_name}")
+    return fixed.offset
 
 
 CONTROL_SESSION_ID_OFFSET = _offset("controlSessionId")  # i64

@@ -1,4 +1,4 @@
-"""One frozen dataclass per schema-101 wire message, and the table that describes their bytes.
+"""The schema-101 wire messages: the table that describes their bytes, and their dataclasses.
 
 Field names are the SBE names snake_cased, in wire order (fixed fields, then var-length
 fields). Enum-typed fields hold the enum member when the value is known, else a plain int.
@@ -8,12 +8,13 @@ Fields that a decoded message's version or block did not carry hold their null v
 The template 22 wire message is :class:`RecordingDescriptorMessage` (SBE name
 ``RecordingDescriptor``), so that it does not shadow the shared
 :class:`aeron_spark.archive.codecs.recording_descriptor.RecordingDescriptor` it converts to and from.
+
+The dataclasses live in `wire_messages`; this module holds the schema table that describes their
+bytes and re-exports them (``from aeron_spark.archive.codecs.messages
+import X`` keeps working).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import ClassVar
 
 from aeron_spark.archive.codecs.constants import (
     LAST_NARROW_ENUM_SCHEMA_VERSION as NARROW,
@@ -24,6 +25,7 @@ from aeron_spark.archive.codecs.constants import (
 )
 from aeron_spark.archive.codecs.schema import (
     MessageSpec,
+    WireMessage,
     ascii_text,
     enum32,
     int32,
@@ -31,543 +33,58 @@ from aeron_spark.archive.codecs.schema import (
     raw_bytes,
     version_t,
 )
-from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
-
-_message = dataclass(frozen=True, slots=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Requests (client -> archive)
-# ---------------------------------------------------------------------------------------------
-
-@_message
-class ConnectRequest:
-    TEMPLATE_ID: ClassVar[int] = 2
-    correlation_id: int
-    response_stream_id: int
-    version: int  # protocol semantic version; 0 (null) from 1.15.x clients
-    response_channel: str
-
-
-@_message
-class AuthConnectRequest:
-    TEMPLATE_ID: ClassVar[int] = 58
-    correlation_id: int
-    response_stream_id: int
-    version: int
-    response_channel: str
-    encoded_credentials: bytes
-    client_info: str  # schema v12+
-
-
-@_message
-class ChallengeResponse:
-    TEMPLATE_ID: ClassVar[int] = 60
-    control_session_id: int
-    correlation_id: int
-    encoded_credentials: bytes
-
-
-@_message
-class CloseSessionRequest:
-    TEMPLATE_ID: ClassVar[int] = 3
-    control_session_id: int
-
-
-@_message
-class KeepAliveRequest:
-    TEMPLATE_ID: ClassVar[int] = 61
-    control_session_id: int
-    correlation_id: int
-
-
-@_message
-class StartRecordingRequest:
-    TEMPLATE_ID: ClassVar[int] = 4
-    control_session_id: int
-    correlation_id: int
-    stream_id: int
-    source_location: SourceLocation | int
-    channel: str
-
-
-@_message
-class StartRecordingRequest2:
-    TEMPLATE_ID: ClassVar[int] = 63
-    control_session_id: int
-    correlation_id: int
-    stream_id: int
-    source_location: SourceLocation | int
-    auto_stop: BooleanType | int
-    channel: str
-
-
-@_message
-class StopRecordingRequest:
-    TEMPLATE_ID: ClassVar[int] = 5
-    control_session_id: int
-    correlation_id: int
-    stream_id: int
-    channel: str
-
-
-@_message
-class StopRecordingSubscriptionRequest:
-    TEMPLATE_ID: ClassVar[int] = 14
-    control_session_id: int
-    correlation_id: int
-    subscription_id: int
-
-
-@_message
-class StopRecordingByIdentityRequest:
-    TEMPLATE_ID: ClassVar[int] = 65
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class ReplayRequest:
-    TEMPLATE_ID: ClassVar[int] = 6
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    position: int
-    length: int
-    replay_stream_id: int
-    file_io_max_length: int  # v7+
-    replay_token: int  # v10+
-    replay_channel: str
-
-
-@_message
-class BoundedReplayRequest:
-    TEMPLATE_ID: ClassVar[int] = 18
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    position: int
-    length: int
-    limit_counter_id: int
-    replay_stream_id: int
-    file_io_max_length: int  # v7+
-    replay_token: int  # v10+
-    replay_channel: str
-
-
-@_message
-class StopReplayRequest:
-    TEMPLATE_ID: ClassVar[int] = 7
-    control_session_id: int
-    correlation_id: int
-    replay_session_id: int
-
-
-@_message
-class StopAllReplaysRequest:
-    TEMPLATE_ID: ClassVar[int] = 19
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class ListRecordingsRequest:
-    TEMPLATE_ID: ClassVar[int] = 8
-    control_session_id: int
-    correlation_id: int
-    from_recording_id: int
-    record_count: int
-
-
-@_message
-class ListRecordingsForUriRequest:
-    TEMPLATE_ID: ClassVar[int] = 9
-    control_session_id: int
-    correlation_id: int
-    from_recording_id: int
-    record_count: int
-    stream_id: int
-    channel: str
-
-
-@_message
-class ListRecordingRequest:
-    TEMPLATE_ID: ClassVar[int] = 10
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class ExtendRecordingRequest:
-    TEMPLATE_ID: ClassVar[int] = 11
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    stream_id: int
-    source_location: SourceLocation | int
-    channel: str
-
-
-@_message
-class ExtendRecordingRequest2:
-    TEMPLATE_ID: ClassVar[int] = 64
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    stream_id: int
-    source_location: SourceLocation | int
-    auto_stop: BooleanType | int
-    channel: str
-
-
-@_message
-class RecordingPositionRequest:
-    TEMPLATE_ID: ClassVar[int] = 12
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class StopPositionRequest:
-    TEMPLATE_ID: ClassVar[int] = 15
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class StartPositionRequest:
-    TEMPLATE_ID: ClassVar[int] = 52
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class MaxRecordedPositionRequest:
-    TEMPLATE_ID: ClassVar[int] = 67
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class TruncateRecordingRequest:
-    TEMPLATE_ID: ClassVar[int] = 13
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    position: int
-
-
-@_message
-class PurgeRecordingRequest:
-    TEMPLATE_ID: ClassVar[int] = 104
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class ListRecordingSubscriptionsRequest:
-    TEMPLATE_ID: ClassVar[int] = 17
-    control_session_id: int
-    correlation_id: int
-    pseudo_index: int
-    subscription_count: int
-    apply_stream_id: BooleanType | int
-    stream_id: int
-    channel: str
-
-
-@_message
-class FindLastMatchingRecordingRequest:
-    TEMPLATE_ID: ClassVar[int] = 16
-    control_session_id: int
-    correlation_id: int
-    min_recording_id: int
-    session_id: int
-    stream_id: int
-    channel: str
-
-
-@_message
-class DetachSegmentsRequest:
-    TEMPLATE_ID: ClassVar[int] = 53
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    new_start_position: int
-
-
-@_message
-class DeleteDetachedSegmentsRequest:
-    TEMPLATE_ID: ClassVar[int] = 54
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class PurgeSegmentsRequest:
-    TEMPLATE_ID: ClassVar[int] = 55
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    new_start_position: int
-
-
-@_message
-class AttachSegmentsRequest:
-    TEMPLATE_ID: ClassVar[int] = 56
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class MigrateSegmentsRequest:
-    TEMPLATE_ID: ClassVar[int] = 57
-    control_session_id: int
-    correlation_id: int
-    src_recording_id: int
-    dst_recording_id: int
-
-
-@_message
-class ReplicateRequest:
-    TEMPLATE_ID: ClassVar[int] = 50
-    control_session_id: int
-    correlation_id: int
-    src_recording_id: int
-    dst_recording_id: int
-    src_control_stream_id: int
-    src_control_channel: str
-    live_destination: str
-
-
-@_message
-class TaggedReplicateRequest:
-    TEMPLATE_ID: ClassVar[int] = 62
-    control_session_id: int
-    correlation_id: int
-    src_recording_id: int
-    dst_recording_id: int
-    channel_tag_id: int
-    subscription_tag_id: int
-    src_control_stream_id: int
-    src_control_channel: str
-    live_destination: str
-
-
-@_message
-class ReplicateRequest2:
-    TEMPLATE_ID: ClassVar[int] = 66
-    control_session_id: int
-    correlation_id: int
-    src_recording_id: int
-    dst_recording_id: int
-    stop_position: int
-    channel_tag_id: int
-    subscription_tag_id: int
-    src_control_stream_id: int
-    file_io_max_length: int  # v7+
-    replication_session_id: int  # v8+
-    src_control_channel: str
-    live_destination: str
-    replication_channel: str
-    encoded_credentials: bytes  # v8+
-    src_response_channel: str  # v10+
-
-
-@_message
-class StopReplicationRequest:
-    TEMPLATE_ID: ClassVar[int] = 51
-    control_session_id: int
-    correlation_id: int
-    replication_id: int
-
-
-@_message
-class ArchiveIdRequest:
-    TEMPLATE_ID: ClassVar[int] = 68
-    control_session_id: int
-    correlation_id: int
-
-
-@_message
-class ReplayTokenRequest:
-    TEMPLATE_ID: ClassVar[int] = 105
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-
-
-@_message
-class UpdateChannelRequest:
-    TEMPLATE_ID: ClassVar[int] = 107
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    channel: str
-
-
-# ---------------------------------------------------------------------------------------------
-# Responses and events (archive -> client; 101-103 on the recording-events stream)
-# ---------------------------------------------------------------------------------------------
-
-@_message
-class ControlResponse:
-    TEMPLATE_ID: ClassVar[int] = 1
-    control_session_id: int
-    correlation_id: int
-    relevant_id: int  # result for OK, ArchiveErrorCode for ERROR
-    code: ControlResponseCode | int
-    version: int  # v4+; 0 from a 1.15.x archive
-    error_message: str
-
-
-@_message
-class Challenge:
-    TEMPLATE_ID: ClassVar[int] = 59
-    control_session_id: int
-    correlation_id: int
-    version: int  # the Java archive leaves it 0
-    encoded_challenge: bytes
-
-
-@_message
-class RecordingDescriptorMessage:
-    """Template 22 (SBE ``RecordingDescriptor``): one ListRecordings* answer."""
-
-    TEMPLATE_ID: ClassVar[int] = 22
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    start_timestamp: int
-    stop_timestamp: int
-    start_position: int
-    stop_position: int
-    initial_term_id: int
-    segment_file_length: int
-    term_buffer_length: int
-    mtu_length: int
-    session_id: int
-    stream_id: int
-    stripped_channel: str
-    original_channel: str
-    source_identity: str
-
-    def to_descriptor(self) -> RecordingDescriptor:
-        """The shared descriptor dataclass, keeping this message's session and correlation ids."""
-        return RecordingDescriptor(
-            recording_id=self.recording_id,
-            start_timestamp=self.start_timestamp,
-            stop_timestamp=self.stop_timestamp,
-            start_position=self.start_position,
-            stop_position=self.stop_position,
-            initial_term_id=self.initial_term_id,
-            segment_file_length=self.segment_file_length,
-            term_buffer_length=self.term_buffer_length,
-            mtu_length=self.mtu_length,
-            session_id=self.session_id,
-            stream_id=self.stream_id,
-            stripped_channel=self.stripped_channel,
-            original_channel=self.original_channel,
-            source_identity=self.source_identity,
-            control_session_id=self.control_session_id,
-            correlation_id=self.correlation_id,
-        )
-
-    @classmethod
-    def from_descriptor(
-        cls,
-        descriptor: RecordingDescriptor,
-        *,
-        control_session_id: int | None = None,
-        correlation_id: int | None = None,
-    ) -> "RecordingDescriptorMessage":
-        """The wire message for ``descriptor``; the archive overwrites the session and
-        correlation ids with the requester's, so pass them here (default: the descriptor's)."""
-        return cls(
-            control_session_id=(
-                descriptor.control_session_id if control_session_id is None
-                else control_session_id),
-            correlation_id=(
-                descriptor.correlation_id if correlation_id is None else correlation_id),
-            recording_id=descriptor.recording_id,
-            start_timestamp=descriptor.start_timestamp,
-            stop_timestamp=descriptor.stop_timestamp,
-            start_position=descriptor.start_position,
-            stop_position=descriptor.stop_position,
-            initial_term_id=descriptor.initial_term_id,
-            segment_file_length=descriptor.segment_file_length,
-            term_buffer_length=descriptor.term_buffer_length,
-            mtu_length=descriptor.mtu_length,
-            session_id=descriptor.session_id,
-            stream_id=descriptor.stream_id,
-            stripped_channel=descriptor.stripped_channel,
-            original_channel=descriptor.original_channel,
-            source_identity=descriptor.source_identity,
-        )
-
-
-@_message
-class RecordingSubscriptionDescriptor:
-    TEMPLATE_ID: ClassVar[int] = 23
-    control_session_id: int
-    correlation_id: int
-    subscription_id: int
-    stream_id: int
-    stripped_channel: str
-
-
-@_message
-class RecordingSignalEvent:
-    TEMPLATE_ID: ClassVar[int] = 24
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    subscription_id: int
-    position: int
-    signal: RecordingSignal | int
-
-
-@_message
-class Ping:
-    TEMPLATE_ID: ClassVar[int] = 106
-    control_session_id: int
-
-
-@_message
-class RecordingStarted:
-    TEMPLATE_ID: ClassVar[int] = 101
-    recording_id: int
-    start_position: int
-    session_id: int
-    stream_id: int
-    channel: str
-    source_identity: str
-
-
-@_message
-class RecordingProgress:
-    TEMPLATE_ID: ClassVar[int] = 102
-    recording_id: int
-    start_position: int
-    position: int
-
-
-@_message
-class RecordingStopped:
-    TEMPLATE_ID: ClassVar[int] = 103
-    recording_id: int
-    start_position: int
-    stop_position: int
+from aeron_spark.archive.codecs.wire_messages import (  # re-exported: the public import path
+    ConnectRequest,
+    AuthConnectRequest,
+    ChallengeResponse,
+    CloseSessionRequest,
+    KeepAliveRequest,
+    StartRecordingRequest,
+    StartRecordingRequest2,
+    StopRecordingRequest,
+    StopRecordingSubscriptionRequest,
+    StopRecordingByIdentityRequest,
+    ReplayRequest,
+    BoundedReplayRequest,
+    StopReplayRequest,
+    StopAllReplaysRequest,
+    ListRecordingsRequest,
+    ListRecordingsForUriRequest,
+    ListRecordingRequest,
+    ExtendRecordingRequest,
+    ExtendRecordingRequest2,
+    RecordingPositionRequest,
+    StopPositionRequest,
+    StartPositionRequest,
+    MaxRecordedPositionRequest,
+    TruncateRecordingRequest,
+    PurgeRecordingRequest,
+    ListRecordingSubscriptionsRequest,
+    FindLastMatchingRecordingRequest,
+    DetachSegmentsRequest,
+    DeleteDetachedSegmentsRequest,
+    PurgeSegmentsRequest,
+    AttachSegmentsRequest,
+    MigrateSegmentsRequest,
+    ReplicateRequest,
+    TaggedReplicateRequest,
+    ReplicateRequest2,
+    StopReplicationRequest,
+    ArchiveIdRequest,
+    ReplayTokenRequest,
+    UpdateChannelRequest,
+)
+from aeron_spark.archive.codecs.wire_messages import (  # re-exported: the public import path
+    ControlResponse,
+    Challenge,
+    RecordingDescriptorMessage,
+    RecordingSubscriptionDescriptor,
+    RecordingSignalEvent,
+    Ping,
+    RecordingStarted,
+    RecordingProgress,
+    RecordingStopped,
+)
 
 
 ControlMessage = (
@@ -594,7 +111,7 @@ ControlMessage = (
 # 1.24-1.31 = 4, 1.32 = 5, 1.33 = 6, 1.44 = 9, 1.45 = 10, 1.48 = 11, 1.49 = 13).
 # ---------------------------------------------------------------------------------------------
 
-def _session_correlation_recording(message_type: type, since: int = 0) -> MessageSpec:
+def _session_correlation_recording(message_type: type[WireMessage], since: int = 0) -> MessageSpec:
     """The many requests whose block is exactly controlSessionId, correlationId, recordingId."""
     return MessageSpec(
         message_type.TEMPLATE_ID, message_type,
@@ -603,7 +120,7 @@ def _session_correlation_recording(message_type: type, since: int = 0) -> Messag
 
 
 def _session_correlation_recording_position(
-    message_type: type, position_name: str, since: int
+    message_type: type[WireMessage], position_name: str, since: int
 ) -> MessageSpec:
     return MessageSpec(
         message_type.TEMPLATE_ID, message_type,

@@ -25,8 +25,20 @@ import re
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any, ClassVar, Protocol
 
 from aeron_spark.archive.codecs.constants import NULL_VALUE, NULL_VERSION
+
+
+class WireMessage(Protocol):
+    """A schema-101 message dataclass (`request_messages`, `response_messages`): its template id,
+    and the dataclass fields a spec restates."""
+
+    TEMPLATE_ID: ClassVar[int]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+
+EnumClass = type[IntEnum]  # named: inside FixedField, ``type`` is the field's FieldType
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +65,7 @@ class FixedField:
     offset: int
     since_version: int = 0
     absent: int = NULL_VALUE
-    enum: type[IntEnum] | None = None
+    enum: EnumClass | None = None
     narrow_until: int | None = None  # schema version up to which this enum was uint8
     attr: str = field(init=False)
 
@@ -85,9 +97,9 @@ class VarField:
 
 
 @dataclass(frozen=True, slots=True)
-class MessageSpec:
+class MessageSpec[M: WireMessage]:
     template_id: int
-    message_type: type
+    message_type: type[M]
     fields: tuple[FixedField, ...]
     var_fields: tuple[VarField, ...]
     since_version: int = 0  # first schema version that has the message

@@ -22,6 +22,18 @@ class Publication(Protocol):
     def close(self) -> None: ...
 
 
+class ExclusivePublication(Publication, Protocol):
+    """An exclusive publication: a response or events publication offers messages, a replay
+    offers recorded blocks and padding (`replay_session.ReplayPublication`)."""
+
+    session_id: int
+    stream_id: int
+
+    def offer_block(self, buffer: Any, offset: int, length: int) -> int: ...
+
+    def append_padding(self, length: int) -> int: ...
+
+
 class Subscription(Protocol):
     registration_id: int
 
@@ -37,7 +49,7 @@ class AeronPort(Protocol):
                          on_available_image: Callable[[Any], None] | None = None,
                          on_unavailable_image: Callable[[Any], None] | None = None) -> Subscription: ...
 
-    def add_exclusive_publication(self, channel: str, stream_id: int) -> Publication: ...
+    def add_exclusive_publication(self, channel: str, stream_id: int) -> ExclusivePublication: ...
 
     def add_counter(self, type_id: int, key: bytes, label: str) -> Any: ...
 

@@ -29,13 +29,24 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 log = logging.getLogger(__name__)
 
 
 class Agent(Protocol):
     def do_work(self) -> int: ...
+
+
+@runtime_checkable
+class DormantAgent(Agent, Protocol):
+    """An agent that says when it has nothing to do and wakes its runner when that changes
+    (`session_agent.SessionAgent`)."""
+
+    @property
+    def is_dormant(self) -> bool: ...
+
+    def set_wake_signal(self, wake: threading.Event) -> None: ...
 
 
 class IdleStrategy(Protocol):
@@ -177,9 +188,10 @@ class AgentRunner:
         self._closed = False
         # Dormancy needs every agent of this runner to say when it is dormant and to take the signal.
         self._wake = threading.Event()
-        self._can_doze = all(hasattr(a, "is_dormant") and hasattr(a, "set_wake_signal") for a in self.agents)
+        self._dormant_agents = [a for a in self.agents if isinstance(a, DormantAgent)]
+        self._can_doze = len(self._dormant_agents) == len(self.agents)
         if self._can_doze:
-            for agent in self.agents:
+            for agent in self._dormant_agents:
                 agent.set_wake_signal(self._wake)
 
     def start(self) -> "AgentRunner":
@@ -226,7 +238,8 @@ class AgentRunner:
         """If every agent is dormant, wait until one is woken (or ``timeout_s``); whether it waited.
         The signal is cleared before the agents are asked, so a hand-off in between is not lost."""
         self._wake.clear()
-        if not all(agent.is_dormant for agent in self.agents) or not self._running.is_set():
+        if not self._can_doze or not all(agent.is_dormant for agent in self._dormant_agents) \
+                or not self._running.is_set():
             return False
         self._wake.wait(timeout_s)
         return True

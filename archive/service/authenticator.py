@@ -170,7 +170,8 @@ class SecretAuthenticator:
 
     def on_challenge_response(self, session_id: int, encoded_credentials: bytes, now_ms: int) -> None:
         pending = self._pending.get(session_id)
-        if pending is None or pending.challenge is None or pending.decision is not None:
+        if pending is None or pending.challenge is None or pending.decision is not None \
+                or pending.principal is None:  # a challenge always names a principal
             return
         expected = answer_challenge(pending.principal, self._secrets[pending.principal], pending.challenge)
         pending.decision = hmac.compare_digest(encoded_credentials, expected)
@@ -184,7 +185,7 @@ class SecretAuthenticator:
             session.reject()
         elif pending.decision is not None:
             self._decide(session, pending)
-        elif not pending.challenge_sent:
+        elif not pending.challenge_sent and pending.challenge is not None:  # undecided: challenged
             pending.challenge_sent = session.challenge(pending.challenge)
 
     def on_challenged_session(self, session: SessionProxy, now_ms: int) -> None:
@@ -196,7 +197,7 @@ class SecretAuthenticator:
 
     def _decide(self, session: SessionProxy, pending: _Pending) -> None:
         del self._pending[session.session_id]
-        if pending.decision:
+        if pending.decision and pending.principal is not None:  # accepted: the principal is known
             session.authenticate(pending.principal.encode("ascii"))
         else:
             session.reject()

@@ -39,6 +39,7 @@ from aeron_spark.archive.service.aeron_port import AeronPort
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator, Authenticator
 from aeron_spark.archive.service.conductor_events import (
     STOP_ALL_RECORDINGS,
+    ConductorEvent,
     ControlImageUnavailable,
     RecordingImageAvailable,
     RecordingSessionProgressed,
@@ -51,6 +52,7 @@ from aeron_spark.archive.service.conductor_events import (
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_demuxer import ControlDemuxer, RequestHandler
 from aeron_spark.archive.service.control_session import ControlSession
+from aeron_spark.archive.service.limit_counter import CountersView
 from aeron_spark.archive.service.listing_sessions import ListingRequests
 from aeron_spark.archive.service.maintenance_requests import MaintenanceRequests
 from aeron_spark.archive.service.recording_events_publisher import RecordingEventsPublisher
@@ -60,7 +62,9 @@ from aeron_spark.archive.service.recording_session import RecordingSession
 from aeron_spark.archive.service.replay_requests import ReplayRequests
 from aeron_spark.archive.service.replay_session import ReplaySession
 from aeron_spark.archive.service.request_errors import ArchiveRequestError
+from aeron_spark.archive.service.request_ports import RecorderPort, ReplayerPort
 from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
 
 __all__ = ["ArchiveConductor", "ConductorSettings"]
 
@@ -79,12 +83,12 @@ class ArchiveConductor:
     role_name = "archive-conductor"
 
     def __init__(self, *, aeron: AeronPort, catalog: Catalog, settings: ConductorSettings,
-                 recorder: Any, replayer: Any = None,
+                 recorder: RecorderPort, replayer: ReplayerPort | None = None,
                  control_channels: list[tuple[str, int]],
                  authenticator: Authenticator | None = None,
                  recording_events: tuple[str, int] | None = None,
-                 mark_file: Any = None, epoch_clock: Callable[[], int] | None = None,
-                 counters_reader: Any = None,
+                 mark_file: ArchiveMarkFile | None = None, epoch_clock: Callable[[], int] | None = None,
+                 counters_reader: CountersView | None = None,
                  error_handler: Callable[[BaseException], None] | None = None) -> None:
         self.aeron = aeron
         self.catalog = catalog
@@ -96,7 +100,7 @@ class ArchiveConductor:
         self.counters_reader = counters_reader
         self.error_handler = error_handler
         self._clock = epoch_clock or (lambda: time.time_ns() // 1_000_000)
-        self._events: collections.deque[Any] = collections.deque()  # thread-safe appends
+        self._events: collections.deque[ConductorEvent] = collections.deque()  # thread-safe appends
         self._mark_deadline_ms = 0
         self._closed = False
         enqueue = self._events.append
@@ -160,9 +164,10 @@ class ArchiveConductor:
         now = self._clock()
         work += self._step(lambda: self.demuxer.service_sessions(now))
         work += self._step(self.events.flush_progress_events)
-        if self.mark_file is not None and now >= self._mark_deadline_ms:
+        mark_file = self.mark_file
+        if mark_file is not None and now >= self._mark_deadline_ms:
             self._mark_deadline_ms = now + MARK_FILE_UPDATE_INTERVAL_MS
-            work += self._step(lambda: self.mark_file.update_activity(now) or 1)
+            work += self._step(lambda: _update_activity(mark_file, now))
         return work
 
     def _step(self, step: Callable[[], int]) -> int:
@@ -277,11 +282,17 @@ class ArchiveConductor:
         self.events.close()
 
 
-def _not_supported(session: ControlSession, message: Any) -> None:
+def _update_activity(mark_file: ArchiveMarkFile, now_ms: int) -> int:
+    mark_file.update_activity(now_ms)
+    return 1  # counts as work
+
+
+def _not_supported(session: ControlSession,
+                   message: codecs.ReplicateRequest | codecs.TaggedReplicateRequest | codecs.ReplicateRequest2) -> None:
     raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
                               f"{type(message).__name__} is not supported by this archive")
 
 
-def _stop_replication(session: ControlSession, message: Any) -> None:
+def _stop_replication(session: ControlSession, message: codecs.StopReplicationRequest) -> None:
     raise ArchiveRequestError(ArchiveErrorCode.UNKNOWN_REPLICATION,
                               f"unknown replication id {message.replication_id}")

@@ -9,7 +9,12 @@ event by its type (`ArchiveConductor._drain_events`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the sessions' modules do not import this one; only the annotations need them
+    from aeron_spark.archive.service.recording_session import RecordingSession
+    from aeron_spark.archive.service.replay_session import ReplaySession
+    from aeron_spark.archive.service.request_ports import RecordingImage
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +35,14 @@ class RecordingImageAvailable:
     """
 
     subscription_id: dict[str, int]
-    image: Any
+    image: RecordingImage
 
 
 @dataclass(frozen=True, slots=True)
 class RecordingSessionStarted:
     """The recorder started a `RecordingSession` (its segment writer exists)."""
 
-    session: Any
+    session: RecordingSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +58,21 @@ class RecordingSessionProgressed:
 class RecordingSessionStopped:
     """A `RecordingSession` stopped; its stop position is final (recorder thread)."""
 
-    session: Any
+    session: RecordingSession
 
 
 @dataclass(frozen=True, slots=True)
 class ReplaySessionReady:
     """A `ReplaySession` found its start: answer OK with its replay session id (replayer thread)."""
 
-    replay: Any
+    replay: ReplaySession
 
 
 @dataclass(frozen=True, slots=True)
 class ReplaySessionEnded:
     """A `ReplaySession` is done; ``replay.error`` is the ERROR to send, if any (replayer thread)."""
 
-    replay: Any
+    replay: ReplaySession
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +81,8 @@ class StopAllRecordings:
 
 
 STOP_ALL_RECORDINGS = StopAllRecordings()
+
+#: Every event the conductor's queue holds.
+ConductorEvent = (ControlImageUnavailable | RecordingImageAvailable | RecordingSessionStarted
+                  | RecordingSessionProgressed | RecordingSessionStopped | ReplaySessionReady
+                  | ReplaySessionEnded | StopAllRecordings)

@@ -81,7 +81,7 @@ class ControlDemuxer:
 
     def __init__(self, *, aeron: AeronPort, settings: ConductorSettings, authenticator: Authenticator,
                  control_channels: list[tuple[str, int]], handlers: dict[type, RequestHandler],
-                 enqueue: Callable[[Any], None], clock: Callable[[], int],
+                 enqueue: Callable[[ControlImageUnavailable], None], clock: Callable[[], int],
                  error_handler: Callable[[BaseException], None] | None = None,
                  replay_tokens: ReplayTokens[ControlSession] | None = None) -> None:
         self.aeron = aeron
@@ -179,7 +179,8 @@ class ControlDemuxer:
         elif session.accept_request(now):
             self._dispatch(session, message)
 
-    def _on_token_replay(self, message: Any, image_key: Any, image_correlation_id: int, now: int) -> None:
+    def _on_token_replay(self, message: codecs.ReplayRequest | codecs.BoundedReplayRequest, image_key: Any,
+                         image_correlation_id: int, now: int) -> None:
         """A replay over a response channel: it comes on a request Image of its own, and its token
         (not that Image) names the session (see the module docstring)."""
         session = self.replay_tokens.session_for(message.replay_token, message.recording_id, now)
@@ -208,7 +209,7 @@ class ControlDemuxer:
         if session.accept_request(now):
             self._dispatch(session, dataclasses.replace(message, replay_channel=uri.build()))
 
-    def issue_replay_token(self, session: ControlSession, message: Any) -> None:
+    def issue_replay_token(self, session: ControlSession, message: codecs.ReplayTokenRequest) -> None:
         """ReplayTokenRequest (105): OK with a new token for the session and the recording."""
         token = self.replay_tokens.issue(session, session.control_session_id, message.recording_id,
                                          self._clock())
@@ -295,7 +296,8 @@ class ControlDemuxer:
 
     # ------------------------------------------------------------------ sessions
 
-    def _on_connect(self, message: Any, image_key: Any, image_correlation_id: int, now: int) -> None:
+    def _on_connect(self, message: codecs.ConnectRequest | codecs.AuthConnectRequest, image_key: Any,
+                    image_correlation_id: int, now: int) -> None:
         try:
             response_channel = response_publication_channel(message.response_channel, image_correlation_id)
         except ValueError as error:
@@ -426,7 +428,8 @@ def _is_response_channel(channel: str) -> bool:
         return False
 
 
-def _image_unavailable_callback(index: int, enqueue: Callable[[Any], None]) -> Callable[[Any], None]:
+def _image_unavailable_callback(index: int, enqueue: Callable[[ControlImageUnavailable], None]
+                                ) -> Callable[[Any], None]:
     def on_unavailable(image: Any) -> None:
         enqueue(ControlImageUnavailable((index, image.session_id)))
     return on_unavailable

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any
+
+from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ def describe_error(error: BaseException) -> str:
 class MarkFileErrorLog:
     """Callable error handler: ``handler(error)`` records ``error`` in ``mark_file``."""
 
-    def __init__(self, mark_file: Any) -> None:
+    def __init__(self, mark_file: ArchiveMarkFile) -> None:
         self.mark_file = mark_file
 
     def __call__(self, error: BaseException) -> None:

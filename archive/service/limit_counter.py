@@ -14,7 +14,7 @@ once more while the slot is still RECLAIMED: that is the final value written bef
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from aeron_spark.archive.codecs.counter_layout import RECORD_ALLOCATED
 
@@ -27,6 +27,14 @@ class CountersView(Protocol):
     def type_id(self, counter_id: int) -> int: ...
     def key(self, counter_id: int) -> bytes: ...
     def state(self, counter_id: int) -> int: ...
+
+
+@runtime_checkable
+class RegisteredCountersView(CountersView, Protocol):
+    """A counters view that also tells each counter's registration id (driver_integration's
+    `CountersReader`): a reused counter id is then told apart from the counter it replaced."""
+
+    def registration_id(self, counter_id: int) -> int: ...
 
 
 class ReplayLimit(Protocol):
@@ -60,8 +68,8 @@ class LimitCounterReader:
         self.counter_id = counter_id
         self.type_id = reader.type_id(counter_id)
         self._key = bytes(reader.key(counter_id))
-        registration_id = getattr(reader, "registration_id", None)
-        self._registration_id = registration_id(counter_id) if registration_id is not None else None
+        self._registered = reader if isinstance(reader, RegisteredCountersView) else None
+        self._registration_id = self._registered.registration_id(counter_id) if self._registered is not None else None
         self._last = reader.value(counter_id)
         self._closed = False
 
@@ -70,8 +78,11 @@ class LimitCounterReader:
         return (reader.state(self.counter_id) == RECORD_ALLOCATED
                 and reader.type_id(self.counter_id) == self.type_id
                 and bytes(reader.key(self.counter_id)) == self._key
-                and (self._registration_id is None
-                     or reader.registration_id(self.counter_id) == self._registration_id))
+                and self._same_registration())
+
+    def _same_registration(self) -> bool:
+        """Whether the counter still has the registration id it had (True when unknown)."""
+        return self._registered is None or self._registered.registration_id(self.counter_id) == self._registration_id
 
     def position(self) -> int:
         if self._closed:
@@ -82,9 +93,7 @@ class LimitCounterReader:
                 self._last = value
             return self._last
         self._closed = True
-        if self._reader.state(self.counter_id) == RECORD_RECLAIMED and (
-                self._registration_id is None
-                or self._reader.registration_id(self.counter_id) == self._registration_id):
+        if self._reader.state(self.counter_id) == RECORD_RECLAIMED and self._same_registration():
             final = self._reader.value(self.counter_id)  # freed, not yet reused: the last write
             if final > self._last:
                 self._last = final

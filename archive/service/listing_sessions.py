@@ -17,10 +17,15 @@ pseudoIndex on, then SUBSCRIPTION_UNKNOWN unless subscriptionCount were sent.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from aeron_spark.archive.codecs import ArchiveErrorCode, BooleanType
 from aeron_spark.archive.codecs import descriptor_body
+from aeron_spark.archive.codecs.messages import (
+    ListRecordingRequest,
+    ListRecordingSubscriptionsRequest,
+    ListRecordingsForUriRequest,
+    ListRecordingsRequest,
+)
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, in_catalog_range
@@ -87,11 +92,11 @@ class ListingRequests:
         self.catalog = catalog
         self.recordings = recordings
 
-    def list_recordings(self, session: ControlSession, message: Any) -> None:
+    def list_recordings(self, session: ControlSession, message: ListRecordingsRequest) -> None:
         self._begin_listing(session, message.correlation_id, message.from_recording_id,
                             message.record_count, None)
 
-    def list_recordings_for_uri(self, session: ControlSession, message: Any) -> None:
+    def list_recordings_for_uri(self, session: ControlSession, message: ListRecordingsForUriRequest) -> None:
         stream_id, fragment = message.stream_id, message.channel
         # Stored channels are ASCII: a fragment that is not matches none of them.
         wanted = fragment.encode("ascii") if fragment.isascii() else None
@@ -105,7 +110,7 @@ class ListingRequests:
         self._begin_listing(session, message.correlation_id, message.from_recording_id,
                             message.record_count, matches, stream_id)
 
-    def list_recording(self, session: ControlSession, message: Any) -> None:
+    def list_recording(self, session: ControlSession, message: ListRecordingRequest) -> None:
         _no_listing_in_progress(session)
         recording_id = message.recording_id
         stored = self.catalog.stored_bodies([recording_id]) if in_catalog_range(self.catalog, recording_id) else []
@@ -114,7 +119,8 @@ class ListingRequests:
         else:
             session.send_recording_unknown(message.correlation_id, recording_id)
 
-    def list_recording_subscriptions(self, session: ControlSession, message: Any) -> None:
+    def list_recording_subscriptions(self, session: ControlSession,
+                                     message: ListRecordingSubscriptionsRequest) -> None:
         _no_listing_in_progress(session)
         entries = self.recordings.open_subscriptions()
         apply_stream_id = int(message.apply_stream_id) == BooleanType.TRUE

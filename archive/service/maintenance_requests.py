@@ -20,9 +20,18 @@ parse gets ERROR GENERIC (Aeron's URI parse error escapes its handler: no respon
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal
+from aeron_spark.archive.codecs.messages import (
+    AttachSegmentsRequest,
+    DeleteDetachedSegmentsRequest,
+    DetachSegmentsRequest,
+    MigrateSegmentsRequest,
+    PurgeRecordingRequest,
+    PurgeSegmentsRequest,
+    TruncateRecordingRequest,
+    UpdateChannelRequest,
+)
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession
@@ -58,7 +67,7 @@ class MaintenanceRequests:
         self.recordings = recordings
         self.replays = replays
 
-    def truncate_recording(self, session: ControlSession, message: Any) -> None:
+    def truncate_recording(self, session: ControlSession, message: TruncateRecordingRequest) -> None:
         descriptor = self._stopped(message.recording_id, "truncate")
         if message.position % 32 or not descriptor.start_position <= message.position <= descriptor.stop_position:
             raise ArchiveRequestError(
@@ -72,7 +81,7 @@ class MaintenanceRequests:
         session.send_ok(message.correlation_id, len(result.deleted_files))
         self._send_delete_signal(session, message.correlation_id, message.recording_id)
 
-    def purge_recording(self, session: ControlSession, message: Any) -> None:
+    def purge_recording(self, session: ControlSession, message: PurgeRecordingRequest) -> None:
         self._stopped(message.recording_id, "purge")
         if self.replays.has_replays(message.recording_id):
             raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_RECORDING,
@@ -82,21 +91,22 @@ class MaintenanceRequests:
         session.send_ok(message.correlation_id, len(result.deleted_files))
         self._send_delete_signal(session, message.correlation_id, message.recording_id)
 
-    def detach_segments(self, session: ControlSession, message: Any) -> None:
+    def detach_segments(self, session: ControlSession, message: DetachSegmentsRequest) -> None:
         self._valid_detach(known_recording(self.catalog, message.recording_id), message.new_start_position)
         self._maintenance(lambda: maintenance.detach_segments(
             self.catalog, self.settings.archive_dir, message.recording_id, message.new_start_position,
             recorded_position=self.recordings.live_position(message.recording_id)))
         session.send_ok(message.correlation_id, 0)
 
-    def delete_detached_segments(self, session: ControlSession, message: Any) -> None:
+    def delete_detached_segments(self, session: ControlSession,
+                                 message: DeleteDetachedSegmentsRequest) -> None:
         known_recording(self.catalog, message.recording_id)
         result = self._maintenance(lambda: maintenance.delete_detached_segments(
             self.catalog, self.settings.archive_dir, message.recording_id))
         session.send_ok(message.correlation_id, len(result.deleted_files))
         self._send_delete_signal(session, message.correlation_id, message.recording_id)
 
-    def purge_segments(self, session: ControlSession, message: Any) -> None:
+    def purge_segments(self, session: ControlSession, message: PurgeSegmentsRequest) -> None:
         self._valid_detach(known_recording(self.catalog, message.recording_id), message.new_start_position)
         self._maintenance(lambda: maintenance.detach_segments(
             self.catalog, self.settings.archive_dir, message.recording_id, message.new_start_position,
@@ -106,20 +116,19 @@ class MaintenanceRequests:
         session.send_ok(message.correlation_id, len(result.deleted_files))
         self._send_delete_signal(session, message.correlation_id, message.recording_id)
 
-    def attach_segments(self, session: ControlSession, message: Any) -> None:
+    def attach_segments(self, session: ControlSession, message: AttachSegmentsRequest) -> None:
         known_recording(self.catalog, message.recording_id)
         result = self._maintenance(lambda: maintenance.attach_segments(
             self.catalog, self.settings.archive_dir, message.recording_id))
         session.send_ok(message.correlation_id, len(result.attached_files))
 
-    def migrate_segments(self, session: ControlSession, message: Any) -> None:
+    def migrate_segments(self, session: ControlSession, message: MigrateSegmentsRequest) -> None:
         """Aeron's migrateSegments: both ids known (UNKNOWN_RECORDING), src stopped (GENERIC, as
         Aeron), the rest is `storage.maintenance.migrate_segments`' (GENERIC); OK with the moved
         segment count, then DELETE for src when anything was moved or deleted."""
-        known_recording(self.catalog, message.src_recording_id)
+        source = known_recording(self.catalog, message.src_recording_id)
         known_recording(self.catalog, message.dst_recording_id)
-        if self.recordings.is_active(message.src_recording_id) or \
-                self.catalog.descriptor(message.src_recording_id).is_active:
+        if self.recordings.is_active(message.src_recording_id) or source.is_active:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
                                       f"recording {message.src_recording_id} is still active")
         result = self._maintenance(lambda: maintenance.migrate_segments(
@@ -128,7 +137,7 @@ class MaintenanceRequests:
         if result.attached_files or result.deleted_files:
             self._send_delete_signal(session, message.correlation_id, message.src_recording_id)
 
-    def update_channel(self, session: ControlSession, message: Any) -> None:
+    def update_channel(self, session: ControlSession, message: UpdateChannelRequest) -> None:
         """Aeron's updateChannel: see the module docstring. The catalog entry is rewritten (and
         the entries after it moved when it grows) by `Catalog.replace_channels`."""
         if session.active_listing is not None:

@@ -10,8 +10,6 @@ supersedes a dropped one).
 
 from __future__ import annotations
 
-from typing import Any
-
 from aeron_spark.archive import codecs
 from aeron_spark.archive.service.aeron_port import Publication, close_quietly
 from aeron_spark.driver_integration.publication import OfferResult
@@ -32,7 +30,7 @@ class RecordingEventsPublisher:
                           stream_id: int, channel: str, source_identity: str) -> None:
         if self.publication is None:
             return
-        self._offer_event(codecs.RecordingStarted(recording_id, start_position, session_id, stream_id,
+        self._offer_event(self.publication, codecs.RecordingStarted(recording_id, start_position, session_id, stream_id,
                                                   channel, source_identity))
 
     def recording_progressed(self, recording_id: int, start_position: int, position: int) -> None:
@@ -45,24 +43,27 @@ class RecordingEventsPublisher:
     def recording_stopped(self, recording_id: int, start_position: int, stop_position: int) -> None:
         if self.publication is None:
             return
-        self._offer_event(codecs.RecordingStopped(recording_id, start_position, stop_position))
+        self._offer_event(self.publication, codecs.RecordingStopped(recording_id, start_position, stop_position))
 
     def flush_progress_events(self) -> int:
         """Offers the latest progress of every recording that advanced; returns events sent."""
         if not self._pending_progress:
             return 0
         work = 0
-        if self.publication is not None:
+        publication = self.publication
+        if publication is not None:
             for recording_id, (start, position) in list(self._pending_progress.items()):
-                if self._offer_event(codecs.RecordingProgress(recording_id, start, position)):
+                if self._offer_event(publication, codecs.RecordingProgress(recording_id, start, position)):
                     work += 1
         self._pending_progress.clear()  # a later progress event supersedes a dropped one
         return work
 
-    def _offer_event(self, message: Any) -> bool:
+    @staticmethod
+    def _offer_event(publication: Publication,
+                     message: codecs.RecordingStarted | codecs.RecordingProgress | codecs.RecordingStopped) -> bool:
         data = codecs.encode(message)
         for _ in range(OFFER_ATTEMPTS):
-            result = self.publication.offer(data)
+            result = publication.offer(data)
             if result >= 0:
                 return True
             if result != _BACK_PRESSURED and result != _ADMIN_ACTION:

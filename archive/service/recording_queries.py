@@ -11,9 +11,15 @@ session id, stream id and a channel containing the request's channel (NULL_VALUE
 
 from __future__ import annotations
 
-from typing import Any
-
 from aeron_spark.archive.codecs import ArchiveErrorCode
+from aeron_spark.archive.codecs.messages import (
+    ArchiveIdRequest,
+    FindLastMatchingRecordingRequest,
+    MaxRecordedPositionRequest,
+    RecordingPositionRequest,
+    StartPositionRequest,
+    StopPositionRequest,
+)
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_requests import RecordingRequests
@@ -29,10 +35,10 @@ class RecordingQueries:
         self.archive_id = archive_id
         self.recordings = recordings
 
-    def archive_id_request(self, session: ControlSession, message: Any) -> None:
+    def archive_id_request(self, session: ControlSession, message: ArchiveIdRequest) -> None:
         session.send_ok(message.correlation_id, self.archive_id)
 
-    def recording_position(self, session: ControlSession, message: Any) -> None:
+    def recording_position(self, session: ControlSession, message: RecordingPositionRequest) -> None:
         try:
             known_recording(self.catalog, message.recording_id)
         except ArchiveRequestError:
@@ -43,20 +49,21 @@ class RecordingQueries:
         live = self.recordings.live_position(message.recording_id)
         session.send_ok(message.correlation_id, NULL_POSITION if live is None else live)
 
-    def stop_position(self, session: ControlSession, message: Any) -> None:
+    def stop_position(self, session: ControlSession, message: StopPositionRequest) -> None:
         session.send_ok(message.correlation_id, known_recording(self.catalog, message.recording_id).stop_position)
 
-    def start_position(self, session: ControlSession, message: Any) -> None:
+    def start_position(self, session: ControlSession, message: StartPositionRequest) -> None:
         session.send_ok(message.correlation_id, known_recording(self.catalog, message.recording_id).start_position)
 
-    def max_recorded_position(self, session: ControlSession, message: Any) -> None:
+    def max_recorded_position(self, session: ControlSession, message: MaxRecordedPositionRequest) -> None:
         descriptor = known_recording(self.catalog, message.recording_id)
         live = self.recordings.live_position(message.recording_id)
         if live is None:
             live = descriptor.stop_position if not descriptor.is_active else descriptor.start_position
         session.send_ok(message.correlation_id, live)
 
-    def find_last_matching_recording(self, session: ControlSession, message: Any) -> None:
+    def find_last_matching_recording(self, session: ControlSession,
+                                     message: FindLastMatchingRecordingRequest) -> None:
         if message.min_recording_id < 0:
             raise ArchiveRequestError(ArchiveErrorCode.UNKNOWN_RECORDING,
                                       f"minRecordingId={message.min_recording_id} < 0")

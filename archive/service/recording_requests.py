@@ -20,29 +20,41 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, SourceLocation, recording_position
+from aeron_spark.archive.codecs.messages import (
+    ExtendRecordingRequest,
+    ExtendRecordingRequest2,
+    StartRecordingRequest,
+    StartRecordingRequest2,
+    StopRecordingByIdentityRequest,
+    StopRecordingRequest,
+    StopRecordingSubscriptionRequest,
+)
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
-from aeron_spark.archive.service.aeron_port import AeronPort
+from aeron_spark.archive.service.aeron_port import AeronPort, Subscription
 from aeron_spark.archive.service.conductor_events import RecordingImageAvailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_events_publisher import RecordingEventsPublisher
-from aeron_spark.archive.service.recording_session import RecordingListener, RecordingSession
+from aeron_spark.archive.service.recording_session import BlockWriter, RecordingListener, RecordingSession
+from aeron_spark.archive.service.request_ports import RecorderPort, RecordingImage
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, known_recording
-from aeron_spark.archive.storage.catalog import Catalog
+from aeron_spark.archive.storage.catalog import Catalog, UnknownRecordingError
 from aeron_spark.driver_integration import channel_uri
 from aeron_spark.driver_integration.channel_params import check_channel_params
 
 log = logging.getLogger(__name__)
+
+StartRecording = StartRecordingRequest | StartRecordingRequest2
+ExtendRecording = ExtendRecordingRequest | ExtendRecordingRequest2
 
 
 @dataclass(eq=False)
 class RecordingSubscription:
     """A subscription created by StartRecording or ExtendRecording."""
 
-    subscription: Any
+    subscription: Subscription
     subscription_id: int
     key: str
     channel: str  # as the client sent it
@@ -70,7 +82,8 @@ class RecordingRequests:
     which enqueues them); ``enqueue`` queues an event for the conductor (any thread)."""
 
     def __init__(self, *, aeron: AeronPort, catalog: Catalog, settings: ConductorSettings,
-                 recorder: Any, listener: RecordingListener, enqueue: Callable[[Any], None],
+                 recorder: RecorderPort, listener: RecordingListener,
+                 enqueue: Callable[[RecordingImageAvailable], None],
                  events: RecordingEventsPublisher) -> None:
         self.aeron = aeron
         self.catalog = catalog
@@ -112,13 +125,13 @@ class RecordingRequests:
 
     # ------------------------------------------------------------------ requests
 
-    def start_recording(self, session: ControlSession, message: Any, *, auto_stop: bool) -> None:
+    def start_recording(self, session: ControlSession, message: StartRecording, *, auto_stop: bool) -> None:
         self._check_recording_capacity()
         entry = self._add_recording_subscription(session, message, auto_stop=auto_stop,
                                                  extend_recording_id=None)
         session.send_ok(message.correlation_id, entry.subscription_id)
 
-    def extend_recording(self, session: ControlSession, message: Any, *, auto_stop: bool) -> None:
+    def extend_recording(self, session: ControlSession, message: ExtendRecording, *, auto_stop: bool) -> None:
         descriptor = known_recording(self.catalog, message.recording_id)
         if message.recording_id in self._active or descriptor.is_active:
             raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_RECORDING,
@@ -133,7 +146,7 @@ class RecordingRequests:
                                                  extend_recording_id=message.recording_id)
         session.send_ok(message.correlation_id, entry.subscription_id)
 
-    def stop_recording(self, session: ControlSession, message: Any) -> None:
+    def stop_recording(self, session: ControlSession, message: StopRecordingRequest) -> None:
         try:
             key = channel_uri.recording_key(message.stream_id, message.channel)
         except ValueError as error:
@@ -147,7 +160,8 @@ class RecordingRequests:
         self._stop_subscription_recordings(entry)
         session.send_ok(message.correlation_id, 0)
 
-    def stop_recording_subscription(self, session: ControlSession, message: Any) -> None:
+    def stop_recording_subscription(self, session: ControlSession,
+                                    message: StopRecordingSubscriptionRequest) -> None:
         entry = self._subscriptions_by_id.get(message.subscription_id)
         if entry is None or entry.closing:
             raise ArchiveRequestError(ArchiveErrorCode.UNKNOWN_SUBSCRIPTION,
@@ -156,7 +170,8 @@ class RecordingRequests:
         self._stop_subscription_recordings(entry)
         session.send_ok(message.correlation_id, 0)
 
-    def stop_recording_by_identity(self, session: ControlSession, message: Any) -> None:
+    def stop_recording_by_identity(self, session: ControlSession,
+                                   message: StopRecordingByIdentityRequest) -> None:
         known_recording(self.catalog, message.recording_id)
         active = self._active.get(message.recording_id)
         if active is None:
@@ -180,7 +195,8 @@ class RecordingRequests:
         if low is not None:  # refused before OK, as Aeron: no recording that cannot be written
             raise ArchiveRequestError(ArchiveErrorCode.STORAGE_SPACE, low)
 
-    def _add_recording_subscription(self, session: ControlSession, message: Any, *, auto_stop: bool,
+    def _add_recording_subscription(self, session: ControlSession,
+                                    message: StartRecording | ExtendRecording, *, auto_stop: bool,
                                     extend_recording_id: int | None) -> RecordingSubscription:
         channel = message.channel
         stream_id = message.stream_id
@@ -218,14 +234,14 @@ class RecordingRequests:
 
     # ------------------------------------------------------------------ images and the recorder
 
-    def on_image(self, subscription_id: int, image: Any) -> None:
+    def on_image(self, subscription_id: int, image: RecordingImage) -> None:
         """An Image of a recording subscription: a new recording, or the extension."""
         entry = self._subscriptions_by_id.get(subscription_id)
         if entry is None or entry.closing:
             return
         control = entry.control_session
         if entry.extend_recording_id is not None:
-            self._start_extension(entry, image)
+            self._start_extension(entry, entry.extend_recording_id, image)
             return
         from aeron_spark.archive.storage.segment import SegmentWriter, recording_segment_length
 
@@ -241,7 +257,7 @@ class RecordingRequests:
         except OSError as error:  # the client was answered OK: it must hear of the failure
             self._refuse_image(entry, error)
             return
-        descriptor = self.catalog.descriptor(recording_id)
+        descriptor = self._stored(recording_id)
         settings = self.settings
 
         def writer_factory() -> SegmentWriter:
@@ -265,8 +281,14 @@ class RecordingRequests:
         if entry.auto_stop and not entry.recordings:
             self._close_recording_subscription(entry)
 
-    def _start_extension(self, entry: RecordingSubscription, image: Any) -> None:
-        recording_id = entry.extend_recording_id
+    def _stored(self, recording_id: int) -> RecordingDescriptor:
+        """The descriptor of a recording this handler has just added or extended."""
+        descriptor = self.catalog.descriptor(recording_id)
+        if descriptor is None:
+            raise UnknownRecordingError(recording_id, "gone from the catalog right after it was written")
+        return descriptor
+
+    def _start_extension(self, entry: RecordingSubscription, recording_id: int, image: RecordingImage) -> None:
         control = entry.control_session
         descriptor = self.catalog.descriptor(recording_id)
         problem = None
@@ -294,21 +316,21 @@ class RecordingRequests:
 
         self.catalog.extend(recording_id, control_session_id=control.control_session_id,
                             correlation_id=entry.correlation_id, session_id=image.session_id)
-        descriptor = self.catalog.descriptor(recording_id)
+        extended = self._stored(recording_id)
         settings = self.settings
-        start = descriptor.start_position
+        start = extended.start_position
 
         def writer_factory() -> SegmentWriter:
-            return SegmentWriter(settings.archive_dir, recording_id, start, descriptor.term_buffer_length,
-                                 descriptor.segment_file_length, file_sync=settings.file_sync,
+            return SegmentWriter(settings.archive_dir, recording_id, start, extended.term_buffer_length,
+                                 extended.segment_file_length, file_sync=settings.file_sync,
                                  checksum=settings.checksum, position=image.join_position)
 
-        self._launch_recording(entry, image, descriptor, writer_factory, extension=True)
+        self._launch_recording(entry, image, extended, writer_factory, extension=True)
         control.send_signal(entry.correlation_id, recording_id, entry.subscription_id,
                             image.join_position, RecordingSignal.EXTEND)
 
-    def _launch_recording(self, entry: RecordingSubscription, image: Any,
-                          descriptor: RecordingDescriptor, writer_factory: Callable[[], Any], *,
+    def _launch_recording(self, entry: RecordingSubscription, image: RecordingImage,
+                          descriptor: RecordingDescriptor, writer_factory: Callable[[], BlockWriter], *,
                           extension: bool) -> None:
         counter = recording_position.allocate(
             self.aeron, archive_id=self.settings.archive_id, recording_id=descriptor.recording_id,

@@ -104,6 +104,10 @@ def _error_for(exception: BaseException, recording_id: int) -> RecordingError:
                                      f"{type(exception).__name__}: {exception}")
 
 
+def _no_writer_yet(block: Any) -> None:
+    raise RuntimeError("a block arrived before the recording's segment writer was made")
+
+
 class RecordingSession:
     """One Image -> one recording. Single-threaded except :meth:`abort` and the read-only
     properties, which other threads may call."""
@@ -126,7 +130,7 @@ class RecordingSession:
         self.io_stats = IoStats()  # the Recorder replaces it with its shared one
         self._writer_factory = writer_factory
         self._writer: BlockWriter | None = None
-        self._append: Callable[[Any], None] | None = None
+        self._append: Callable[[Any], None] = _no_writer_yet
         self._counter = position_counter
         self._nano_clock = nano_clock
         self._state = RecordingState.INIT
@@ -202,7 +206,7 @@ class RecordingSession:
             return
         start = self._nano_clock()
         try:
-            self._append(block)
+            self._append(block)  # set by _init before the first poll
         except BaseException as exception:  # noqa: BLE001
             self._block_error = exception
             return
@@ -223,7 +227,7 @@ class RecordingSession:
             log.error("%s", self.error.message)
             self._to(RecordingState.INACTIVE, self.error.message)
             return 1
-        if consumed > 0:
+        if consumed > 0 and self._writer is not None:  # RECORDING: _init made the writer
             position = self._writer.position
             self._recorded_position = position
             self._counter.value = position

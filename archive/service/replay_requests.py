@@ -15,19 +15,24 @@ every replay request gets exactly one OK or ERROR (`_unanswered`).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from aeron_spark.archive import codecs
 from aeron_spark.archive.codecs import ArchiveErrorCode
+from aeron_spark.archive.codecs.messages import (
+    BoundedReplayRequest,
+    ReplayRequest,
+    StopAllReplaysRequest,
+    StopReplayRequest,
+)
 from aeron_spark.archive.service.aeron_port import AeronPort, close_quietly
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession
-from aeron_spark.archive.service.limit_counter import LimitCounterError, LimitCounterReader
+from aeron_spark.archive.service.limit_counter import CountersView, LimitCounterError, LimitCounterReader
 from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.replay_plan import (
     RecordingLayout, ReplayRequestError, make_replay_session_id, plan_replay)
 from aeron_spark.archive.service.replay_session import ReplayListener, ReplaySession
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, known_recording
+from aeron_spark.archive.service.request_ports import ReplayerPort
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.driver_integration import channel_uri
 from aeron_spark.driver_integration.channel_params import check_channel_params
@@ -40,7 +45,8 @@ class ReplayRequests:
     ``listener`` receives the replayer's callbacks (the conductor, which enqueues them)."""
 
     def __init__(self, *, aeron: AeronPort, catalog: Catalog, settings: ConductorSettings,
-                 replayer: Any, recordings: RecordingRequests, counters_reader: Any,
+                 replayer: ReplayerPort | None, recordings: RecordingRequests,
+                 counters_reader: CountersView | None,
                  listener: ReplayListener) -> None:
         self.aeron = aeron
         self.catalog = catalog
@@ -60,7 +66,7 @@ class ReplayRequests:
         if self.replayer is not None:
             self.replayer.stop_all_replays(recording_id)
 
-    def replay(self, session: ControlSession, message: Any) -> None:
+    def replay(self, session: ControlSession, message: ReplayRequest | BoundedReplayRequest) -> None:
         if self.replayer is None:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC, "replay is not available in this archive")
         if len(self._replays) >= self.settings.max_concurrent_replays:
@@ -69,12 +75,12 @@ class ReplayRequests:
         descriptor = known_recording(self.catalog, message.recording_id)
         limit = None
         try:
-            if isinstance(message, codecs.BoundedReplayRequest):
-                limit = LimitCounterReader(self.counters_reader, message.limit_counter_id)
+            if isinstance(message, BoundedReplayRequest):
+                limit = LimitCounterReader(self._counters(), message.limit_counter_id)
             else:
                 counter_id = self.recordings.position_counter_id(message.recording_id)
                 if counter_id is not None:
-                    limit = LimitCounterReader(self.counters_reader, counter_id)
+                    limit = LimitCounterReader(self._counters(), counter_id)
         except LimitCounterError as error:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC, str(error)) from None
         layout = RecordingLayout.of(descriptor)
@@ -117,12 +123,18 @@ class ReplayRequests:
                  replay_session_id, message.recording_id, plan.replay_position, plan.replay_length,
                  channel, message.replay_stream_id)
 
-    def stop_replay(self, session: ControlSession, message: Any) -> None:
+    def _counters(self) -> CountersView:
+        if self.counters_reader is None:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      "this archive reads no counters: a replay cannot follow a limit counter")
+        return self.counters_reader
+
+    def stop_replay(self, session: ControlSession, message: StopReplayRequest) -> None:
         if self.replayer is not None:
             self.replayer.stop_replay(message.replay_session_id)
         session.send_ok(message.correlation_id, 0)
 
-    def stop_all_replays(self, session: ControlSession, message: Any) -> None:
+    def stop_all_replays(self, session: ControlSession, message: StopAllReplaysRequest) -> None:
         self.stop_all_replays_of(message.recording_id)
         session.send_ok(message.correlation_id, 0)
 

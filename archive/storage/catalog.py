@@ -27,11 +27,12 @@ Old catalogs (fixed 1 KiB slots: versions 0, 1.x, 2.x; Aeron <= 1.31) are read (
 describe, dump, verify --dry-run, migrate); opening one for writing fails with a message to run
 ``aeron-archive migrate``.
 
-Why one module of this size: every method here reads or moves the in-memory ``id -> frame``
-index and the file offsets it names, under one lock, and the byte layouts already live apart
-(`codecs.catalog_layout`, `codecs.descriptor_body`); splitting the writers from the index would
-spread that invariant over modules. Migration (`storage.migration`) and maintenance
-(`storage.maintenance`) are their own modules.
+The class stays whole: every method reads or moves the in-memory ``id -> frame`` index and the
+file offsets it names, under one lock. Around it, by role: `catalog_entries` (the descriptor body
+IO, the entry and problem records, the errors), `catalog_index` (the frame and listing index
+records), `catalog_file` (creating, growing and copying the file; the directory fsync) and
+`archive_opening` (`open_archive_directory`, re-exported here). Migration (`storage.migration`)
+and maintenance (`storage.maintenance`) are their own modules.
 """
 
 from __future__ import annotations
@@ -41,31 +42,44 @@ import logging
 import os
 import struct
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from aeron_spark.archive.codecs import catalog_layout as layout
 from aeron_spark.archive.codecs import descriptor_body
-from aeron_spark.archive.codecs.errors import CodecError, EncodeError
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, NULL_TIMESTAMP, RecordingDescriptor
+from aeron_spark.archive.storage.catalog_entries import (  # re-exported: the public import path
+    DELETED, INVALID, MAX_DESCRIPTOR_LENGTH, MAX_STRINGS_LENGTH, MIN_DESCRIPTOR_LENGTH, VALID, CatalogEntry, CatalogError,
+    CatalogProblem, DescriptorChecksum, DescriptorDecodingError, DescriptorEncodingError, OldCatalogVersionError,
+    UnknownRecordingError, check_lengths, check_position, decode_recording_descriptor, encode_recording_descriptor,
+    fit_source_identity)
+from aeron_spark.archive.storage.catalog_file import (  # re-exported: the public import path
+    CATALOG_FILE_NAME, REPLACE_FILE_NAME, copy_range, grown_capacity, now_ms, remove_uncommitted_replace, sync_directory,
+    write_new_catalog_file)
+from aeron_spark.archive.storage.catalog_index import EntryFrame, ListingIndex
 from aeron_spark.archive.storage.fault_injection import fault_point
+
+if TYPE_CHECKING:
+    from aeron_spark.archive.storage.archive_opening import ArchiveOpenReport, open_archive_directory
+
+__all__ = [
+    "ARCHIVE_FILE_VERSION", "CATALOG_FILE_NAME", "DEFAULT_CAPACITY", "DELETED", "DESCRIPTOR_HEADER_LENGTH",
+    "FILE_SYNC_LEVELS", "INVALID", "MAX_DESCRIPTOR_LENGTH", "MAX_STRINGS_LENGTH", "MIN_DESCRIPTOR_LENGTH",
+    "REPLACE_FILE_NAME", "VALID", "ArchiveOpenReport", "Catalog", "CatalogEntry", "CatalogError",
+    "CatalogProblem", "DescriptorChecksum", "DescriptorDecodingError", "DescriptorEncodingError",
+    "OldCatalogVersionError", "UnknownRecordingError", "decode_recording_descriptor",
+    "encode_recording_descriptor", "fit_source_identity", "open_archive_directory", "semantic_version",
+    "sync_directory",
+]
 
 log = logging.getLogger(__name__)
 
-CATALOG_FILE_NAME = "archive.catalog"
-REPLACE_FILE_NAME = CATALOG_FILE_NAME + ".replace"  # the rewritten catalog before its rename
 ARCHIVE_FILE_VERSION = layout.ARCHIVE_FILE_VERSION  # 3.1.0 = 196864
 DEFAULT_CAPACITY = layout.DEFAULT_CAPACITY
 DESCRIPTOR_HEADER_LENGTH = layout.DESCRIPTOR_HEADER_LENGTH
-MIN_DESCRIPTOR_LENGTH = descriptor_body.MIN_BODY_LENGTH  # 92
-MAX_DESCRIPTOR_LENGTH = layout.MAX_DESCRIPTOR_BODY_LENGTH
-MAX_STRINGS_LENGTH = MAX_DESCRIPTOR_LENGTH - MIN_DESCRIPTOR_LENGTH
-INVALID, VALID, DELETED = layout.INVALID, layout.VALID, layout.DELETED
 semantic_version = layout.semantic_version
 
 # Offsets inside the descriptor body, for in-place updates.
@@ -83,157 +97,6 @@ FILE_SYNC_LEVELS = (0, 1, 2)
 _WALK_CHUNK = 1024 * 1024
 
 
-class DescriptorChecksum(Protocol):
-    """The record checksum (`checksum.FrameChecksum`): a signed int32 over bytes."""
-
-    name: str
-
-    def compute(self, data) -> int: ...
-
-
-class CatalogError(Exception):
-    """A catalog file that cannot be used as asked, or a request the catalog cannot serve."""
-
-
-class OldCatalogVersionError(CatalogError):
-    """A 1 KiB slot catalog (archive file version 0, 1.x or 2.x) opened for writing."""
-
-
-class UnknownRecordingError(CatalogError, LookupError):
-    def __init__(self, recording_id: int, why: str = "no valid recording with this id") -> None:
-        super().__init__(f"unknown recording {recording_id}: {why}")
-        self.recording_id = recording_id
-
-
-class DescriptorEncodingError(CatalogError, ValueError):
-    """A descriptor that cannot be stored (non-ASCII text, strings over the catalog's bound)."""
-
-
-class DescriptorDecodingError(CatalogError, ValueError):
-    """Bytes that are not a well-formed RecordingDescriptor body."""
-
-
-# --------------------------------------------------------------------------- the descriptor body (codecs)
-
-def encode_recording_descriptor(descriptor: RecordingDescriptor) -> bytes:
-    """The RecordingDescriptor SBE body the catalog stores (`codecs.descriptor_body`)."""
-    try:
-        return descriptor_body.encode_descriptor_body(descriptor)
-    except EncodeError as error:
-        raise DescriptorEncodingError(f"recording {descriptor.recording_id}: {error}") from None
-
-
-def decode_recording_descriptor(buffer: bytes | bytearray | memoryview, offset: int = 0,
-                                length: int | None = None) -> tuple[RecordingDescriptor, int]:
-    """Decodes a body written by `encode_recording_descriptor`; returns (descriptor, bytes used).
-
-    ``length`` bounds the body (e.g. the frame's descriptor length); by default the rest of the
-    buffer. Bytes after the body (a frame's padding) are ignored.
-    """
-    end = len(buffer) if length is None else offset + length
-    if end > len(buffer) or end - offset < MIN_DESCRIPTOR_LENGTH:
-        raise DescriptorDecodingError(
-            f"descriptor body at offset {offset} is {max(0, min(end, len(buffer)) - offset)} bytes, "
-            f"needs at least {MIN_DESCRIPTOR_LENGTH}")
-    try:
-        return descriptor_body.decode_descriptor_body(buffer, offset, end - offset)
-    except CodecError as error:
-        raise DescriptorDecodingError(str(error)) from None
-
-
-def fit_source_identity(stripped_channel: str, original_channel: str, source_identity: str,
-                        recording_id: int | None = None) -> str:
-    """Returns the source identity, cut so that the three strings stay within the catalog's
-    per-descriptor bound (`MAX_STRINGS_LENGTH`, 16 KiB less the fixed part).
-
-    Channels are never cut (they identify the recording); channels that alone exceed the bound
-    are rejected.
-    """
-    label = "new recording" if recording_id is None else f"recording {recording_id}"
-    channels = len(stripped_channel) + len(original_channel)
-    if channels > MAX_STRINGS_LENGTH:
-        raise DescriptorEncodingError(
-            f"{label}: strippedChannel ({len(stripped_channel)} bytes) + originalChannel "
-            f"({len(original_channel)} bytes) exceed the catalog's {MAX_STRINGS_LENGTH}-byte limit "
-            f"for the three descriptor strings")
-    room = MAX_STRINGS_LENGTH - channels
-    if len(source_identity) > room:
-        log.warning("%s: sourceIdentity of %d bytes truncated to %d to fit the catalog's bound",
-                    label, len(source_identity), room)
-        return source_identity[:room]
-    return source_identity
-
-
-# --------------------------------------------------------------------------- the catalog file
-
-@dataclass(frozen=True, slots=True)
-class CatalogEntry:
-    """One entry: the descriptor and its state (INVALID and DELETED entries keep their id)."""
-
-    descriptor: RecordingDescriptor
-    valid: bool
-    state: int = VALID
-    checksum: int = 0
-
-    @property
-    def deleted(self) -> bool:
-        return self.state == DELETED
-
-    @property
-    def state_name(self) -> str:
-        return layout.STATE_NAMES.get(self.state, str(self.state))
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogProblem:
-    """Something wrong found in the file; the entry is treated as unusable (never as valid)."""
-
-    recording_id: int | None
-    message: str
-
-    def __str__(self) -> str:
-        where = "catalog header" if self.recording_id is None else f"recording {self.recording_id}"
-        return f"{where}: {self.message}"
-
-
-class _ListingIndex:
-    """Per recording id, in memory: its stream id, whether listings may return it (valid and
-    readable) and whether it is active (stop position -1). Listings, finds and start-up select ids
-    with numpy instead of reading and decoding every entry; only the writer keeps one (it sees
-    every change)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.stream_ids = np.zeros(capacity, dtype=np.int32)
-        self.listable = np.zeros(capacity, dtype=bool)
-        self.active = np.zeros(capacity, dtype=bool)
-
-    def ensure(self, recording_id: int) -> None:
-        if recording_id < len(self.listable):
-            return
-        capacity = max(recording_id + 1, len(self.listable) * 2, 16)
-        for name in ("stream_ids", "listable", "active"):
-            old = getattr(self, name)
-            new = np.zeros(capacity, dtype=old.dtype)
-            new[:len(old)] = old
-            setattr(self, name, new)
-
-    def store(self, descriptor: RecordingDescriptor, valid: bool) -> None:
-        recording_id = descriptor.recording_id
-        self.ensure(recording_id)
-        self.stream_ids[recording_id] = descriptor.stream_id
-        self.listable[recording_id] = valid
-        self.active[recording_id] = descriptor.stop_position == NULL_POSITION
-
-
-@dataclass(frozen=True, slots=True)
-class _Frame:
-    """Where an entry is: its file offset and the bytes of its descriptor area after the 32-byte
-    header (modern: body + padding, the header's length field; old: the exact body length)."""
-
-    offset: int
-    descriptor_length: int  # modern: frame length - 32; old: the exact body length
-
-
 class Catalog:
     """The archive catalog. Open with `Catalog.open`; one writer per directory (see mark_file)."""
 
@@ -248,14 +111,14 @@ class Catalog:
         self.alignment = alignment
         self.checksum = checksum
         self.problems: list[CatalogProblem] = []
-        self._frames: dict[int, _Frame] = {}
+        self._frames: dict[int, EntryFrame] = {}
         self._end = layout.HEADER_LENGTH  # the next append offset (modern layout)
         self._walk_stopped = False  # a damaged frame length ended the walk early
         self._header_next_id = 0
         self._last_id = -1
         self._valid_count = 0
         self._lock = threading.RLock()
-        self._index = None if read_only else _ListingIndex(1024)
+        self._index = None if read_only else ListingIndex(1024)
         self._inode = os.fstat(fd).st_ino
 
     # ---- opening
@@ -290,11 +153,11 @@ class Catalog:
                     f"{directory}: an `aeron-archive migrate` was interrupted "
                     f"({layout.MIGRATION_JOURNAL_FILE_NAME} exists); run `aeron-archive migrate --dir "
                     f"{directory}` again to finish it")
-            _remove_uncommitted_replace(directory)
+            remove_uncommitted_replace(directory)
             created = not path.exists()
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             if created or os.fstat(fd).st_size == 0:
-                _write_new_file(fd, capacity, file_sync, directory)
+                write_new_catalog_file(fd, capacity, file_sync, directory)
         try:
             return cls._from_fd(path, fd, read_only=read_only, file_sync=file_sync, checksum=checksum)
         except BaseException:
@@ -397,10 +260,11 @@ class Catalog:
         except DescriptorDecodingError as error:
             self.problems.append(CatalogProblem(where, f"at offset {offset}: {error}"))
             return
+        recording_id = descriptor.recording_id  # the id read above, now known to be there
         if recording_id in self._frames:
             self.problems.append(CatalogProblem(recording_id, f"a second entry at offset {offset}; the first is used"))
             return
-        self._frames[recording_id] = _Frame(offset, length)
+        self._frames[recording_id] = EntryFrame(offset, length)
         self._last_id = max(self._last_id, recording_id)
         if state == VALID:
             self._valid_count += 1
@@ -507,7 +371,7 @@ class Catalog:
         entry = self.entry(recording_id)
         return entry.descriptor if entry is not None and entry.valid else None
 
-    def _frame(self, recording_id: int) -> _Frame | None:
+    def _frame(self, recording_id: int) -> EntryFrame | None:
         frame = self._frames.get(recording_id)
         if self.read_only and not self.old_layout and recording_id >= 0:
             with self._lock:
@@ -532,7 +396,7 @@ class Catalog:
                     entry = self._read_entry(moved, recording_id)
         return entry
 
-    def _read_entry(self, frame: _Frame, recording_id: int) -> CatalogEntry | None:
+    def _read_entry(self, frame: EntryFrame, recording_id: int) -> CatalogEntry | None:
         data = os.pread(self._fd, DESCRIPTOR_HEADER_LENGTH + frame.descriptor_length, frame.offset)
         return self._decode_entry(memoryview(data), recording_id)
 
@@ -558,9 +422,9 @@ class Catalog:
         padding): a listing sends these bytes as they are. Frames next to each other in the file
         are read with one pread."""
         found: list[tuple[int, memoryview]] = []
-        frames = [(recording_id, self._frame(recording_id)) for recording_id in recording_ids]
-        frames = [(recording_id, frame) for recording_id, frame in frames if frame is not None]
-        run: list[tuple[int, _Frame]] = []
+        frames = [(recording_id, frame) for recording_id in recording_ids
+                  if (frame := self._frame(recording_id)) is not None]
+        run: list[tuple[int, EntryFrame]] = []
 
         def flush() -> None:
             if not run:
@@ -654,6 +518,13 @@ class Catalog:
 
     # ---- writing
 
+    @property
+    def _listing_index(self) -> ListingIndex:
+        """The writer's index (a write on a read-only catalog is refused before it gets here)."""
+        if self._index is None:
+            raise CatalogError(f"{self.path} is open read-only; it keeps no listing index")
+        return self._index
+
     def add_recording(self, *, start_position: int, initial_term_id: int, segment_file_length: int,
                       term_buffer_length: int, mtu_length: int, session_id: int, stream_id: int,
                       stripped_channel: str, original_channel: str, source_identity: str,
@@ -666,17 +537,17 @@ class Catalog:
         stop position.
         """
         self._require_writable("add a recording")
-        _check_lengths(term_buffer_length, segment_file_length, mtu_length)
-        _check_position("start position", start_position)
+        check_lengths(term_buffer_length, segment_file_length, mtu_length)
+        check_position("start position", start_position)
         if stop_position != NULL_POSITION:
-            _check_position("stop position", stop_position)
+            check_position("stop position", stop_position)
             if stop_position < start_position:
                 raise ValueError(f"stop position {stop_position} is below start position {start_position}")
         with self._lock:
             recording_id = self.next_recording_id
             descriptor = RecordingDescriptor(
                 recording_id=recording_id,
-                start_timestamp=_now_ms() if start_timestamp is None else start_timestamp,
+                start_timestamp=now_ms() if start_timestamp is None else start_timestamp,
                 stop_timestamp=stop_timestamp, start_position=start_position,
                 stop_position=stop_position, initial_term_id=initial_term_id,
                 segment_file_length=segment_file_length, term_buffer_length=term_buffer_length,
@@ -709,12 +580,12 @@ class Catalog:
                 except OSError:
                     pass
                 raise
-            self._frames[recording_id] = _Frame(offset, length - DESCRIPTOR_HEADER_LENGTH)
+            self._frames[recording_id] = EntryFrame(offset, length - DESCRIPTOR_HEADER_LENGTH)
             self._end = offset + length
             self._header_next_id = recording_id + 1
             self._last_id = recording_id
             self._valid_count += 1
-            self._index.store(descriptor, True)
+            self._listing_index.store(descriptor, True)
             return recording_id
 
     def update_stop_position(self, recording_id: int, stop_position: int) -> None:
@@ -726,7 +597,7 @@ class Catalog:
     def recording_stopped(self, recording_id: int, stop_position: int,
                           stop_timestamp: int | None = None) -> None:
         """Stop position and stop timestamp (default: now) in one update."""
-        timestamp = _now_ms() if stop_timestamp is None else stop_timestamp
+        timestamp = now_ms() if stop_timestamp is None else stop_timestamp
         self._update_fields(recording_id, ((_STOP_POSITION, stop_position), (_STOP_TIMESTAMP, timestamp)))
 
     def update_start_position(self, recording_id: int, start_position: int) -> None:
@@ -765,20 +636,20 @@ class Catalog:
             os.pwrite(self._fd, _I32.pack(state), self._frames[recording_id].offset + layout.STATE_OFFSET)
             self._sync()
             self._valid_count += (state == VALID) - entry.valid
-            self._index.store(entry.descriptor, state == VALID)
+            self._listing_index.store(entry.descriptor, state == VALID)
 
     def _update_fields(self, recording_id: int, fields: tuple[tuple[int, int], ...]) -> None:
         self._require_writable("update a recording")
         with self._lock:
             frame = self._frames.get(recording_id)
-            if frame is None or not self._index.listable[recording_id]:
+            if frame is None or not self._listing_index.listable[recording_id]:
                 raise UnknownRecordingError(recording_id)
             base = frame.offset + DESCRIPTOR_HEADER_LENGTH
             for field_offset, value in fields:
                 packer = _I32 if field_offset == _SESSION_ID else _I64
                 os.pwrite(self._fd, packer.pack(value), base + field_offset)
                 if field_offset == _STOP_POSITION:
-                    self._index.active[recording_id] = value == NULL_POSITION
+                    self._listing_index.active[recording_id] = value == NULL_POSITION
             if self.checksum is not None:
                 self._write_checksum(frame)
             self._sync()
@@ -801,7 +672,7 @@ class Catalog:
         with self._lock:
             frame = self._frames.get(recording_id)
             entry = self._read_entry(frame, recording_id) if frame is not None else None
-            if entry is None:
+            if frame is None or entry is None:
                 raise UnknownRecordingError(recording_id, "no readable entry with this id")
             old = entry.descriptor
             descriptor = dataclasses.replace(
@@ -817,11 +688,11 @@ class Catalog:
             shift = frame_length - old_frame_length
             self._rewrite(frame.offset, old_frame_length, frame_bytes)
             if shift:
-                self._frames = {rid: (_Frame(f.offset + shift, f.descriptor_length) if f.offset > frame.offset else f)
+                self._frames = {rid: (EntryFrame(f.offset + shift, f.descriptor_length) if f.offset > frame.offset else f)
                                 for rid, f in self._frames.items()}
                 self._end += shift
-            self._frames[recording_id] = _Frame(frame.offset, frame_length - DESCRIPTOR_HEADER_LENGTH)
-            self._index.store(descriptor, entry.valid)
+            self._frames[recording_id] = EntryFrame(frame.offset, frame_length - DESCRIPTOR_HEADER_LENGTH)
+            self._listing_index.store(descriptor, entry.valid)
             fault_point("catalog-replace-committed")
             return descriptor
 
@@ -832,15 +703,15 @@ class Catalog:
         end = self._end
         new_end = end + len(frame_bytes) - old_frame_length
         size = os.fstat(self._fd).st_size
-        capacity = _grown_capacity(size, new_end + DESCRIPTOR_HEADER_LENGTH, self.path)
+        capacity = grown_capacity(size, new_end + DESCRIPTOR_HEADER_LENGTH, self.path)
         temporary = self.path.with_name(REPLACE_FILE_NAME)
         fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             try:
                 os.ftruncate(fd, capacity)  # sparse; the terminating zero length after new_end
-                _copy_range(self._fd, fd, 0, offset, 0)
+                copy_range(self._fd, fd, 0, offset, 0)
                 os.pwrite(fd, frame_bytes, offset)
-                _copy_range(self._fd, fd, offset + old_frame_length, end, offset + len(frame_bytes))
+                copy_range(self._fd, fd, offset + old_frame_length, end, offset + len(frame_bytes))
                 os.fsync(fd)  # whatever file_sync says: the rename must never expose a partial file
                 fault_point("catalog-replace-written")
                 os.rename(temporary, self.path)
@@ -868,7 +739,7 @@ class Catalog:
             self._sync()
             return len(self._frames)
 
-    def _write_checksum(self, frame: _Frame) -> None:
+    def _write_checksum(self, frame: EntryFrame) -> None:
         descriptor_bytes = os.pread(self._fd, frame.descriptor_length, frame.offset + DESCRIPTOR_HEADER_LENGTH)
         os.pwrite(self._fd, _I32.pack(self._checksum_of(descriptor_bytes)), frame.offset + layout.CHECKSUM_OFFSET)
 
@@ -877,7 +748,7 @@ class Catalog:
 
     def _ensure_capacity(self, needed: int) -> None:
         size = os.fstat(self._fd).st_size
-        new_size = _grown_capacity(size, needed, self.path)
+        new_size = grown_capacity(size, needed, self.path)
         if new_size == size:
             return
         os.ftruncate(self._fd, new_size)
@@ -916,155 +787,11 @@ class Catalog:
         self.close()
 
 
-def _write_new_file(fd: int, capacity: int, file_sync: int, directory: Path) -> None:
-    os.ftruncate(fd, capacity)  # sparse, like Aeron's mapping of a new catalog
-    os.pwrite(fd, layout.encode_catalog_header(0), 0)
-    if file_sync:
-        os.fsync(fd)
-        sync_directory(directory)
+def __getattr__(name: str) -> object:
+    """`open_archive_directory` and its report, re-exported lazily: `archive_opening` imports this
+    module, so importing it here at load time would be circular."""
+    if name in ("open_archive_directory", "ArchiveOpenReport"):
+        from aeron_spark.archive.storage import archive_opening
 
-
-def _grown_capacity(size: int, needed: int, path: Path) -> int:
-    """The file length for ``needed`` bytes: ``size`` if enough, else grown by x1.5 steps."""
-    if needed <= size:
-        return size
-    new_size = max(size, layout.MIN_CAPACITY)
-    while new_size < needed:
-        new_size = new_size * layout.GROWTH_NUMERATOR // layout.GROWTH_DENOMINATOR
-    if new_size > layout.MAX_CAPACITY:
-        if needed > layout.MAX_CAPACITY:
-            raise CatalogError(f"{path}: the catalog cannot grow past {layout.MAX_CAPACITY} bytes")
-        new_size = layout.MAX_CAPACITY
-    return new_size
-
-
-def _copy_range(source: int, target: int, start: int, end: int, to: int) -> None:
-    """Copies bytes [start, end) of ``source`` to offset ``to`` of ``target`` (file descriptors)."""
-    while start < end:
-        data = os.pread(source, min(_WALK_CHUNK, end - start), start)
-        if not data:
-            raise CatalogError(f"catalog ends at offset {start}, before its entries' end {end}")
-        os.pwrite(target, data, to)
-        start += len(data)
-        to += len(data)
-
-
-def _remove_uncommitted_replace(directory: Path) -> None:
-    """A `REPLACE_FILE_NAME` left by a crash before its rename was never the catalog: delete it."""
-    leftover = directory / REPLACE_FILE_NAME
-    if leftover.exists():
-        log.warning("%s: deleting an uncommitted catalog rewrite (a channel update interrupted by a crash)",
-                    leftover)
-        leftover.unlink(missing_ok=True)
-
-
-def sync_directory(directory: Path) -> None:
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _check_lengths(term_length: int, segment_length: int, mtu_length: int) -> None:
-    if not _is_power_of_two(term_length) or not 64 * 1024 <= term_length <= 1024 ** 3:
-        raise ValueError(f"term buffer length {term_length} must be a power of two in [64 KiB, 1 GiB]")
-    if not _is_power_of_two(segment_length) or segment_length < term_length:
-        raise ValueError(f"segment file length {segment_length} must be a power of two >= the term "
-                         f"length {term_length}")
-    if mtu_length <= 32 or mtu_length % 32:
-        raise ValueError(f"mtu length {mtu_length} must be a multiple of 32 above 32")
-
-
-def _check_position(name: str, position: int) -> None:
-    if position < 0 or position % 32:
-        raise ValueError(f"{name} {position} must be >= 0 and a multiple of 32 (frame alignment)")
-
-
-def _is_power_of_two(value: int) -> bool:
-    return value > 0 and value & (value - 1) == 0
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-# --------------------------------------------------------------------------- opening an archive
-
-@dataclass(frozen=True)
-class ArchiveOpenReport:
-    """What `open_archive_directory` found and repaired; nothing found is left unreported."""
-
-    catalog_created: bool
-    catalog_problems: tuple[CatalogProblem, ...]
-    recovered: tuple  # recovery.RecoveryReport per recording that was left active
-    orphan_segment_files: tuple[Path, ...]
-
-    @property
-    def is_clean(self) -> bool:
-        return (not self.catalog_problems and not self.orphan_segment_files
-                and all(report.is_clean for report in self.recovered))
-
-    def describe(self) -> str:
-        lines = [f"catalog {'created' if self.catalog_created else 'opened'}; "
-                 f"{len(self.recovered)} recording(s) recovered"]
-        lines += [f"catalog problem: {problem}" for problem in self.catalog_problems]
-        lines += [report.describe() for report in self.recovered]
-        lines += [f"orphan segment file (no catalog entry): {path.name}"
-                  for path in self.orphan_segment_files]
-        return "\n".join(lines)
-
-
-def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0,
-                           capacity: int = DEFAULT_CAPACITY, checksum: DescriptorChecksum | None = None,
-                           on_unverified_straddle: str = "exclude",
-                           now_ms: int | None = None) -> tuple[Catalog, ArchiveOpenReport]:
-    """Opens the catalog for writing and repairs recordings a crash left active.
-
-    For the archive service, after it has claimed the directory with the mark file. Every valid
-    recording with stop position -1 gets the stop position recovered from its last segment
-    (`recovery.recover_recording`; bytes after it are zeroed) and stop timestamp ``now``.
-    ``checksum`` is the record checksum (`checksum.FrameChecksum`) used for the page-straddle
-    check. Returns the catalog and a report, which is also logged.
-    """
-    from aeron_spark.archive.storage import recovery# the catalog itself needs no segment code
-
-    directory = Path(archive_dir)
-    created = not (directory / CATALOG_FILE_NAME).exists()
-    catalog = Catalog.open(directory, file_sync=file_sync, capacity=capacity, checksum=checksum)
-    try:
-        now = _now_ms() if now_ms is None else now_ms
-        reports = []
-        files = recovery.ArchiveFiles(directory)
-        for d in [catalog.descriptor(recording_id) for recording_id in catalog.active_recording_ids()]:
-            report = recovery.recover_recording(
-                directory, d.recording_id, d.start_position, d.term_buffer_length,
-                d.segment_file_length, initial_term_id=d.initial_term_id, stream_id=d.stream_id,
-                checksum=checksum, on_unverified_straddle=on_unverified_straddle, files=files)
-            recovery.apply_recovery(report, file_sync=file_sync)
-            catalog.recording_stopped(d.recording_id, report.stop_position, now)
-            reports.append(report)
-        for repair in recovery.repair_archive(catalog, directory, file_sync=file_sync):
-            log.warning("%s: maintenance interrupted by a crash repaired: %s", directory, repair)
-        report = ArchiveOpenReport(created, tuple(catalog.problems), tuple(reports),
-                                   tuple(_orphan_segment_files(directory, catalog)))
-    except BaseException:
-        catalog.close()
-        raise
-    if report.is_clean:
-        log.info("%s: %s", directory, report.describe())
-    else:
-        log.warning("%s: %s", directory, report.describe())
-    return catalog, report
-
-
-def _orphan_segment_files(directory: Path, catalog: Catalog) -> list[Path]:
-    """``<id>-<base>.rec`` files whose id has no catalog entry (valid or invalid)."""
-    orphans = []
-    for entry in os.scandir(directory):
-        if not entry.name.endswith(".rec"):
-            continue
-        head, _, tail = entry.name[:-4].partition("-")
-        if head.isdigit() and tail.isdigit() and catalog.entry(int(head)) is None:
-            orphans.append(Path(entry.path))
-    return sorted(orphans)
+        return getattr(archive_opening, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

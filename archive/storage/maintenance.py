@@ -54,7 +54,7 @@ def segment_files(archive_dir: str | os.PathLike, recording_id: int) -> dict[int
     return {f.base_position: f.path for f in segment.list_segment_files(archive_dir, recording_id)}
 
 
-def _pending_deletes(archive_dir: str | os.PathLike, recording_id: int) -> list[Path]:
+def _pending_deletes(archive_dir: str | os.PathLike[str], recording_id: int) -> list[Path]:
     """``<id>-<base>.rec.del`` files a crash left between rename and unlink."""
     prefix = f"{recording_id}-"
     suffix = positions.SEGMENT_FILE_SUFFIX + segment.DELETE_SUFFIX
@@ -145,7 +145,7 @@ def truncate_recording(catalog: Catalog, archive_dir: str | os.PathLike, recordi
     fault_point("truncate-committed")
     for path in staged:
         path.unlink(missing_ok=True)
-    if offset and holding.exists():
+    if offset and holding is not None and holding.exists():
         segment.truncate_segment_file(holding, offset, d.segment_file_length,
                                       file_sync=catalog.file_sync)
         truncated = holding

@@ -492,7 +492,7 @@ def repair_recording(archive_dir: str | os.PathLike, descriptor, valid: bool, *,
         else:
             staged.unlink(missing_ok=True)
             repairs.append(Repair(d.recording_id, "deleted (delete committed)", staged))
-    if not (valid and stopped):
+    if not valid or holding is None:  # holding is None exactly when the recording is active
         return repairs
     # A restored .del file is a segment again: list afresh (rare) rather than patch the listing.
     segments = list_segment_files(directory, d.recording_id) if staged_deletes else files.segment_files(d.recording_id)

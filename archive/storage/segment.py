@@ -100,7 +100,7 @@ class SegmentFile:
     path: Path
 
 
-def list_segment_files(archive_dir: str | os.PathLike, recording_id: int) -> list[SegmentFile]:
+def list_segment_files(archive_dir: str | os.PathLike[str], recording_id: int) -> list[SegmentFile]:
     """The recording's ``.rec`` files sorted by base position (``.del`` leftovers excluded)."""
     prefix = f"{recording_id}-"
     found = []
@@ -342,8 +342,9 @@ class SegmentWriter:
             stamp_checksums(data, self.checksum)
         else:
             data = view
-        if self._appender is not None:
-            self._write_direct(data, length)
+        appender = self._appender
+        if appender is not None:
+            self._write_direct(appender, data, length)
         else:
             self._write_fully(data, self._segment_offset)
         self._position += length
@@ -351,8 +352,7 @@ class SegmentWriter:
         if self._segment_offset >= self.segment_length:
             self._roll_over()
 
-    def _write_direct(self, data: memoryview, advance: int) -> None:
-        appender = self._appender
+    def _write_direct(self, appender: PageAppender, data: memoryview, advance: int) -> None:
         try:
             appender.commit(self._fd, self._segment_offset, len(data), advance)
         except OSError as error:
