@@ -112,19 +112,20 @@ class ReplayRequests(ArchiveSession):
     @contextlib.contextmanager
     def replay(self, recording_id: int, position: int, length: int, replay_channel: str,
                replay_stream_id: int, *, file_io_max_length: int | None = None,
-               timeout: float | None = None) -> Iterator[ReplaySubscription]:
+               timeout: float | None = None, advertised_host: str | None = None) -> Iterator[ReplaySubscription]:
         """Subscribes to ``replay_channel``, starts the replay and yields a `ReplaySubscription`
         holding the subscription and the replay Image (found by the low 32 bits of the replay
         session id). Leaving the block stops the replay and closes the subscription. A response
         ``replay_channel`` (``control-mode=response``) is replayed over the connection this client
-        opens (see the module docstring)."""
+        opens (see the module docstring). ``advertised_host`` replaces a UDP ``replay_channel``'s
+        host in the channel the archive is told (bind one address, be reached at another)."""
         self._require_open()
         response_mode = is_response_channel(replay_channel)
         if response_mode:
             subscription, channel = self.aeron.add_subscription(replay_channel, replay_stream_id), replay_channel
         else:
             subscription, channel = subscribe_resolved(self.aeron, replay_channel, replay_stream_id,
-                                                       self.timeout)
+                                                       self.timeout, advertised_host)
         replay_session_id: int | None = None
         replay: ReplaySubscription | None = None
         request_publication: RequestPublication | None = None
