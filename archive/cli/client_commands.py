@@ -233,8 +233,8 @@ def _timeout_hint(args: argparse.Namespace) -> str:
     control = getattr(args, "control_channel", None) or DEFAULT_CONTROL_CHANNEL
     if control.startswith(IPC_CHANNEL):
         return ""
-    return (f" (--control-channel {control}: is an archive listening there, and can it reach this host's "
-            f"response endpoint over UDP? --response-host names the address it is told)")
+    return (f" (option --control-channel {control}; the archive answers at this host's address "
+            f"given by --response-host, by default the one that routes to it)")
 
 
 # ------------------------------------------------------------------------------------ recordings
