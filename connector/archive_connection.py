@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from aeron_spark.archive.client import local_endpoints
 from aeron_spark.archive.client.local_endpoints import default_response_channel
-from aeron_spark.archive.configuration import DEFAULT_CONTROL_STREAM_ID
+from aeron_spark.archive.configuration import DEFAULT_CONTROL_STREAM_ID, IPC_CHANNEL
 from aeron_spark.driver_integration.process_driver import DriverUnavailable, driver_dir_for_process
 
 from aeron_spark.connector.credentials import (
@@ -130,7 +130,7 @@ def connect_client(connection: ArchiveConnection) -> ArchiveClient:
     advertised, bind = local_hosts(resolved, resolved.control_channel)
     # An explicit response channel is told as given (a port 0 resolved).
     response_channel = resolved.response_channel or default_response_channel(resolved.control_channel, bind)
-    response_host = None if resolved.response_channel or response_channel.startswith("aeron:ipc") else advertised
+    response_host = None if resolved.response_channel or response_channel.startswith(IPC_CHANNEL) else advertised
     # 0 is a valid stream id: only an unset one takes the default (and the error names the one used).
     control_stream_id = DEFAULT_CONTROL_STREAM_ID if resolved.control_stream_id is None else resolved.control_stream_id
     # Imported late: executors may not need it.
