@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Generic, TypeVar
 
 from aeron_spark.archive import codecs
@@ -46,6 +47,7 @@ from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 #: How many unmatched ERROR responses are kept for `poll_for_error_response` (oldest dropped).
 MAX_KEPT_ERROR_RESPONSES = 64
 
+KnownCode = TypeVar("KnownCode", bound=IntEnum)
 #: What a completed request gives its caller (a relevant id, descriptors, a connect answer...).
 Value = TypeVar("Value", covariant=True)
 
@@ -92,7 +94,7 @@ class ArchiveTimeoutError(ArchiveError):
     """An archive client call did not complete in time; the message says what timed out."""
 
 
-def _enum_or_int(enum_type, value: int):
+def _enum_or_int(enum_type: type[KnownCode], value: int) -> KnownCode | int:
     try:
         return enum_type(value)
     except ValueError:
