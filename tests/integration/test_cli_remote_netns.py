@@ -14,29 +14,25 @@ Needs root and ``ip netns``; fails naming what is missing otherwise - a skipped 
 from __future__ import annotations
 
 import base64
-import contextlib
 import glob
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from aeron_spark.archive.cli.serve_command import READY_PREFIX
-from aeron_spark.archive.cli.sidecar_process import serve_command
 from aeron_spark.driver_integration.media_driver import default_base_directory
 from aeron_spark.driver_integration.process_driver import EMBEDDED_DIR_PREFIX, is_driver_active
+# The sidecar serving <address>:8010 in a namespace, stopped by its PID (one helper for both netns tests).
+from tests.integration.test_response_channels_netns import CONTROL_PORT, sidecar_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "aeron-archive"
-CONTROL_PORT = 8010
 UNUSED_PORT = 8099
 MESSAGES = 50
 RECORDED_STREAM_ID = 1001
@@ -104,34 +100,6 @@ def archive_namespace() -> Iterator[tuple[str, str]]:
     finally:
         subprocess.run(["ip", "link", "del", veth_root], capture_output=True)  # removes its peer too
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-
-
-@contextlib.contextmanager
-def sidecar_in(namespace: str, address: str, archive_dir: Path) -> Iterator[list[str]]:
-    """The sidecar serving ``address``:CONTROL_PORT in ``namespace``; yields its stderr lines."""
-    command = ["ip", "netns", "exec", namespace, *serve_command(
-        archive_dir, "--control-channel", f"aeron:udp?endpoint={address}:{CONTROL_PORT}",
-        "--segment-length", "64k", "--log-level", "INFO")]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    errors: list[str] = []
-    threading.Thread(target=lambda: errors.extend(process.stderr or ()), daemon=True).start()
-    try:
-        ready = threading.Event()
-
-        def read() -> None:
-            for line in process.stdout or ():
-                if line.startswith(READY_PREFIX):
-                    ready.set()
-        threading.Thread(target=read, daemon=True).start()
-        assert ready.wait(60), "".join(errors[-40:])
-        yield errors
-    finally:
-        process.send_signal(signal.SIGTERM)  # `ip netns exec` execs the sidecar: this is its PID
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 def record_in(namespace: str, archive_dir: Path) -> dict:
