@@ -25,8 +25,12 @@ refusal (AUTHENTICATION_REJECTED) at once, never a timeout, and never quoting a 
 from __future__ import annotations
 
 import dataclasses
+import os
+from typing import TYPE_CHECKING
 
-from aeron_spark.driver_integration.host_address import address_toward, endpoint_host_of
+from aeron_spark.archive.client import local_endpoints
+from aeron_spark.archive.client.local_endpoints import default_response_channel
+from aeron_spark.archive.configuration import DEFAULT_CONTROL_STREAM_ID, IPC_CHANNEL
 from aeron_spark.driver_integration.process_driver import DriverUnavailable, driver_dir_for_process
 
 from aeron_spark.connector.credentials import (
@@ -34,8 +38,14 @@ from aeron_spark.connector.credentials import (
     CREDENTIALS_FILE_OPTION,
     CREDENTIALS_OPTION,
     CredentialsUnavailable,
+    PlainCredentials,
 )
-from aeron_spark.connector.options import DEFAULT_CONTROL_STREAM_ID, ArchiveConnection
+from aeron_spark.connector.options import ArchiveConnection
+
+if TYPE_CHECKING:  # imported late at run time: executors may not need the client
+    from aeron_spark.archive.client.archive_client import ArchiveClient
+    from aeron_spark.archive.client.archive_location import ArchiveMarkInfo
+    from aeron_spark.archive.client.secret_credentials import SecretCredentials
 
 #: ArchiveErrorCode.AUTHENTICATION_REJECTED (Aeron's archive error code 10).
 AUTHENTICATION_REJECTED = 10
@@ -72,7 +82,7 @@ def resolve_connection(connection: ArchiveConnection) -> ArchiveConnection:
     )
 
 
-def read_mark_file_location(path):
+def read_mark_file_location(path: str | os.PathLike[str]) -> ArchiveMarkInfo:
     """The archive's ArchiveMarkInfo (control channel, control stream id, aeron dir) from its mark file."""
     from aeron_spark.archive.client.archive_location import MarkFileError, read_archive_location
     try:
@@ -86,31 +96,19 @@ def read_mark_file_location(path):
 def local_hosts(connection: ArchiveConnection, control_channel: str) -> tuple[str, str]:
     """(address the archive reaches this process at, address to bind) for response and replay
     endpoints: ``aeron.host`` / ``aeron.bindAddress``, else the address routing to the archive."""
-    advertised = connection.host
-    if advertised is None:
-        target = endpoint_host_of(control_channel)
-        try:
-            advertised = address_toward(*target) if target is not None else "127.0.0.1"
-        except OSError as error:
-            raise ArchiveUnavailable(
-                f"option archive.controlChannel={control_channel}: cannot find a route to the archive's control "
-                f"endpoint ({error}); set archive.controlChannel to an address this host can reach, or aeron.host "
-                "to the address of this host the archive reaches") from None
-    return advertised, connection.bind_address or advertised
+    try:
+        return local_endpoints.local_hosts(control_channel, connection.host, connection.bind_address)
+    except OSError as error:
+        raise ArchiveUnavailable(
+            f"option archive.controlChannel={control_channel}: cannot find a route to the archive's control "
+            f"endpoint ({error}); set archive.controlChannel to an address this host can reach, or aeron.host "
+            "to the address of this host the archive reaches") from None
 
 
-def replay_hosts(connection: ArchiveConnection, client) -> tuple[str, str]:
+def replay_hosts(connection: ArchiveConnection, client: ArchiveClient) -> tuple[str, str]:
     """(advertised, bind) hosts of this worker's replay endpoint for a client ``connect_client``
     connected: ``aeron.host`` / ``aeron.bindAddress``, else as for the response channel."""
     return local_hosts(resolve_connection(connection), client.control_channel)
-
-
-def default_response_channel(control_channel: str, bind_host: str) -> str:
-    """IPC when the control channel is IPC: the client adds a session-id of its own to it
-    (archive/client/transport.py ``isolated_response_channel``), so clients never share an image."""
-    if control_channel.startswith("aeron:ipc"):
-        return "aeron:ipc"
-    return "aeron:udp?endpoint=" + (f"[{bind_host}]:0" if ":" in bind_host else f"{bind_host}:0")
 
 
 def process_aeron_dir(connection: ArchiveConnection, aeron_dir: str | None) -> str:
@@ -121,7 +119,7 @@ def process_aeron_dir(connection: ArchiveConnection, aeron_dir: str | None) -> s
         raise ArchiveUnavailable(f"option aeron.driver={connection.driver_mode}: {error}") from None
 
 
-def connect_client(connection: ArchiveConnection):
+def connect_client(connection: ArchiveConnection) -> ArchiveClient:
     """An ``ArchiveClient`` connected as ``connection`` says (``archive.dir`` resolved through the
     mark file); ArchiveUnavailable naming where it looked when it cannot. Used by the source and
     the sink."""
@@ -132,7 +130,7 @@ def connect_client(connection: ArchiveConnection):
     advertised, bind = local_hosts(resolved, resolved.control_channel)
     # An explicit response channel is told as given (a port 0 resolved).
     response_channel = resolved.response_channel or default_response_channel(resolved.control_channel, bind)
-    response_host = None if resolved.response_channel or response_channel.startswith("aeron:ipc") else advertised
+    response_host = None if resolved.response_channel or response_channel.startswith(IPC_CHANNEL) else advertised
     # 0 is a valid stream id: only an unset one takes the default (and the error names the one used).
     control_stream_id = DEFAULT_CONTROL_STREAM_ID if resolved.control_stream_id is None else resolved.control_stream_id
     # Imported late: executors may not need it.
@@ -177,7 +175,7 @@ def _is_response_channel(channel: str) -> bool:
     return is_response_channel(channel)
 
 
-def _load_credentials(connection: ArchiveConnection):
+def _load_credentials(connection: ArchiveConnection) -> SecretCredentials | PlainCredentials | None:
     if connection.credentials is None:
         return None
     try:
@@ -186,10 +184,11 @@ def _load_credentials(connection: ArchiveConnection):
         raise ArchiveUnavailable(str(error)) from None
 
 
-def _rejection_message(connection: ArchiveConnection, secret, control_channel: str, error: Exception) -> str:
+def _rejection_message(connection: ArchiveConnection, secret: SecretCredentials | PlainCredentials | None,
+                       control_channel: str, error: Exception) -> str:
     refusal = (f"the archive at archive.controlChannel={control_channel} refused the connection: "
                f"AUTHENTICATION_REJECTED ({getattr(error, 'archive_message', '') or 'authentication rejected'})")
-    if secret is None:
+    if secret is None or connection.credentials is None:
         return (f"{refusal}. It requires authentication and none was given: set {CREDENTIALS_OPTION} "
                 f"(principal:secret) or {CREDENTIALS_FILE_OPTION} (a file holding that line)")
     hint = ("; an archive comparing the credentials bytes (a Java archive with Aeron's SimpleAuthenticator) "

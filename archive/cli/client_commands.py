@@ -10,8 +10,16 @@ Each command is a ``run(args, output)`` with its ``configure(parser)``; the comm
   (``id: value - type - label``), or JSON lines with ``--json``.
 
 The archive is found by ``--dir`` (its mark file: local IPC control channel and Aeron directory)
-or by ``--control-channel``/``--control-stream-id`` (default ``aeron:udp?endpoint=localhost:8010``
-stream 10) through the driver in ``--aeron-dir``. ``--legacy`` speaks Aeron 1.15.x.
+or by ``--control-channel``/``--control-stream-id`` (defaults: `aeron_spark.archive.configuration`).
+``--legacy`` speaks Aeron 1.15.x.
+
+The media driver (``--aeron-driver``, as the connector's ``aeron.driver``): ``auto`` uses the
+driver running at ``--aeron-dir`` (default Aeron's directory) and, where none runs (a Spark host
+talking to a remote archive), embeds one in this process for the command's duration; ``embedded``
+always embeds one; ``external`` requires a running one. A remote archive answers at the address
+of this host that routes to its control endpoint (``--response-host`` overrides it, behind NAT;
+``--bind-address`` is the local address bound), found as the connector finds it
+(`aeron_spark.archive.client.local_endpoints`), never ``localhost``.
 
 Exit codes: 0 ok, 1 the archive reported an error or the recording is unknown, 2 bad usage,
 3 the archive did not answer in time.
@@ -24,27 +32,38 @@ import base64
 import contextlib
 import functools
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from aeron_spark.archive.codecs import recording_position
 from aeron_spark.archive.cli.output import EXIT_OK, Output, ToolError
-from aeron_spark.archive.client.archive_client import (
+from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, ArchiveTimeoutError
+from aeron_spark.archive.client.local_endpoints import default_response_channel, local_hosts
+from aeron_spark.archive.client.replay_subscription import ReplayError
+from aeron_spark.archive.client.transport import default_aeron_dir
+from aeron_spark.archive.codecs import recording_position
+from aeron_spark.archive.configuration import (
     AERON_DRIVER_TIMEOUT_S,
     DEFAULT_CONTROL_CHANNEL,
     DEFAULT_CONTROL_STREAM_ID,
+    DEFAULT_DRIVER_MODE,
+    DEFAULT_REPLAY_STREAM_ID,
+    DEFAULT_RESPONSE_CHANNEL,
     DEFAULT_RESPONSE_STREAM_ID,
     DEFAULT_TIMEOUT_S,
-    ArchiveClient,
-    ArchiveError,
-    ArchiveTimeoutError,
+    IPC_CHANNEL,
 )
-from aeron_spark.archive.client.transport import default_aeron_dir
-from aeron_spark.archive.client.replay_subscription import ReplayError
 from aeron_spark.driver_integration import AeronError
+from aeron_spark.driver_integration.process_driver import (
+    DRIVER_MODES,
+    close_process_driver,
+    driver_dir_for_process,
+    is_driver_active,
+    process_embedded_driver,
+)
 
 EXIT_ARCHIVE_ERROR = 1
 EXIT_TIMEOUT = 3
-DEFAULT_REPLAY_STREAM_ID = 2001
 #: Aeron's archive counters: rec-pos (100) and the archive's own counters (101-113).
 ARCHIVE_COUNTER_TYPE_IDS = range(100, 114)
 
@@ -77,47 +96,125 @@ def _connection_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--control-stream-id", type=_int, metavar="N",
                        help=f"control stream id (default {DEFAULT_CONTROL_STREAM_ID})")
     group.add_argument("--response-channel", metavar="URI",
-                       help="channel the archive answers on (default aeron:udp?endpoint=localhost:0 "
-                            "= a free port; aeron:ipc with an IPC control channel)")
+                       help="channel the archive answers on (default: a free UDP port on the address "
+                            "of this host that routes to the control endpoint, e.g. "
+                            f"{DEFAULT_RESPONSE_CHANNEL.replace('localhost', '<that address>')}; "
+                            f"{IPC_CHANNEL} with an IPC control channel)")
     group.add_argument("--response-stream-id", type=_int, default=DEFAULT_RESPONSE_STREAM_ID,
                        metavar="N", help=f"response stream id (default {DEFAULT_RESPONSE_STREAM_ID})")
-    group.add_argument("--aeron-dir", metavar="DIR",
-                       help="media driver directory (default: the mark file's with --dir, else "
-                            "$AERON_DIR or /dev/shm/aeron-<user>)")
+    group.add_argument("--response-host", metavar="HOST",
+                       help="address of this host the archive sends responses and replays to (default: "
+                            "the local address that routes to the control endpoint; set it behind NAT)")
+    group.add_argument("--bind-address", metavar="HOST",
+                       help="local address the response and replay endpoints bind (default: --response-host)")
+    _driver_arguments(group)
     group.add_argument("--legacy", action="store_true",
                        help="speak the Aeron 1.15.x archive protocol (a real 1.15.1 archive)")
     group.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
                        help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT_S})")
 
 
+def _driver_arguments(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    group.add_argument("--aeron-dir", metavar="DIR",
+                       help="media driver directory (default: the mark file's with --dir, else "
+                            "$AERON_DIR or /dev/shm/aeron-<user>)")
+    group.add_argument("--aeron-driver", choices=DRIVER_MODES, default=None,
+                       help="auto: the driver running at --aeron-dir, else one embedded in this command "
+                            "(a host without a driver talking to a remote archive); embedded: always embed "
+                            "one; external: require a running one (default: the driver of --aeron-dir or "
+                            f"--dir when given or with an IPC control channel, else {DEFAULT_DRIVER_MODE})")
+
+
+def driver_dir(args: argparse.Namespace, aeron_dir: str | None, control_channel: str | None) -> str | None:
+    """The Aeron directory of the driver this command uses (``--aeron-driver``): ``aeron_dir``'s
+    (None: Aeron's default) when a driver runs there, else one this process embeds. Without
+    ``--aeron-driver`` a named directory (``--aeron-dir``, the mark file's) and an IPC control
+    channel (IPC reaches only an archive on that driver) take ``aeron_dir`` as it is."""
+    mode = args.aeron_driver
+    if mode is None:
+        if aeron_dir is not None or control_channel is None or control_channel.startswith(IPC_CHANNEL):
+            return aeron_dir
+        mode = DEFAULT_DRIVER_MODE
+    if mode == "external" and not is_driver_active(aeron_dir or default_aeron_dir()):
+        raise ToolError(f"--aeron-driver external: no live media driver in {aeron_dir or default_aeron_dir()} "
+                        f"(--aeron-dir); start one there, or use --aeron-driver auto or embedded to run one "
+                        f"in this command")
+    return driver_dir_for_process(mode, aeron_dir)
+
+
 def open_client(args: argparse.Namespace) -> ArchiveClient:
-    """The ArchiveClient the connection arguments describe."""
-    options: dict = {"timeout": args.timeout, "protocol": "legacy" if args.legacy else "modern",
-                     "response_stream_id": args.response_stream_id}
-    if args.control_channel is not None:
-        options["control_channel"] = args.control_channel
+    """The ArchiveClient the connection arguments describe (close it, then `release_driver`)."""
+    options: dict[str, Any] = {"timeout": args.timeout, "protocol": "legacy" if args.legacy else "modern",
+                               "response_stream_id": args.response_stream_id}
     if args.control_stream_id is not None:
         options["control_stream_id"] = args.control_stream_id
     if args.response_channel is not None:
         options["response_channel"] = args.response_channel
-    if args.aeron_dir is not None:
-        options["aeron_dir"] = args.aeron_dir
+    if args.response_host is not None:
+        options["response_host"] = args.response_host
     if args.dir is not None:
+        if args.control_channel is not None:
+            options["control_channel"] = args.control_channel
+        if args.aeron_dir is not None or args.aeron_driver is not None:
+            options["aeron_dir"] = driver_dir(args, args.aeron_dir or _mark_file_aeron_dir(args.dir), None)
         return ArchiveClient.from_mark_file(args.dir, **options)
-    control = options.get("control_channel", DEFAULT_CONTROL_CHANNEL)
-    if "response_channel" not in options and control.startswith("aeron:ipc"):
-        options["response_channel"] = "aeron:ipc"
+    control = args.control_channel or DEFAULT_CONTROL_CHANNEL
+    options["control_channel"] = control
+    aeron_dir = driver_dir(args, args.aeron_dir, control)
+    if aeron_dir is not None:
+        options["aeron_dir"] = aeron_dir
+    if "response_channel" not in options:
+        if control.startswith(IPC_CHANNEL):
+            options["response_channel"] = IPC_CHANNEL
+        else:
+            advertised, bind = _local_hosts(args, control)
+            options["response_channel"] = default_response_channel(control, bind)
+            options["response_host"] = advertised
     return ArchiveClient.connect(**options)
 
 
-def reporting_failures(run):
+@contextlib.contextmanager
+def connected_client(args: argparse.Namespace) -> Iterator[ArchiveClient]:
+    """`open_client`'s client, closed on leaving, with the driver this command embedded (if any):
+    its directory is removed before the command returns."""
+    try:
+        with open_client(args) as client:
+            yield client
+    finally:
+        release_driver()
+
+
+def release_driver() -> None:
+    """Closes the driver this process embedded, if any, and removes its directory."""
+    if process_embedded_driver() is not None:
+        close_process_driver()
+
+
+def _local_hosts(args: argparse.Namespace, control_channel: str) -> tuple[str, str]:
+    try:
+        return local_hosts(control_channel, args.response_host, args.bind_address)
+    except OSError as error:
+        raise ToolError(f"--control-channel {control_channel}: no address of this host routes to the "
+                        f"archive's control endpoint ({error}); give an endpoint this host can reach, or "
+                        f"--response-host with the address of this host the archive reaches") from None
+
+
+def _mark_file_aeron_dir(archive_dir: Path) -> str | None:
+    from aeron_spark.archive.client.archive_location import MarkFileError, read_archive_location
+    try:
+        return read_archive_location(archive_dir).aeron_dir
+    except (MarkFileError, OSError):
+        return None  # from_mark_file says what is wrong with the directory
+
+
+def reporting_failures(run: Callable[[argparse.Namespace, Output], int]) -> Callable[[argparse.Namespace, Output], int]:
     """Runs a command, turning archive and driver failures into a message and an exit code."""
     @functools.wraps(run)
     def wrapped(args: argparse.Namespace, output: Output) -> int:
         try:
             return run(args, output)
         except ArchiveTimeoutError as error:
-            output.error(str(error))
+            output.error(f"{error}{_timeout_hint(args)}")
             return EXIT_TIMEOUT
         except (ArchiveError, ReplayError, AeronError) as error:
             output.error(str(error))
@@ -127,6 +224,17 @@ def reporting_failures(run):
                 output.out.close()
             return EXIT_OK
     return wrapped
+
+
+def _timeout_hint(args: argparse.Namespace) -> str:
+    """What to check when the archive did not answer, naming the options involved."""
+    if getattr(args, "control_channel", None) is None and getattr(args, "dir", None) is not None:
+        return ""
+    control = getattr(args, "control_channel", None) or DEFAULT_CONTROL_CHANNEL
+    if control.startswith(IPC_CHANNEL):
+        return ""
+    return (f" (option --control-channel {control}; the archive answers at this host's address "
+            f"given by --response-host, by default the one that routes to it)")
 
 
 # ------------------------------------------------------------------------------------ recordings
@@ -148,7 +256,7 @@ def recordings(args: argparse.Namespace, output: Output) -> int:
         raise ToolError(f"--count {args.count} is invalid: must be >= 0")
     if args.channel_fragment is not None and args.stream_id is None:
         raise ToolError("--channel-fragment needs --stream-id (Aeron matches both)")
-    with open_client(args) as client:
+    with connected_client(args) as client:
         if args.recording_id is not None:
             descriptor = client.list_recording(args.recording_id)
             if descriptor is None:
@@ -178,8 +286,8 @@ def configure_replay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--follow", action="store_true",
                         help="keep replaying an active recording as it grows (until it stops)")
     parser.add_argument("--replay-channel", metavar="URI",
-                        help="channel to replay on (default aeron:ipc with an IPC control channel, "
-                             "else aeron:udp?endpoint=localhost:0 = a free port)")
+                        help=f"channel to replay on (default {IPC_CHANNEL} with an IPC control channel, "
+                             "else a free UDP port on the response channel's address)")
     parser.add_argument("--replay-stream-id", type=_int, default=DEFAULT_REPLAY_STREAM_ID, metavar="N",
                         help=f"replay stream id (default {DEFAULT_REPLAY_STREAM_ID})")
     parser.add_argument("--idle-timeout", type=_positive_seconds, metavar="S",
@@ -193,7 +301,7 @@ def replay(args: argparse.Namespace, output: Output) -> int:
         raise ToolError("--follow and --length exclude each other")
     if args.length is not None and args.length < 0:
         raise ToolError(f"--length {args.length} is invalid: must be >= 0 (use --follow)")
-    with open_client(args) as client:
+    with connected_client(args) as client:
         descriptor = client.list_recording(args.recording_id)
         if descriptor is None:
             output.error(f"recording {args.recording_id} is not in the archive at {client.description}")
@@ -212,11 +320,18 @@ def replay(args: argparse.Namespace, output: Output) -> int:
             length = max(0, end - position)
         if length == 0:
             return EXIT_OK  # nothing to replay (an archive would refuse an empty replay)
-        channel = args.replay_channel or (
-            "aeron:ipc" if client.description.startswith("aeron:ipc") else "aeron:udp?endpoint=localhost:0")
+        hosts = client.response_hosts
+        advertised: str | None = None
+        if args.replay_channel is not None:
+            channel = args.replay_channel
+        elif client.description.startswith(IPC_CHANNEL) or hosts is None:
+            channel = IPC_CHANNEL if client.description.startswith(IPC_CHANNEL) else DEFAULT_RESPONSE_CHANNEL
+        else:  # where the responses come: the archive reaches it
+            advertised, bind = hosts
+            channel = default_response_channel(client.control_channel, bind)
         idle_timeout = args.idle_timeout or args.timeout
         with client.replay(args.recording_id, position, length, channel,
-                           args.replay_stream_id) as replaying:
+                           args.replay_stream_id, advertised_host=advertised) as replaying:
             for message in replaying.messages(idle_timeout=idle_timeout):
                 output.line(json.dumps({
                     "position": message.position, "nextPosition": message.next_position,
@@ -254,7 +369,8 @@ def stat(args: argparse.Namespace, output: Output) -> int:
             raise ToolError(f"the mark file in {args.dir} names no Aeron directory: give --aeron-dir")
     aeron_dir = aeron_dir or default_aeron_dir()
     if not Path(aeron_dir).is_dir():
-        raise ToolError(f"Aeron directory {aeron_dir} does not exist (is the media driver running?)")
+        raise ToolError(f"Aeron directory {aeron_dir} does not exist (is the media driver running?); "
+                        f"stat reads the counters of the archive's own media driver: run it on the archive's host")
     rows = []
     with AeronClient(aeron_dir, client_name="aeron-archive stat",
                      timeout=max(args.timeout, AERON_DRIVER_TIMEOUT_S)) as aeron:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import mmap
+from collections.abc import Callable
 from pathlib import Path
 
 from aeron_spark.archive.cli.output import EXIT_OK, EXIT_VERIFICATION_FAILED, Output, ToolError
@@ -241,7 +242,8 @@ def verify(args: argparse.Namespace, output: Output) -> int:
                                    archive_running=False)
 
 
-def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output, checksum_function,
+def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output,
+                    checksum_function: Callable[[memoryview], int] | None,
                     *, fix: bool, archive_running: bool) -> int:
     failed = False
     for problem in catalog.problems:
@@ -321,7 +323,7 @@ def checksum_command(args: argparse.Namespace, output: Output) -> int:
     return EXIT_OK
 
 
-def _stamp_recording(directory: Path, d: RecordingDescriptor, algorithm) -> int:
+def _stamp_recording(directory: Path, d: RecordingDescriptor, algorithm: checksum.FrameChecksum) -> int:
     stamped = 0
     for base, path in maintenance.segment_files(directory, d.recording_id).items():
         segment_end = base + d.segment_file_length

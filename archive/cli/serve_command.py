@@ -28,17 +28,11 @@ import sys
 import threading
 from pathlib import Path
 
+from aeron_spark.archive import configuration as defaults
 from aeron_spark.archive.cli.output import EXIT_OK, Output, ToolError
+from aeron_spark.archive.configuration import byte_length_text as _length
 from aeron_spark.archive.service.agent_runner import IDLE_STRATEGIES, idle_strategy_name
-from aeron_spark.archive.service.archive_service import (
-    DEFAULT_CONTROL_CHANNEL,
-    DEFAULT_CONTROL_STREAM_ID,
-    DEFAULT_LOCAL_CONTROL_CHANNEL,
-    DEFAULT_LOCAL_CONTROL_STREAM_ID,
-    DEFAULT_RECORDING_EVENTS_STREAM_ID,
-    ArchiveService,
-    ArchiveServiceOptions,
-)
+from aeron_spark.archive.service.archive_service import ArchiveService, ArchiveServiceOptions
 
 READY_PREFIX = "aeron-archive ready:"
 CHECKSUMS = {"none": None, "crc32c": "CRC-32C", "crc32": "CRC-32"}
@@ -46,12 +40,17 @@ CHECKSUMS = {"none": None, "crc32c": "CRC-32C", "crc32": "CRC-32"}
 log = logging.getLogger(__name__)
 
 
+_LENGTH_UNITS = {"k": defaults.KIB, "m": defaults.MIB, "g": defaults.GIB}
+
+
 def _power_of_two_length(text: str) -> int:
+    number, unit = text.lower(), 1
+    if number[-1:] in _LENGTH_UNITS:
+        number, unit = number[:-1], _LENGTH_UNITS[number[-1]]
     try:
-        value = int(text.lower().removesuffix("k").removesuffix("m")) * (
-            1024 if text.lower().endswith("k") else 1024 * 1024 if text.lower().endswith("m") else 1)
+        value = int(number) * unit
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a byte length such as 1048576, 64k or 128m, "
+        raise argparse.ArgumentTypeError(f"expected a byte length such as 1048576, 64k, 128m or 1g, "
                                          f"got {text!r}") from None
     if value <= 0 or value & (value - 1):
         raise argparse.ArgumentTypeError(f"length {text} must be a power of two")
@@ -77,23 +76,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="archive directory (created if missing)")
     parser.add_argument("--aeron-dir", metavar="DIR",
                         help="attach to the media driver in DIR (default: start an embedded C driver)")
-    parser.add_argument("--control-channel", default=DEFAULT_CONTROL_CHANNEL,
-                        help=f"control request channel, 'off' for none (default {DEFAULT_CONTROL_CHANNEL})")
-    parser.add_argument("--control-stream-id", type=_stream_id, default=DEFAULT_CONTROL_STREAM_ID)
-    parser.add_argument("--local-control-channel", default=DEFAULT_LOCAL_CONTROL_CHANNEL)
+    parser.add_argument("--control-channel", default=defaults.DEFAULT_CONTROL_CHANNEL,
+                        help=f"control request channel, 'off' for none (default {defaults.DEFAULT_CONTROL_CHANNEL})")
+    parser.add_argument("--control-stream-id", type=_stream_id, default=defaults.DEFAULT_CONTROL_STREAM_ID,
+                        help=f"control stream id (default {defaults.DEFAULT_CONTROL_STREAM_ID})")
+    parser.add_argument("--local-control-channel", default=defaults.DEFAULT_LOCAL_CONTROL_CHANNEL,
+                        help=f"control channel of clients on this media driver "
+                             f"(default {defaults.DEFAULT_LOCAL_CONTROL_CHANNEL})")
     parser.add_argument("--local-control-stream-id", type=_stream_id,
-                        default=DEFAULT_LOCAL_CONTROL_STREAM_ID)
+                        default=defaults.DEFAULT_LOCAL_CONTROL_STREAM_ID,
+                        help=f"local control stream id (default {defaults.DEFAULT_LOCAL_CONTROL_STREAM_ID})")
     parser.add_argument("--recording-events-channel", default=None,
                         help="publish RecordingStarted/Progress/Stopped on this channel (default off)")
     parser.add_argument("--recording-events-stream-id", type=_stream_id,
-                        default=DEFAULT_RECORDING_EVENTS_STREAM_ID)
+                        default=defaults.DEFAULT_RECORDING_EVENTS_STREAM_ID,
+                        help=f"recording events stream id (default {defaults.DEFAULT_RECORDING_EVENTS_STREAM_ID})")
     parser.add_argument("--archive-id", type=int, default=None,
                         help="archive id (default: the Aeron client id)")
-    parser.add_argument("--segment-length", type=_power_of_two_length, default=128 * 1024 * 1024,
-                        help="segment file length, a power of two in [64k, 1g] (default 128m)")
-    parser.add_argument("--file-sync", type=int, choices=(0, 1, 2), default=0,
-                        help="0 none, 1 fdatasync data, 2 fsync data and metadata (segments and catalog)")
-    parser.add_argument("--segment-direct-io", action=argparse.BooleanOptionalAction, default=False,
+    parser.add_argument("--segment-length", type=_power_of_two_length, default=defaults.DEFAULT_SEGMENT_LENGTH,
+                        help=f"segment file length, a power of two in [{_length(defaults.MIN_SEGMENT_LENGTH)}, "
+                             f"{_length(defaults.MAX_SEGMENT_LENGTH)}] "
+                             f"(default {_length(defaults.DEFAULT_SEGMENT_LENGTH)})")
+    parser.add_argument("--file-sync", type=int, choices=(0, 1, 2), default=defaults.DEFAULT_FILE_SYNC,
+                        help="0 none, 1 fdatasync data, 2 fsync data and metadata (segments and catalog; "
+                             f"default {defaults.DEFAULT_FILE_SYNC})")
+    parser.add_argument("--segment-direct-io", action=argparse.BooleanOptionalAction,
+                        default=defaults.DEFAULT_SEGMENT_DIRECT_IO,
                         help="write segment files with O_DIRECT through a page-aligned buffer where "
                              "the file system supports it (default off: buffered writes through the page "
                              "cache, as Aeron; on pays for archives that record large blocks, e.g. a Spark "
@@ -103,17 +111,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay-checksum", choices=sorted(CHECKSUMS), default="none",
                         help="verify each frame's stored checksum before replaying it (recordings "
                              "made with the same --checksum); a mismatch ends the replay with an error")
-    parser.add_argument("--replay-buffer-length", type=_power_of_two_length, default=1024 * 1024)
-    parser.add_argument("--max-concurrent-recordings", type=int, default=20)
-    parser.add_argument("--max-concurrent-replays", type=int, default=20)
-    parser.add_argument("--connect-timeout-ms", type=int, default=5_000)
-    parser.add_argument("--session-idle-timeout-ms", type=int, default=0,
-                        help="end control sessions without a request for this long (default 0 = never)")
+    parser.add_argument("--replay-buffer-length", type=_power_of_two_length,
+                        default=defaults.DEFAULT_REPLAY_BUFFER_LENGTH,
+                        help=f"bytes a replay reads at a time, a power of two "
+                             f"(default {_length(defaults.DEFAULT_REPLAY_BUFFER_LENGTH)})")
+    parser.add_argument("--max-concurrent-recordings", type=int, default=defaults.DEFAULT_MAX_CONCURRENT_RECORDINGS,
+                        help=f"default {defaults.DEFAULT_MAX_CONCURRENT_RECORDINGS}")
+    parser.add_argument("--max-concurrent-replays", type=int, default=defaults.DEFAULT_MAX_CONCURRENT_REPLAYS,
+                        help=f"default {defaults.DEFAULT_MAX_CONCURRENT_REPLAYS}")
+    parser.add_argument("--connect-timeout-ms", type=int, default=defaults.DEFAULT_CONNECT_TIMEOUT_MS,
+                        help=f"how long a session, recording or replay may take to connect "
+                             f"(default {defaults.DEFAULT_CONNECT_TIMEOUT_MS})")
+    parser.add_argument("--session-idle-timeout-ms", type=int, default=defaults.DEFAULT_SESSION_IDLE_TIMEOUT_MS,
+                        help=f"end control sessions without a request for this long "
+                             f"(default {defaults.DEFAULT_SESSION_IDLE_TIMEOUT_MS} = never)")
     parser.add_argument("--idle-strategy", type=_idle_strategy,
-                        default=os.environ.get("AERON_ARCHIVE_IDLE_STRATEGY", "backoff"),
+                        default=os.environ.get("AERON_ARCHIVE_IDLE_STRATEGY", defaults.DEFAULT_IDLE_STRATEGY),
                         help=f"what an agent does after a duty cycle without work: {', '.join(IDLE_STRATEGIES)} "
-                             "(Aeron's aeron.archive.idle.strategy; default $AERON_ARCHIVE_IDLE_STRATEGY or "
-                             "backoff: spin, yield, then park up to 1 ms, as Aeron 1.15.1)")
+                             f"(Aeron's aeron.archive.idle.strategy; default $AERON_ARCHIVE_IDLE_STRATEGY or "
+                             f"{defaults.DEFAULT_IDLE_STRATEGY}: spin, yield, then park up to 1 ms, as Aeron 1.15.1)")
     parser.add_argument("--recorder-idle-strategy", type=_idle_strategy,
                         default=os.environ.get("AERON_ARCHIVE_RECORDER_IDLE_STRATEGY"),
                         help="the recorder's idle strategy while it records (default "
@@ -133,8 +149,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
     from aeron_spark.archive.service.authenticator import CredentialsFileError, SecretAuthenticator
 
-    if not 64 * 1024 <= args.segment_length <= 1024 ** 3:
-        raise ToolError(f"--segment-length {args.segment_length} must be in [64k, 1g]")
+    if not defaults.MIN_SEGMENT_LENGTH <= args.segment_length <= defaults.MAX_SEGMENT_LENGTH:
+        raise ToolError(f"--segment-length {args.segment_length} must be in "
+                        f"[{_length(defaults.MIN_SEGMENT_LENGTH)}, {_length(defaults.MAX_SEGMENT_LENGTH)}]")
     if args.auth_challenge_only and args.auth_credentials_file is None:
         raise ToolError("--auth-challenge-only needs --auth-credentials-file")
     authenticator = None

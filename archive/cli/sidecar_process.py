@@ -78,15 +78,20 @@ class SidecarProcess:
                terminate_with_parent: bool = False) -> SidecarProcess:
         """Starts the process as ``start()`` does but returns at once; call ``wait_ready()`` next."""
         capture = stderr == CAPTURE
+        if isinstance(stderr, str) and not capture:
+            raise ValueError(f"stderr {stderr!r} is invalid: expected None, a file object or {CAPTURE!r}")
+        child_stderr = subprocess.PIPE if capture or isinstance(stderr, str) else stderr
         process = subprocess.Popen(
             serve_command(archive_dir, *serve_args), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if capture else stderr, text=True, bufsize=1,
+            stderr=child_stderr, text=True, bufsize=1,
             preexec_fn=_sigterm_when_parent_dies if terminate_with_parent else None)  # noqa: PLW1509
         sidecar = cls(process, Path(archive_dir))
         ready = sidecar._ready_event
 
+        stdout, captured_stderr = process.stdout, process.stderr  # pipes: set by Popen
+
         def read_stdout() -> None:
-            for line in process.stdout:
+            for line in stdout or ():
                 sidecar.stdout_lines.append(line.rstrip("\n"))
                 if line.startswith(READY_PREFIX) and not ready.is_set():
                     sidecar.ready_line = line.strip()
@@ -94,7 +99,7 @@ class SidecarProcess:
                     ready.set()
 
         def read_stderr() -> None:
-            for line in process.stderr:
+            for line in captured_stderr or ():
                 sidecar.stderr_lines.append(line.rstrip("\n"))
 
         sidecar._readers.append(threading.Thread(target=read_stdout, name=f"sidecar-{process.pid}-stdout", daemon=True))

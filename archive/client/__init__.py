@@ -1,7 +1,9 @@
 """The Python archive client: blocking, typed requests to our sidecar or a real Aeron Archive.
 
-The public names live here; the modules below are the facade (``archive_client``), response
-routing, the transport and replay subscriptions.
+The public names live here; the modules below are the facade (``archive_client``, the class
+assembled from ``client_session``, ``recording_requests`` and ``replay_requests``), response
+routing, the transport, replay subscriptions and where an archive reaches this host
+(``local_endpoints``).
 """
 
 from aeron_spark.archive.client.archive_client import (

@@ -15,14 +15,15 @@ counter id never is.
 from __future__ import annotations
 
 from aeron_spark.archive.codecs.archive_io_counters import ARCHIVE_IO_COUNTER_TYPE_IDS, find_archive_counter
-from aeron_spark.archive.codecs.counter_layout import NULL_COUNTER_ID
+from aeron_spark.archive.codecs.counter_layout import NULL_COUNTER_ID, CounterLookup
+from aeron_spark.archive.configuration import IPC_CHANNEL
 
 NULL_ARCHIVE_ID = -1
 
 
-def shares_archive_driver(control_channel: str, archive_id: int, counters) -> bool:
+def shares_archive_driver(control_channel: str, archive_id: int, counters: CounterLookup) -> bool:
     """``counters``: this client's CountersReader; ``archive_id`` as the archive reported it."""
-    if control_channel.startswith("aeron:ipc"):
+    if control_channel.startswith(IPC_CHANNEL):
         return True
     if archive_id == NULL_ARCHIVE_ID:
         return False

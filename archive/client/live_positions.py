@@ -36,7 +36,7 @@ def counter_ids_by_recording(reader: CountersView, archive_id: int = NULL_ARCHIV
     recordings one at a time is N passes."""
     keys: list[RecordingPositionKey] = []
 
-    def collect(key) -> bool:
+    def collect(key: bytes) -> bool:
         try:
             decoded = decode_key(key)
         except ValueError:

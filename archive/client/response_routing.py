@@ -24,7 +24,10 @@ correlation id).
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Generic, TypeVar
 
 from aeron_spark.archive import codecs
 from aeron_spark.archive.codecs import (
@@ -43,6 +46,10 @@ from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 
 #: How many unmatched ERROR responses are kept for `poll_for_error_response` (oldest dropped).
 MAX_KEPT_ERROR_RESPONSES = 64
+
+KnownCode = TypeVar("KnownCode", bound=IntEnum)
+#: What a completed request gives its caller (a relevant id, descriptors, a connect answer...).
+Value = TypeVar("Value", covariant=True)
 
 
 class ArchiveError(Exception):
@@ -87,7 +94,7 @@ class ArchiveTimeoutError(ArchiveError):
     """An archive client call did not complete in time; the message says what timed out."""
 
 
-def _enum_or_int(enum_type, value: int):
+def _enum_or_int(enum_type: type[KnownCode], value: int) -> KnownCode | int:
     try:
         return enum_type(value)
     except ValueError:
@@ -99,8 +106,8 @@ def _enum_or_int(enum_type, value: int):
 # ---------------------------------------------------------------------------------------------
 
 @dataclass
-class Expectation:
-    """One outstanding request. Subclasses decide which messages complete it."""
+class Expectation(Generic[Value]):
+    """One outstanding request. Subclasses decide which messages complete it and its value."""
 
     request: str
     correlation_ids: frozenset[int]
@@ -127,10 +134,10 @@ class Expectation:
         """What has arrived so far, for timeout messages ("" when nothing is worth saying)."""
         return ""
 
-    def value(self) -> object:
+    def value(self) -> Value:
         raise NotImplementedError
 
-    def result(self) -> object:
+    def result(self) -> Value:
         if self.error is not None:
             raise self.error
         if not self.done:
@@ -139,7 +146,7 @@ class Expectation:
 
 
 @dataclass
-class AwaitResponse(Expectation):
+class AwaitResponse(Expectation[int]):
     """A request answered by one ControlResponse: OK gives relevantId, anything else fails."""
 
     relevant_id: int | None = None
@@ -159,9 +166,10 @@ class AwaitResponse(Expectation):
 
 
 @dataclass
-class AwaitDescriptors(Expectation):
+class CollectDescriptors(Expectation[Value]):
     """ListRecordings / ListRecordingsForUri / ListRecording: ``count`` descriptors or
-    RECORDING_UNKNOWN; ERROR fails; other codes are ignored (as Aeron's pollers do)."""
+    RECORDING_UNKNOWN; ERROR fails; other codes are ignored (as Aeron's pollers do). Subclasses
+    say what the collected descriptors give."""
 
     count: int = 0
     descriptors: list[RecordingDescriptor] = field(default_factory=list)
@@ -186,12 +194,17 @@ class AwaitDescriptors(Expectation):
     def progress(self) -> str:
         return f"{len(self.descriptors)} of {self.count} descriptors received"
 
+
+@dataclass
+class AwaitDescriptors(CollectDescriptors[list[RecordingDescriptor]]):
+    """A listing whose value is the descriptors received."""
+
     def value(self) -> list[RecordingDescriptor]:
         return list(self.descriptors)
 
 
 @dataclass
-class AwaitSubscriptionDescriptors(Expectation):
+class AwaitSubscriptionDescriptors(Expectation[list[RecordingSubscriptionDescriptor]]):
     """ListRecordingSubscriptions: ``count`` descriptors or SUBSCRIPTION_UNKNOWN."""
 
     count: int = 0
@@ -222,7 +235,7 @@ class AwaitSubscriptionDescriptors(Expectation):
 
 
 @dataclass
-class AwaitConnect(Expectation):
+class AwaitConnect(Expectation[ControlResponse | Challenge]):
     """A connect (or challenge response): ends with the OK, the ERROR or a Challenge.
 
     ``value()`` is the OK `ControlResponse` or the `Challenge` to answer. An ERROR keeps the
@@ -259,7 +272,7 @@ class ResponseRouter:
 
     def __init__(self, control_session_id: int | None = None) -> None:
         self.control_session_id = control_session_id
-        self.current: Expectation | None = None
+        self.current: Expectation[object] | None = None
         self.signals: collections.deque[RecordingSignalEvent] = collections.deque()
         self.error_responses: collections.deque[ControlResponse] = collections.deque(
             maxlen=MAX_KEPT_ERROR_RESPONSES)
@@ -268,7 +281,7 @@ class ResponseRouter:
         self.undecodable_messages = 0
         self.last_decode_problem: str | None = None
 
-    def begin(self, expectation: Expectation) -> Expectation:
+    def begin(self, expectation: Expectation[Value]) -> Expectation[Value]:
         if self.current is not None and not self.current.done:
             raise RuntimeError(
                 f"{expectation.request} started while {self.current.request} is still waiting: "
@@ -280,7 +293,7 @@ class ResponseRouter:
         self.current = None
 
     # -- input ---------------------------------------------------------------------------------
-    def on_message(self, data, header: object = None) -> None:
+    def on_message(self, data: bytes | memoryview, header: object = None) -> None:
         """One whole message from the response subscription (``header`` is ignored, so the
         method is a valid ``Subscription.poll`` handler). Never raises for bad bytes."""
         try:
@@ -299,10 +312,9 @@ class ResponseRouter:
             self.pings_received += 1  # the archive pings: its silence then means the session is gone
             self.skipped_messages += 1
             return
-        expectation = self.current
-        waiting = expectation is not None and not expectation.done
+        expectation = self.current if self.current is not None and not self.current.done else None
         if isinstance(message, (ControlResponse, Challenge)):
-            if waiting and message.correlation_id in expectation.correlation_ids and \
+            if expectation is not None and message.correlation_id in expectation.correlation_ids and \
                     self._may_be_ours(message.control_session_id, expectation):
                 if isinstance(message, ControlResponse):
                     expectation.on_control_response(message)
@@ -318,7 +330,7 @@ class ResponseRouter:
                 self.signals.append(message)
                 return
         elif isinstance(message, (RecordingDescriptorMessage, RecordingSubscriptionDescriptor)) \
-                and waiting and message.correlation_id in expectation.correlation_ids \
+                and expectation is not None and message.correlation_id in expectation.correlation_ids \
                 and self._is_ours(message.control_session_id):
             if isinstance(message, RecordingDescriptorMessage):
                 expectation.on_descriptor(message)
@@ -330,7 +342,7 @@ class ResponseRouter:
     def _is_ours(self, control_session_id: int) -> bool:
         return self.control_session_id is not None and control_session_id == self.control_session_id
 
-    def _may_be_ours(self, control_session_id: int, expectation: Expectation) -> bool:
+    def _may_be_ours(self, control_session_id: int, expectation: Expectation[object]) -> bool:
         # Before the session is known only the connect's correlation id identifies its answer.
         if isinstance(expectation, AwaitConnect) and self.control_session_id is None:
             return True
@@ -342,7 +354,7 @@ class ResponseRouter:
         self.signals.clear()
         return taken
 
-    def take_signal(self, predicate) -> RecordingSignalEvent | None:
+    def take_signal(self, predicate: Callable[[RecordingSignalEvent], bool]) -> RecordingSignalEvent | None:
         """Removes and returns the oldest queued signal satisfying ``predicate`` (others stay)."""
         for index, signal in enumerate(self.signals):
             if predicate(signal):

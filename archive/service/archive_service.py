@@ -31,13 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aeron_spark.archive.codecs.constants import (  # Aeron's defaults, defined once
-    DEFAULT_CONTROL_CHANNEL,
-    DEFAULT_CONTROL_STREAM_ID,
-    DEFAULT_LOCAL_CONTROL_CHANNEL,
-    DEFAULT_LOCAL_CONTROL_STREAM_ID,
-    DEFAULT_RECORDING_EVENTS_STREAM_ID,
-)
+from aeron_spark.archive import configuration as defaults
+from aeron_spark.archive.configuration import SHUTDOWN_RECORDINGS_TIMEOUT_S
 from aeron_spark.archive.service.agent_runner import AgentRunner, new_idle_strategy
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.storage.catalog import Catalog
@@ -50,37 +45,36 @@ from aeron_spark.archive.storage import recovery
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_RECORDINGS_TIMEOUT_S = 10.0
-
 
 @dataclass(frozen=True)
 class ArchiveServiceOptions:
     archive_dir: Path
     aeron_dir: str | None = None  # None: start an embedded media driver
-    control_channel: str | None = DEFAULT_CONTROL_CHANNEL  # None: local IPC control only
-    control_stream_id: int = DEFAULT_CONTROL_STREAM_ID
-    local_control_channel: str = DEFAULT_LOCAL_CONTROL_CHANNEL
-    local_control_stream_id: int = DEFAULT_LOCAL_CONTROL_STREAM_ID
+    control_channel: str | None = defaults.DEFAULT_CONTROL_CHANNEL  # None: local IPC control only
+    control_stream_id: int = defaults.DEFAULT_CONTROL_STREAM_ID
+    local_control_channel: str = defaults.DEFAULT_LOCAL_CONTROL_CHANNEL
+    local_control_stream_id: int = defaults.DEFAULT_LOCAL_CONTROL_STREAM_ID
     recording_events_channel: str | None = None  # None: no recording events
-    recording_events_stream_id: int = DEFAULT_RECORDING_EVENTS_STREAM_ID
+    recording_events_stream_id: int = defaults.DEFAULT_RECORDING_EVENTS_STREAM_ID
     archive_id: int | None = None  # None: the Aeron client id
-    segment_file_length: int = 128 * 1024 * 1024
-    file_sync: int = 0
-    catalog_file_sync: int = 0
-    segment_direct_io: bool = False  # O_DIRECT segment writes (where the file system allows): for write-heavy archives
+    segment_file_length: int = defaults.DEFAULT_SEGMENT_LENGTH
+    file_sync: int = defaults.DEFAULT_FILE_SYNC
+    catalog_file_sync: int = defaults.DEFAULT_CATALOG_FILE_SYNC
+    # O_DIRECT segment writes (where the file system allows): for write-heavy archives
+    segment_direct_io: bool = defaults.DEFAULT_SEGMENT_DIRECT_IO
     checksum: str | None = None  # None or a checksum name accepted by storage.checksum
     replay_checksum: str | None = None  # verify stored checksums before replaying (None: off)
-    replay_buffer_length: int = 1024 * 1024
-    max_concurrent_recordings: int = 20
-    max_concurrent_replays: int = 20
-    connect_timeout_ms: int = 5_000
-    session_idle_timeout_ms: int = 0
+    replay_buffer_length: int = defaults.DEFAULT_REPLAY_BUFFER_LENGTH
+    max_concurrent_recordings: int = defaults.DEFAULT_MAX_CONCURRENT_RECORDINGS
+    max_concurrent_replays: int = defaults.DEFAULT_MAX_CONCURRENT_REPLAYS
+    connect_timeout_ms: int = defaults.DEFAULT_CONNECT_TIMEOUT_MS
+    session_idle_timeout_ms: int = defaults.DEFAULT_SESSION_IDLE_TIMEOUT_MS
     authenticator: Authenticator | None = None
     driver_dir: str | None = None  # embedded driver directory (default: a fresh unique one)
     driver_term_buffer_length: int | None = None
     # Idle strategies by name (agent_runner.IDLE_STRATEGIES): Java's aeron.archive.idle.strategy,
     # and its recorder/replayer overrides (None: the general one).
-    idle_strategy: str = "backoff"
+    idle_strategy: str = defaults.DEFAULT_IDLE_STRATEGY
     recorder_idle_strategy: str | None = None
     replayer_idle_strategy: str | None = None
 
@@ -110,8 +104,9 @@ class ArchiveService:
     # ------------------------------------------------------------------ start
 
     @property
-    def aeron_dir(self) -> str:
-        return self.options.aeron_dir if self.driver is None else self.driver.dir
+    def aeron_dir(self) -> str | None:
+        """The media driver's directory (None before an embedded driver has started)."""
+        return self.options.aeron_dir if self.driver is None else str(self.driver.dir)
 
     def start(self) -> "ArchiveService":
         try:
@@ -134,7 +129,8 @@ class ArchiveService:
                 driver_options = driver_options.with_overrides(term_buffer_length=o.driver_term_buffer_length)
             self.driver = MediaDriver(driver_options)
             log.info("embedded media driver started in %s", self.driver.dir)
-        self.aeron = AeronClient(self.aeron_dir)
+        aeron_dir = o.aeron_dir if o.aeron_dir is not None else str(self.driver.dir)
+        self.aeron = AeronClient(aeron_dir)
         self.archive_id = o.archive_id if o.archive_id is not None else _client_id(self.aeron)
         self.mark_file = ArchiveMarkFile.create(
             directory, archive_id=self.archive_id,
@@ -142,7 +138,7 @@ class ArchiveService:
             local_control_channel=o.local_control_channel,
             local_control_stream_id=o.local_control_stream_id,
             events_channel=o.recording_events_channel or "",
-            events_stream_id=o.recording_events_stream_id, aeron_directory=self.aeron_dir)
+            events_stream_id=o.recording_events_stream_id, aeron_directory=aeron_dir)
         self.error_log = errors = MarkFileErrorLog(self.mark_file)
         checksum = _checksum(o.checksum)
         # The recording requests create the writers with the process default (one archive per process).
@@ -204,11 +200,13 @@ class ArchiveService:
         self._release(clean=True)
 
     def _stop_recordings(self) -> None:
-        conductor = self.conductor
+        conductor, recorder = self.conductor, self.recorder
+        if conductor is None or recorder is None:  # the agents never started: nothing records
+            return
         conductor.request_stop_all_recordings()
         deadline = time.monotonic() + SHUTDOWN_RECORDINGS_TIMEOUT_S
         while time.monotonic() < deadline:
-            if conductor.all_recordings_stopped and self.recorder.session_count == 0:
+            if conductor.all_recordings_stopped and recorder.session_count == 0:
                 return
             time.sleep(0.005)
         log.error("recordings %s did not stop within %.0f s; their stop positions will be "
@@ -246,6 +244,8 @@ def recover_active_recordings(catalog: Catalog, archive_dir: Path, *, checksum: 
     files = recovery.ArchiveFiles(archive_dir)  # one listing of the directory for all of them
     for recording_id in catalog.active_recording_ids():
         descriptor = catalog.descriptor(recording_id)
+        if descriptor is None:  # listed as active just now; nothing else uses the catalog yet
+            raise RuntimeError(f"recording {recording_id} vanished from the catalog during recovery")
         report = recovery.recover_recording(
             archive_dir, descriptor.recording_id, descriptor.start_position,
             descriptor.term_buffer_length, descriptor.segment_file_length,

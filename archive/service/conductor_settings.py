@@ -6,19 +6,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aeron_spark.archive import configuration as defaults
+
 
 @dataclass(frozen=True, slots=True)
 class ConductorSettings:
     archive_dir: Path
     archive_id: int
-    segment_file_length: int = 128 * 1024 * 1024
-    file_sync: int = 0
+    segment_file_length: int = defaults.DEFAULT_SEGMENT_LENGTH
+    file_sync: int = defaults.DEFAULT_FILE_SYNC
     checksum: Any = None  # a checksum.FrameChecksum or None
-    replay_buffer_length: int = 1024 * 1024
-    max_concurrent_recordings: int = 20
-    max_concurrent_replays: int = 20
-    connect_timeout_ms: int = 5_000
-    session_liveness_check_interval_ms: int = 1_000
-    session_idle_timeout_ms: int = 0
-    replay_linger_timeout_ns: int = 5_000_000_000
+    replay_buffer_length: int = defaults.DEFAULT_REPLAY_BUFFER_LENGTH
+    max_concurrent_recordings: int = defaults.DEFAULT_MAX_CONCURRENT_RECORDINGS
+    max_concurrent_replays: int = defaults.DEFAULT_MAX_CONCURRENT_REPLAYS
+    connect_timeout_ms: int = defaults.DEFAULT_CONNECT_TIMEOUT_MS
+    session_liveness_check_interval_ms: int = defaults.DEFAULT_SESSION_LIVENESS_CHECK_INTERVAL_MS
+    session_idle_timeout_ms: int = defaults.DEFAULT_SESSION_IDLE_TIMEOUT_MS
+    replay_linger_timeout_ns: int = defaults.DEFAULT_REPLAY_LINGER_TIMEOUT_NS
     replay_checksum: Any = None

@@ -40,7 +40,6 @@ from aeron_spark.driver_integration.position import (
     parse_segment_file_name, segment_file_base_position, segment_file_name,
     start_term_base_position, validate_segment_length)
 
-DEFAULT_SEGMENT_LENGTH = 128 * 1024 * 1024
 DELETE_SUFFIX = ".del"
 FILE_SYNC_LEVELS = (0, 1, 2)
 _INT32 = struct.Struct("<i")

@@ -565,7 +565,7 @@ def test_pings_read_after_a_long_gap_do_not_prove_the_archive_alive(monkeypatch)
     """A dead archive's last pings stay in the image until the driver times it out: read after a
     gap longer than the ping silence, they count as of the last empty poll, and `is_connected`
     then waits briefly for a fresh message before calling the session lost."""
-    from aeron_spark.archive.client import archive_client as module
+    from aeron_spark.archive.client import client_session as module
 
     archive = FakeArchive()
     client = connect(archive)
