@@ -1,5 +1,6 @@
-"""The decoding tests run twice: with the C helper (connector/sbe/fixed_fields.c) and with the numpy
-path it falls back to (``AERON_SPARK_SBE_NATIVE=0``); a module opts in with
+"""The SBE decoding tests (tests/unit/connector/sbe, and the source's SBE columns in
+tests/unit/connector/source) run twice: with the C helper (connector/sbe/fixed_fields.c) and with the
+numpy path it falls back to (``AERON_SPARK_SBE_NATIVE=0``); a module opts in with
 ``pytestmark = pytest.mark.usefixtures("sbe_decoding_path")``."""
 
 import pytest
