@@ -9,7 +9,7 @@ from aeron_spark.connector.sbe import native_fields
 
 
 @pytest.fixture(params=["native", "numpy"])
-def sbe_decoding_path(request, monkeypatch) -> str:
+def sbe_decoding_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "native":
         assert native_fields.built(), native_fields.NOT_BUILT
     monkeypatch.setenv(native_fields.SWITCH, "1" if request.param == "native" else "0")
