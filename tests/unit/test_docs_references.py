@@ -20,7 +20,7 @@ TOP_FOLDERS = ("tests", "archive", "connector", "driver_integration", "bench", "
 REPO_PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOP_FOLDERS) + r")/[\w./-]*\w)(?:::(\w+…?))?")
 # A test file named without its folder, possibly with one of its tests.
 TEST_FILE = re.compile(r"(?<![\w./-])(test_\w+\.py)(?:::(\w+…?))?")
-MARKDOWN_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s#]+)(?:#([^)]*))?\)")
 # Folders of one machine, not of the repository (scratch folders like /tmp in example commands are fine).
 MACHINE_PATH = re.compile(r"(?<![\w.-])((?:/work|/root|/home|/Users)/[^\s`)\"']*)")
 PARENT_PATH = re.compile(r"(?<!\]\()(?<![\w./-])((?:\.\./)+[\w./-]*\w)")
@@ -35,6 +35,14 @@ def _test_defined(test_file: Path, name: str) -> bool:
     name = re.escape(name.rstrip("…"))
     return re.search(rf"^\s*(?:async\s+)?def {name}{whole_name}|^class {name}{whole_name}",
                      test_file.read_text(), re.M) is not None
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors a Markdown renderer (GitHub's rule) gives the headings of ``markdown``."""
+    anchors = set()
+    for heading in re.findall(r"^#+ (.+)$", markdown, re.M):
+        anchors.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return anchors
 
 
 def _inside_repo(path: Path) -> bool:
@@ -69,6 +77,8 @@ def missing_references(doc: Path, text: str) -> list[str]:
             problems.append(f"{where}: link {link} leaves the repository")
         elif not target.exists():
             problems.append(f"{where}: link {link} does not exist")
+        elif match.group(2) and target.suffix == ".md" and match.group(2) not in heading_anchors(target.read_text()):
+            problems.append(f"{where}: link {link}#{match.group(2)}: no such heading")
     for match in PARENT_PATH.finditer(text):
         cited = match.group(1)
         target = doc.parent / cited
@@ -89,7 +99,8 @@ def test_a_missing_path_a_missing_test_and_a_machine_folder_are_each_reported() 
     existing = "tests/unit/test_docs_references.py"
     text = (f"`{existing}::test_every_path_and_test_a_doc_cites_is_in_the_repository` is here; "
             f"`{existing}::test_gone` is not; `tests/unit/test_gone.py`, `test_nowhere.py`, "
-            "see /work/shared/notes.md and ../shared/notes.md, [a link](missing.md), [up](../README.md).")
+            "see /work/shared/notes.md and ../shared/notes.md, [a link](missing.md), [up](../README.md), "
+            "[a heading](performance.md#performance), [no heading](performance.md#nowhere).")
     # As if docs/architecture.md said it: relative links resolve from docs/.
     problems = missing_references(REPO / "docs" / "architecture.md", text)
     assert problems == [
@@ -97,6 +108,7 @@ def test_a_missing_path_a_missing_test_and_a_machine_folder_are_each_reported() 
         "docs/architecture.md: tests/unit/test_gone.py does not exist",
         "docs/architecture.md: no test file test_nowhere.py under tests/",
         "docs/architecture.md: link missing.md does not exist",
+        "docs/architecture.md: link performance.md#nowhere: no such heading",
         "docs/architecture.md: ../shared/notes.md is not a path in the repository",
         "docs/architecture.md: /work/shared/notes.md is a folder of one machine, not of the repository",
     ]
