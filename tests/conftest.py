@@ -4,11 +4,16 @@
 * ``aeron_client`` (session): an AeronClient on that driver.
 * ``new_aeron_client`` (function): a factory for extra clients, closed after the test.
 * ``free_udp_port``: a localhost UDP port that was free a moment ago.
+
+Markers come from a test's folder (``FOLDER_MARKERS``), so ``-m integration``, ``-m spark``,
+``-m interop`` and ``-m cluster`` select by what a test runs; a file adds only the marks its folder
+does not give (a Spark test that also starts the sidecar adds ``integration``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,6 +22,33 @@ from tests.support import ports
 
 if TYPE_CHECKING:
     from aeron_spark.driver_integration import AeronClient, MediaDriver
+
+TESTS_ROOT = Path(__file__).parent
+
+# The top folder under tests/ -> the marks every test in it gets (names registered in pyproject).
+FOLDER_MARKERS: dict[str, tuple[str, ...]] = {
+    "integration": ("integration",),
+    "spark": ("spark",),
+    "interop": ("interop",),
+    "cluster": ("cluster", "spark", "integration"),
+}
+
+
+def folder_markers(test_file: Path) -> tuple[str, ...]:
+    """The marks of the top folder under tests/ that holds ``test_file`` (none outside tests/)."""
+    try:
+        top_folder = test_file.resolve().relative_to(TESTS_ROOT.resolve()).parts[0]
+    except ValueError:
+        return ()
+    return FOLDER_MARKERS.get(top_folder, ())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        present = {mark.name for mark in item.iter_markers()}
+        for name in folder_markers(item.path):
+            if name not in present:
+                item.add_marker(name)
 
 
 @pytest.fixture(scope="session")

@@ -115,6 +115,9 @@ class App:
         self.spark = self._session()
 
     def _session(self):
+        # Built here, not by pytest-spark (tests/spark's session): this is another process, whose
+        # master (local-cluster or local[2]), AERON_DIR and spark_conf differ per run, while
+        # pytest-spark gives one in-process session of one fixed configuration.
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         from pyspark.sql import SparkSession

@@ -35,7 +35,7 @@ from tests.support.ports import free_udp_port
 from tests.support.s3_server import running_s3_server
 from tests.support.sidecar import running_sidecar
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMON_SCENARIOS = ["batch_read", "available_now", "tail_live", "discovery", "restart_from_checkpoint",

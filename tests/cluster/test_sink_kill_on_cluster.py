@@ -19,7 +19,7 @@ from tests.support.driver_process import running_driver_process
 from tests.support.ports import free_udp_port
 from tests.support.s3_server import running_s3_server
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_the_sink_on_a_cluster_is_exactly_once_through_a_kill_mid_commit_with_staging_on_s3(

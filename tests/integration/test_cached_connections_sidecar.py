@@ -16,7 +16,7 @@ from aeron_spark.connector.source.archive_access import _connections as source_c
 from aeron_spark.connector.source.archive_access import forget_shared_archive, leased_archive, shared_archive
 from tests.support.sidecar import Sidecar
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 IDLE_TIMEOUT = ["--session-idle-timeout-ms", "1000"]
 

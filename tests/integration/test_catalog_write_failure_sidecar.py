@@ -23,7 +23,7 @@ from aeron_spark.driver_integration import AeronClient
 from tests.support.sidecar import running_sidecar
 from tests.support.sidecar_streams import IPC_RECORDED, RECORDED_STREAM, TIMEOUT, ipc_archive, payloads, publish
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_a_catalog_write_failing_after_the_ok_is_an_error_to_the_client_and_leaves_no_entry(tmp_path: Path, monkeypatch):

@@ -19,7 +19,7 @@ from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 from tests.support.sidecar import Sidecar
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 BUSY_REQUESTS = 2_000
 #: Far above a normal answer (~1 ms), far below the 10 s request timeout a blocked client hit.

@@ -30,8 +30,6 @@ from tests.support.ports import free_udp_port
 from tests.support.sidecar import Sidecar, running_sidecar
 
 
-pytestmark = pytest.mark.integration
-
 MESSAGES = 200
 SIZE = 100
 TIMEOUT = 10.0

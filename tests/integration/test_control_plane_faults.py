@@ -17,7 +17,7 @@ from tests.support.sidecar import Sidecar
 from tests.support.sidecar_streams import ipc_archive, payloads, record_ipc
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 # Legal length (under Aeron's 4,095-character URI limit) and invalid (unknown media), so the
 # ERROR used to quote it twice: more than the 8 KiB max message of a 64 KiB-term response.

@@ -30,7 +30,7 @@ from tests.support.ports import udp_channel
 from tests.support.sidecar import Sidecar
 from tests.support.sidecar_streams import drain_until, expected, ipc_archive, payloads, record_ipc
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 MESSAGES = int(os.environ.get("AERON_FUZZ_MESSAGES", "100000"))
 SEED = int(os.environ.get("AERON_FUZZ_SEED", "13"))

@@ -35,7 +35,7 @@ from aeron_spark.driver_integration import channel_uri
 
 from tests.support import waiting
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 TERM = 64 * 1024
 MTU = 1408

@@ -22,9 +22,6 @@ from aeron_spark.connector.source.archive_access import open_archive
 from tests.support.ports import free_udp_port
 from tests.support.sidecar_streams import ipc_archive, payloads, record_ipc
 
-pytestmark = pytest.mark.integration
-
-
 @pytest.fixture
 def other_host_driver():
     with MediaDriver(threading_mode="shared") as driver:

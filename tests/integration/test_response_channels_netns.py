@@ -30,7 +30,7 @@ import pytest
 from aeron_spark.archive.cli.sidecar_process import serve_command
 from aeron_spark.archive.cli.serve_command import READY_PREFIX
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SUBNET = 10_213

@@ -28,9 +28,6 @@ from tests.support.sidecar_streams import (
     record_ipc,
 )
 
-pytestmark = pytest.mark.integration
-
-
 @pytest.fixture
 def client_host_aeron():
     with MediaDriver(threading_mode="shared") as driver:

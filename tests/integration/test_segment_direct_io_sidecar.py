@@ -25,7 +25,7 @@ from tests.support.sidecar import Sidecar
 from tests.support.waiting import wait_until
 
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 TERM = 64 * 1024
 CHANNEL = f"aeron:ipc?term-length={TERM}"

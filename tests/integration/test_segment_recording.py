@@ -16,7 +16,7 @@ from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, DataFrameHeader, walk_frames)
 from aeron_spark.driver_integration.publication import OfferResult
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 TERM = 64 * 1024
 CHANNEL = f"aeron:ipc?term-length={TERM}"

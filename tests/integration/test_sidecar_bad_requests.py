@@ -22,7 +22,7 @@ from tests.support.sidecar_streams import (
     record_ipc,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_bad_replay_truncate_and_purge_requests_get_useful_errors(sidecar: Sidecar, local_aeron: AeronClient):

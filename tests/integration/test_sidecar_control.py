@@ -20,9 +20,6 @@ from tests.support.sidecar import running_sidecar
 from tests.support.waiting import wait_until
 
 
-pytestmark = pytest.mark.integration
-
-
 @pytest.fixture
 def sidecar(tmp_path):
     with running_sidecar(tmp_path / "archive") as process:

@@ -22,7 +22,7 @@ from tests.support.sidecar import Sidecar
 from tests.support.sidecar_streams import RECORDED_STREAM, TIMEOUT, ipc_archive, payloads, record_ipc
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.mark.parametrize("sidecar", [["--archive-id", "777"]], indirect=True, ids=["archive-id-777"])

@@ -12,7 +12,7 @@ from aeron_spark.archive.storage.mark_file import read_mark_file
 
 from tests.support.sidecar import Sidecar, running_sidecar
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_mark_file_of_a_running_sidecar_and_a_second_serve_on_its_directory(tmp_path: Path):

@@ -26,7 +26,7 @@ from tests.support.sidecar_streams import (
     record_ipc,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_udp_record_list_replay_with_term_rotation_and_fragments(sidecar: Sidecar, aeron_client: AeronClient):

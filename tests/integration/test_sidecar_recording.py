@@ -27,8 +27,6 @@ from tests.support.sidecar import Sidecar, running_sidecar
 from tests.support.waiting import wait_until
 
 
-pytestmark = pytest.mark.integration
-
 RECORDED_CHANNEL = "aeron:ipc?term-length=65536"
 RECORDED_STREAM = 1001
 REPLAY_STREAM = 2002

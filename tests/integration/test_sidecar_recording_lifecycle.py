@@ -28,7 +28,7 @@ from tests.support.sidecar_streams import (
 )
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_one_recording_per_image_and_a_spy_for_a_local_udp_publication(sidecar: Sidecar, local_aeron: AeronClient):

@@ -30,7 +30,7 @@ from tests.support.sidecar_streams import (
 )
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.mark.parametrize("sidecar", [["--replay-buffer-length", "64k"]], indirect=True, ids=["64k-buffer"])

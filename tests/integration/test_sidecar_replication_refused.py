@@ -13,7 +13,7 @@ from aeron_spark.driver_integration import AeronClient
 from tests.support.raw_archive_client import RawArchiveClient
 from tests.support.sidecar import Sidecar
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 SOURCE = "aeron:udp?endpoint=localhost:18010"
 

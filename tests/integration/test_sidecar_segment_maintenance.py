@@ -19,7 +19,7 @@ from tests.support.sidecar_streams import (
     record_ipc,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_detach_attach_delete_and_purge_segments_through_the_sidecar(sidecar: Sidecar, local_aeron: AeronClient):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_serve_options_and_their_defaults(tmp_path: Path):

@@ -41,7 +41,7 @@ from tests.support.sidecar_streams import (
 )
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_sigint_stops_cleanly_with_stop_positions_and_closes_the_embedded_driver(tmp_path: Path,

@@ -18,7 +18,7 @@ from tests.support.sidecar import Sidecar
 from tests.support.sidecar_streams import TIMEOUT, as_pairs, expected, ipc_archive, payloads, record_ipc
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_replay_whose_subscriber_never_connects_ends_with_an_error_after_5_s(sidecar: Sidecar,

@@ -26,7 +26,7 @@ from tests.support.sidecar_streams import (
     record_ipc,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 LONG = "aeron:udp?endpoint=localhost:40999|alias=" + "renamed-" * 40 + "|term-length=64k"
 

@@ -28,7 +28,7 @@ from tests.support.driver_process import running_driver_process
 from tests.support.sidecar import Sidecar
 from tests.support.sidecar_streams import TIMEOUT, Published, as_pairs, expected, ipc_archive, payloads, record_ipc
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 SEGMENT = 64 * 1024  # tests/support/sidecar.py's --segment-length
 ITERATIONS = int(os.environ.get("AERON_STORAGE_CRASH_ITERATIONS", "20"))

@@ -13,7 +13,7 @@ from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.storage.segment import SegmentWriter
 from aeron_spark.driver_integration.frame import DataFrameHeader
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 TERM = 64 * 1024
 CHANNEL = f"aeron:ipc?term-length={TERM}"

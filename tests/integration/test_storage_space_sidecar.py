@@ -28,8 +28,7 @@ from tests.support.sidecar import running_sidecar
 from tests.support.sidecar_streams import (
     IPC_RECORDED, RECORDED_STREAM, TIMEOUT, Published, as_pairs, expected, ipc_archive, message_start, payloads)
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180),
-              pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from aeron_spark.driver_integration import AeronClient
 
 from tests.support.sidecar import running_sidecar
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 TIMEOUT = 15.0
 TERM = 64 * 1024

@@ -22,7 +22,7 @@ from tests.support.driver_process import running_driver_process
 from tests.support.sidecar import Sidecar
 from tests.support.sidecar_streams import TIMEOUT, as_pairs, expected, ipc_archive, payloads, record_ipc
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 LONG = "aeron:ipc?alias=" + "moved-" * 60 + "|term-length=64k"
 

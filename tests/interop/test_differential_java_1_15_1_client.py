@@ -44,8 +44,6 @@ from tests.interop.legacy_script import (
 from tests.interop.peer.interop_peer import PeerInstallation, expected_digest
 from tests.support.sidecar import running_sidecar
 
-pytestmark = pytest.mark.interop
-
 #: Steps where Java 1.15.1 answers otherwise and ours answers as current Aeron (1.51) does; each
 #: is asserted on its own below.
 VERSION_DEPENDENT = {

@@ -22,7 +22,7 @@ from tests.support.control_fuzz import FuzzMix, fuzz_session
 from tests.support.ports import free_udp_port, udp_channel
 from tests.support.sidecar import running_sidecar
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 MESSAGES = int(os.environ.get("AERON_FUZZ_MESSAGES", "100000"))
 SESSIONS = 8

@@ -36,8 +36,6 @@ from tests.support.ports import free_udp_port, udp_channel
 from tests.support.sidecar import Sidecar, running_sidecar
 
 
-pytestmark = pytest.mark.interop
-
 MESSAGES = 1000
 SIZE = 100
 STREAM_ID = 1001

@@ -52,8 +52,6 @@ from tests.interop.peer.interop_peer import (
 )
 from tests.support.ports import free_udp_port, udp_channel
 
-pytestmark = pytest.mark.interop
-
 MESSAGES = 1_000
 SIZE = 100
 TIMEOUT = 10.0

@@ -32,8 +32,6 @@ from aeron_spark.driver_integration import AeronClient
 from tests.interop.peer.interop_peer import RecordResult, RunningJavaArchive, expected_digest, framed_length
 from tests.support.ports import free_udp_port, udp_channel
 
-pytestmark = pytest.mark.interop
-
 MESSAGES = 20
 SIZE = 1024
 FRAME = framed_length(SIZE)

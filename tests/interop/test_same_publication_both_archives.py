@@ -59,8 +59,6 @@ from tests.support.ports import free_udp_port
 from tests.support.sidecar import running_sidecar
 
 
-pytestmark = pytest.mark.interop
-
 STREAM_ID = 77
 MESSAGES = 5000
 SIZE = 100  # 160-byte frames: 409 per 64 KiB term, then a 96-byte PAD frame

@@ -1,41 +1,38 @@
-"""One local[2] SparkSession for every test under tests/spark (settings from the Spark notes §5)."""
+"""The Spark tests' session: pytest-spark's one ``spark_session`` (settings: ``spark_options`` in
+pyproject's [tool.pytest.ini_options]), named ``spark`` here, and the source tests' sidecar."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-
-@pytest.fixture(scope="session")
-def spark():
-    # Workers must run this interpreter (same minor version and the editable install).
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("aeron-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.catalogImplementation", "in-memory")
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    try:
-        yield session
-    finally:
-        session.stop()
+    from tests.spark.source_fixtures import RecordingArchive
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Python workers must run this interpreter (same minor version, the editable install); pytest-spark
+    # does not set it, and Spark reads it when the session starts, so it is set before any fixture runs.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+@pytest.fixture(scope="session")
+def spark(spark_session: SparkSession) -> SparkSession:
+    """pytest-spark's session under the name the tests use; Spark's own log kept to errors."""
+    spark_session.sparkContext.setLogLevel("ERROR")
+    return spark_session
 
 
 # The source tests' shared set-up; a test module defining its own `archive` uses that instead.
 @pytest.fixture(scope="module")
-def archive(tmp_path_factory):
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingArchive]:
     """A real sidecar for the module, with a client that records test streams on it."""
     from tests.spark.source_fixtures import RecordingArchive
     from tests.support.sidecar import running_sidecar
@@ -49,7 +46,7 @@ def archive(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def spark_source(spark):
+def spark_source(spark: SparkSession) -> SparkSession:
     """The session with the aeron-archive format registered."""
     from aeron_spark.connector import register
 

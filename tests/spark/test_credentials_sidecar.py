@@ -25,7 +25,7 @@ from tests.spark.source_fixtures import (
 )
 from tests.support.sidecar import running_sidecar
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 PRINCIPAL = "spark-reader"
 SECRET = "xK9-credential-canary-4417"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(330)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(330)]
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
 RUN_TIMEOUT_S = 270

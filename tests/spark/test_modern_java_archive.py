@@ -47,10 +47,10 @@ from tests.interop.peer.modern_peer import (
     start_modern_java_archive,
 )
 from tests.interop.peer.interop_peer import PeerError, shm_tempdir
-from tests.spark.test_sink_committer_sidecar import race_two_commits, winner_and_loser
+from tests.integration.test_sink_committer_sidecar import race_two_commits, winner_and_loser
 from tests.support.ports import udp_channel
 
-pytestmark = [pytest.mark.spark, pytest.mark.interop, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
 SIZE = 200
 WAIT_S = 90.0

@@ -5,8 +5,6 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, St
 
 from aeron_spark.connector import register
 
-pytestmark = pytest.mark.spark
-
 EXPECTED = StructType([  # NOT NULL: no value is ever null (and Spark converts such columns faster)
     StructField("recording_id", LongType(), nullable=False),
     StructField("position", LongType(), nullable=False),

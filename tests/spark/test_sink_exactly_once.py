@@ -17,7 +17,7 @@ from aeron_spark.connector import register
 
 from tests.support.sidecar import running_sidecar
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 STREAM_ID = 4001
 

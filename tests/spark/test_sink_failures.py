@@ -68,7 +68,7 @@ from tests.support.s3_server import running_s3_server
 from tests.support.sidecar import Sidecar
 from tests.spark.source_fixtures import Recorded, RecordingArchive, numbered_payloads
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
 QUERY_SCRIPT = Path(__file__).with_name("sink_query_process.py")
 INPUT_MESSAGES = 7500

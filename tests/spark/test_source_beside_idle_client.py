@@ -32,7 +32,7 @@ from tests.spark.source_fixtures import (
 DURATION_S = float(os.environ.get("AERON_SPARK_IDLE_CLIENT_SECONDS", "60"))
 MESSAGES_PER_SECOND = 100  # bursts of 10 every 0.1 s
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(int(DURATION_S) + 240)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(int(DURATION_S) + 240)]
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from tests.spark.source_fixtures import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 
 def memory_rows(spark, query_name: str) -> list[tuple[int, int, bytes]]:

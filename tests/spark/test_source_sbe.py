@@ -13,7 +13,7 @@ from tests.spark.source_fixtures import RecordingArchive, run_available_now
 from tests.support.sidecar import running_sidecar
 from tests.unit.connector.sbe.sbe_fixtures import INT64_NULL, READER_SCHEMA, V0_SCHEMA, book, encode, trade
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 LEVELS = [{"price": {"mantissa": 10, "exponent": -1}, "size": 3, "side": "Buy"},
           {"price": {"mantissa": 11, "exponent": -1}, "size": 4, "side": "Sell"}]

@@ -20,7 +20,7 @@ from tests.spark.source_fixtures import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from tests.spark.source_fixtures import (
     run_available_now,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 STEP_NS = 10_000  # 10 µs between messages: 1200 messages span 12 ms
 MESSAGES = 1200   # ~2.4 MB of mixed sizes (4 B .. 8000 B, fragmented ones too): ~37 terms of 64 KiB

@@ -19,8 +19,6 @@ from aeron_spark.connector.source.batch_reader import AeronArchiveBatchReader
 from aeron_spark.connector.source.micro_batch_stream import AeronArchiveStreamReader
 from tests.support import fake_archive, synthetic_log
 
-pytestmark = pytest.mark.spark
-
 for module in (fake_archive, synthetic_log, sys.modules[__name__]):
     cloudpickle.register_pickle_by_value(module)
 

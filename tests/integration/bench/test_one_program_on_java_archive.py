@@ -23,7 +23,7 @@ from modern_java_archive import started as started_modern  # noqa: E402
 from tests.interop.peer.interop_peer import ensure_peer_built  # noqa: E402
 from tests.interop.peer.modern_peer import ensure_modern_peer_built  # noqa: E402
 
-pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
 
 TERM_LENGTH = 64 * 1024  # small terms: the run crosses many term ends (PAD frames, rotation)
 HEADER = struct.Struct("<iBBhiiii")  # frame length, version, flags, type, term offset, session, stream, term id

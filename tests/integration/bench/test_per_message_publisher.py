@@ -18,7 +18,7 @@ sys.path.insert(0, str(BENCH))
 import per_message_publisher  # noqa: E402 - bench/ is not a package
 from per_message_publisher import OfferLoopUnavailable, PerMessagePublisher, build_offer_loop  # noqa: E402
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 def expected_payload(index: int, size: int) -> bytes:

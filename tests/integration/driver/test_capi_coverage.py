@@ -16,7 +16,7 @@ import pytest
 
 from aeron_spark.driver_integration import _capi
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 TESTS = Path(__file__).resolve().parents[2]
 

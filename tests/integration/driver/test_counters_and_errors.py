@@ -10,7 +10,7 @@ from aeron_spark.driver_integration import AeronClient, AeronError, CounterState
 
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 TYPE_ID = 4242
 

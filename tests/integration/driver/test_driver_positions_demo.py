@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 DEMO = Path(__file__).resolve().parents[3] / "examples" / "driver_positions_demo.py"
 

@@ -15,7 +15,7 @@ from aeron_spark.driver_integration import AeronClient, MediaDriver
 from tests.support.driver_streams import await_image, offer_all, poll_messages
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 def test_client_attaches_to_a_driver_in_another_process(tmp_path):

@@ -24,7 +24,7 @@ from aeron_spark.driver_integration.position import (
 
 from tests.support.driver_streams import await_image, block_poll_bytes, offer_all, poll_messages
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 TERM = 64 * 1024
 BITS = position_bits_to_shift(TERM)

@@ -30,7 +30,7 @@ from aeron_spark.driver_integration.process_driver import (
 from tests.support.driver_streams import await_image, offer_all, poll_messages
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 # Starts this process's embedded driver, prints its directory, exits normally on a line of stdin.
 CHILD = """

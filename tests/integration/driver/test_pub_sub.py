@@ -14,7 +14,7 @@ from aeron_spark.driver_integration.position import compute_position, position_b
 from tests.support.driver_streams import await_image, offer_all, poll_messages
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 PAYLOADS = [b"", b"a", b"hello aeron", bytes(range(256)) * 4, b"z" * 1376]
 

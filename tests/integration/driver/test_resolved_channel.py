@@ -13,7 +13,7 @@ from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 from tests.support.driver_streams import await_image, offer_all, poll_messages
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 def _endpoint(channel: str) -> tuple[str, int]:

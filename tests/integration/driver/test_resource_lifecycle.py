@@ -12,7 +12,7 @@ import pytest
 from aeron_spark.driver_integration import AeronClient, MediaDriver
 from aeron_spark.driver_integration.errors import ResourceClosedError
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_every_resource_is_a_context_manager_and_closing_twice_is_harmless(tmp_path: Path):

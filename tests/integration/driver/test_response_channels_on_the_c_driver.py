@@ -18,8 +18,6 @@ from aeron_spark.driver_integration import AeronClient, MediaDriver
 
 from tests.support.ports import free_udp_port
 
-pytestmark = pytest.mark.integration
-
 TIMEOUT = 10.0
 
 

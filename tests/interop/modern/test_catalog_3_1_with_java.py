@@ -45,8 +45,6 @@ from tests.interop.peer.modern_peer import (
 )
 from tests.support.ports import free_udp_port, udp_channel
 
-pytestmark = pytest.mark.interop
-
 TIMEOUT = 15.0
 SEGMENT = 128 * 1024
 TERM = 64 * 1024

@@ -39,8 +39,6 @@ from tests.interop.peer.modern_peer import (
 from tests.support.ports import free_udp_port, udp_channel
 from tests.support.sidecar import running_sidecar
 
-pytestmark = pytest.mark.interop
-
 MESSAGES = 2000
 SIZE = 96  # framed 128 B: a 64 KiB term holds exactly 512 messages, so message i starts at i * 128
 FRAMED = 128

@@ -11,10 +11,6 @@ import pytest
 from tests.interop.peer.modern_peer import ModernArchiveEndpoint, ModernPeerClient, ModernPeerInstallation, PeerError
 from tests.support.sidecar import running_sidecar
 
-pytestmark = pytest.mark.interop
-
-
-
 def test_the_java_client_logs_in_to_our_authenticating_sidecar(modern_peer: ModernPeerInstallation,
                                                                tmp_path: Path) -> None:
     """AuthConnect with credentials, our Challenge (59) and the Java client's ChallengeResponse (60):

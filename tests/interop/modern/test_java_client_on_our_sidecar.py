@@ -20,8 +20,6 @@ from tests.interop.peer.modern_peer import (
 from tests.support.ports import udp_channel
 from tests.support.sidecar import Sidecar, running_sidecar
 
-pytestmark = pytest.mark.interop
-
 SIZE = 100
 STREAM_ID = 4701
 

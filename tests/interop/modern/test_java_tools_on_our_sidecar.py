@@ -41,8 +41,6 @@ from tests.interop.peer.modern_peer import (
 from tests.support.ports import free_udp_port, udp_channel
 from tests.support.sidecar import Sidecar, running_sidecar
 
-pytestmark = pytest.mark.interop
-
 SIZE = 100
 FRAMED = framed_length(SIZE)  # 160
 TIMEOUT_S = 30.0

@@ -50,8 +50,6 @@ from tests.support.driver_process import running_driver_process
 from tests.support.ports import free_udp_port, udp_channel
 from tests.support.sidecar import Sidecar, running_sidecar
 
-pytestmark = pytest.mark.interop
-
 MESSAGES = 500
 SIZE = 100
 FRAGMENTED_MESSAGES = 20

@@ -20,8 +20,6 @@ from tests.interop.peer.modern_peer import (
 )
 from tests.support.ports import free_udp_port
 
-pytestmark = pytest.mark.interop
-
 SEGMENT_LENGTH = 128 * 1024
 TERM_LENGTH = 64 * 1024  # a segment is at least a term: small terms make small segments
 SMALL_TERMS_IPC = f"aeron:ipc?term-length={TERM_LENGTH}"

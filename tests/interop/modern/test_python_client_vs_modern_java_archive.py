@@ -39,8 +39,6 @@ from tests.interop.peer.modern_peer import (
 )
 from tests.support.ports import udp_channel
 
-pytestmark = pytest.mark.interop
-
 SIZE = 100
 MESSAGES = 1_000
 TERM_LENGTH = 64 * 1024

@@ -32,8 +32,6 @@ from tests.interop.peer.modern_peer import (
 from tests.support.ports import free_udp_port, udp_channel
 from tests.support.sidecar import Sidecar, running_sidecar
 
-pytestmark = pytest.mark.interop
-
 MESSAGES = 1_000
 SIZE = 100
 STREAM_ID = 1001

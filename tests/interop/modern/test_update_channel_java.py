@@ -30,8 +30,6 @@ from tests.interop.peer.modern_peer import (
 )
 from tests.support.sidecar import running_sidecar
 
-pytestmark = pytest.mark.interop
-
 SEGMENT_LENGTH = 64 * 1024
 RECORDED = "aeron:ipc?term-length=64k"
 STREAM_ID = 3001

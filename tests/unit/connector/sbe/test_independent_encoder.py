@@ -20,7 +20,7 @@ from tests.unit.connector.sbe.sbe_fixtures import (
     trade,
 )
 
-# Each test runs with the C helper and with the numpy fallback (conftest.py).
+# Each test runs with the C helper and with the numpy fallback (tests/unit/connector/conftest.py).
 pytestmark = pytest.mark.usefixtures("sbe_decoding_path")
 
 

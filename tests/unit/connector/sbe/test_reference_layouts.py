@@ -19,7 +19,7 @@ import pytest
 from aeron_spark.connector.sbe import SbeDecodeError, SbeDecoder, parse_schema
 from tests.unit.connector.sbe.sbe_fixtures import INT64_NULL, decode_rows, reader_decoder
 
-# Each test runs with the C helper and with the numpy fallback (conftest.py).
+# Each test runs with the C helper and with the numpy fallback (tests/unit/connector/conftest.py).
 pytestmark = pytest.mark.usefixtures("sbe_decoding_path")
 
 NAN_BITS = struct.pack("<d", float("nan"))

@@ -32,7 +32,7 @@ from aeron_spark.connector.sink.writer import TaskInfo, stage_task_output
 from tests.support.ports import free_udp_port
 from tests.support.sidecar import Sidecar, running_sidecar
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 class Crash(RuntimeError):

@@ -9,7 +9,7 @@ from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.sbe_columns import SbeColumns, parse_sbe_options
 from tests.unit.connector.sbe.sbe_fixtures import READER_SCHEMA, book, encode, trade
 
-# Each test runs with the C helper and with the numpy fallback (conftest.py).
+# Each test runs with the C helper and with the numpy fallback (tests/unit/connector/conftest.py).
 pytestmark = pytest.mark.usefixtures("sbe_decoding_path")
 
 
