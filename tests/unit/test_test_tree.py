@@ -12,6 +12,8 @@ UNIT = REPO / "tests" / "unit"
 # pyproject.toml's package-dir: the folder of each top package of aeron_spark.
 PACKAGE_FOLDERS = {"archive": REPO / "archive", "connector": REPO / "connector",
                    "driver_integration": REPO / "driver_integration"}
+# Folders of scripts (no package) whose Python helpers have unit tests: tools/java_for_spark.py.
+SCRIPT_FOLDERS = {"tools": REPO / "tools"}
 
 
 def test_every_folder_of_unit_tests_is_the_folder_of_a_package() -> None:
@@ -19,6 +21,8 @@ def test_every_folder_of_unit_tests_is_the_folder_of_a_package() -> None:
     not_packages = []
     for folder in sorted(test_folders):
         top, *below = folder.relative_to(UNIT).parts
+        if top in SCRIPT_FOLDERS and not below:
+            continue
         source = PACKAGE_FOLDERS.get(top, REPO / "missing").joinpath(*below)
         if not (source / "__init__.py").exists():
             not_packages.append(str(folder.relative_to(REPO)))
