@@ -36,7 +36,7 @@ steps append their timings there (connector/step_timings.py) and their medians a
 
 Run (under the shared benchmark lock; it takes about 4 × (warm-up + seconds) plus ~30 s)::
 
-    flock /work/scratch/bench.lock .venv/bin/python bench/live_tail_latency.py --seconds 60
+    flock $BENCH_LOCK .venv/bin/python bench/live_tail_latency.py --seconds 60
     .venv/bin/python bench/live_tail_latency.py --seconds 15 --warmup 5      # a quick look
     .venv/bin/python bench/live_tail_latency.py --conf spark.sql.streaming.noDataMicroBatches.enabled=false
 

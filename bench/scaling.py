@@ -17,7 +17,7 @@ where it can be (parts 1 and 3):
 3. ``replays``: ``--replays`` replays of different recordings started at once by one client over
    UDP, ours vs Java 1.15.1: aggregate throughput and per-replay time to first byte.
 
-    flock /work/scratch/bench.lock .venv/bin/python bench/scaling.py --out bench-results/scaling.json
+    flock $BENCH_LOCK .venv/bin/python bench/scaling.py --out bench-results/scaling.json
 """
 
 from __future__ import annotations
