@@ -27,17 +27,24 @@ import time
 from typing import ContextManager
 
 import numpy as np
-from aeron_spark.archive.client import ArchiveError, RecordingDescriptor
+from aeron_spark.archive.client import (
+    ArchiveClient,
+    ArchiveError,
+    ArchiveTimeoutError,
+    RecordingDescriptor,
+    RecordingSignal,
+    SourceLocation,
+)
 from aeron_spark.driver_integration.frame import HEADER_LENGTH
 from aeron_spark.driver_integration.publication import InitialPosition, OfferResult
 
 from aeron_spark.connector.archive_connection import connect_client
 from aeron_spark.connector.archive_reading import ClientArchiveAccess
 from aeron_spark.connector.connection_cache import ConnectionCache
-from aeron_spark.connector.sink.commit import SinkConflict
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.connector.sink.options import SinkOptions
+from aeron_spark.connector.sink.sink_archive import SinkConflict, SinkState
 
 LOG = logging.getLogger("aeron_spark.connector.sink")
 MAX_PIECE = 1 << 20
@@ -73,13 +80,13 @@ def forget_shared_sink_archive(options: SinkOptions) -> None:
 
 
 class ClientSinkArchive:
-    def __init__(self, client, options: SinkOptions) -> None:
+    def __init__(self, client: ArchiveClient, options: SinkOptions) -> None:
         self._client = client
         self._access = ClientArchiveAccess(client)
         self.options = options
         # (sink id, stream id) -> the state this process's last commit left (sink/commit.py): kept
         # with the connection, so a new connection (e.g. to a restarted archive) starts without it.
-        self.committed_states: dict = {}
+        self.committed_states: dict[tuple[str, int], SinkState] = {}
 
     @property
     def is_connected(self) -> bool:
@@ -149,7 +156,6 @@ class ClientSinkArchive:
 
 class ClientAppender:
     def __init__(self, archive: ClientSinkArchive, recording: RecordingDescriptor | None, sink_id: str) -> None:
-        from aeron_spark.archive.client.archive_client import RecordingSignal, SourceLocation
         options = archive.options
         client = archive._client
         self._archive = archive
@@ -273,7 +279,6 @@ class ClientAppender:
         return descriptor if descriptor is not None and not descriptor.is_active else None
 
     def _await_signal(self, signal):
-        from aeron_spark.archive.client.archive_client import ArchiveTimeoutError
         deadline = time.monotonic() + self._timeout
         while True:
             self._client.check_for_error_response()  # e.g. INVALID_EXTENSION, sent after the OK
