@@ -54,6 +54,7 @@ class ArchiveCredentials:
         if self._text is not None:
             text, where = self._text, f"option {CREDENTIALS_OPTION}"
         else:
+            assert self.file is not None  # __init__ takes exactly one of text and file
             text, where = _first_line(read_credentials_file(self.file), self.file), f"option {self.describe()}: its line"
         loaded = _split(text, where)
         return PlainCredentials(loaded.principal, text.strip()) if self.encoding == "plain" else loaded

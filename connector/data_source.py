@@ -129,6 +129,7 @@ def _select_decoded_columns(schema: StructType | None, options: SourceOptions) -
     never gets)."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
     from aeron_spark.connector.source.sbe_columns import SbeColumns
+    assert options.sbe is not None  # select_columns calls this only with sbe.schema
     columns = SbeColumns(options.sbe, options.include_timestamp)
     if schema is None or schema == from_arrow_schema(columns.arrow_schema):  # the default rows (sbe_schema)
         return options

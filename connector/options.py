@@ -123,13 +123,14 @@ CONNECTION_OPTIONS = tuple(spec.name for spec in CONNECTION_OPTION_SPECS)
 #: error. Listed, not derived: the sink may not import the source (the two are independent, see
 #: the import contracts in pyproject.toml); tests/unit/connector/source/test_options.py checks
 #: this list against the source's and the sink's specs.
-SOURCE_ONLY_OPTIONS = ("recordingIds", "startingPositions", "endingPositions", "failOnDataLoss",
-                       "maxBytesPerTrigger", "minBytesPerTrigger", "maxTriggerDelay", "maxBytesPerPartition",
-                       "minPartitions", "discoveryIntervalMs", "includeTimestamp",
-                       "channelPattern")
-SOURCE_ONLY_OPTIONS += ("startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
-                        "endingTimestamp", "endingPositionsByTimestamp")
-SOURCE_ONLY_OPTIONS += ("sbe.schema", "sbe.messages", "sbe.unselected", "sbe.timestampField", "sbe.timestampUnit")
+SOURCE_ONLY_OPTIONS: tuple[str, ...] = (
+    "recordingIds", "startingPositions", "endingPositions", "failOnDataLoss", "maxBytesPerTrigger",
+    "minBytesPerTrigger", "maxTriggerDelay", "maxBytesPerPartition", "minPartitions", "discoveryIntervalMs",
+    "includeTimestamp", "channelPattern",
+    "startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
+    "endingTimestamp", "endingPositionsByTimestamp",
+    "sbe.schema", "sbe.messages", "sbe.unselected", "sbe.timestampField", "sbe.timestampUnit",
+)
 # Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
 SPARK_SUPPLIED_OPTIONS = frozenset({"queryname"})
 

@@ -215,7 +215,7 @@ class SinkCommitter:
         if states is None:
             return None
         known = states.pop((self.sink_id, self.stream_id), None)
-        if known is None:
+        if known is None or known.recording is None:  # only commits that sealed a recording are remembered
             return None
         current = self.archive.describe(known.recording.recording_id)
         if (current is None or current.is_active or current.stop_position != known.committed_end
@@ -323,17 +323,17 @@ class SinkCommitter:
         state = self.recover()
         self.timings.mark("recover")
         last = state.last_marker
+        recording_id = state.recording.recording_id if state.recording is not None else None
         if last is not None and last.marker.is_batch_write != batch_write:
             kind = "batch writes (spark.write)" if last.marker.is_batch_write else "a streaming query"
-            raise SinkConflict(f"sink.id {self.sink_id} (recording {state.recording.recording_id}) is written by {kind}; "
+            raise SinkConflict(f"sink.id {self.sink_id} (recording {recording_id}) is written by {kind}; "
                                "give this writer its own sink.id")
-        if batch_write:
+        if batch_id is None:  # a batch write: the next batch id
             batch_id = last.marker.batch_id + 1 if last is not None else 0
         elif last is not None and last.marker.batch_id >= batch_id:
             LOG.info("sink %s: batch %d is already committed (last committed batch %d); skipping", self.sink_id,
                      batch_id, last.marker.batch_id)
-            return CommitResult(CommitOutcome.ALREADY_COMMITTED, batch_id, state.recording.recording_id,
-                                end=state.committed_end)
+            return CommitResult(CommitOutcome.ALREADY_COMMITTED, batch_id, recording_id, end=state.committed_end)
         self._check_staged_present(inputs)
         self.timings.mark("check staged")
         fault_point("before-append", batch_id)  # test-only fault injection; off unless its env var is set

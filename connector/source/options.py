@@ -222,6 +222,7 @@ class SourceOptions:
         # One stream id keys as it did before lists were accepted (existing checkpoints match).
         stream_key = stream_ids[0] if stream_ids is not None and len(stream_ids) == 1 else (
             list(stream_ids) if stream_ids is not None else None)
+        selected: dict[str, object]
         if self.recording_ids is not None:
             selected = {"recordingIds": list(self.recording_ids)}
         elif self.channel_pattern is not None:
