@@ -27,4 +27,6 @@ def from_sbe(col, schema: str, message: str | int):
         wanted = parsed.message(name)
         return SbeDecoder(parsed, [wanted]).decode_message(payloads, wanted)
 
-    return arrow_udf(decode, from_arrow_type(message_arrow_type(chosen)))(col)
+    # pyspark's stubs require functionType; the runtime infers it from decode's type hints (Array -> Array)
+    udf = arrow_udf(decode, from_arrow_type(message_arrow_type(chosen)))  # type: ignore[call-overload]
+    return udf(col)

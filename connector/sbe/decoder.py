@@ -57,6 +57,7 @@ from aeron_spark.connector.sbe.schema_model import (
     EncodedType,
     EnumType,
     Field,
+    FieldType,
     Group,
     Message,
     Presence,
@@ -105,7 +106,10 @@ class _Level:
         self.versions = versions  # int64 producer's schema version (from the message header)
         self._ends = ends  # int64 end of the enclosing payload (bounds)
         self.rows = rows  # int64 payload index of each record (for error messages)
-        self.count = int(starts.size) if count is None else count
+        if count is None:
+            assert not callable(starts)  # a lazy starts comes with its count (see above)
+            count = int(starts.size)
+        self.count = count
         self._first_start = first_start
         self.blocks_checked = False  # every record's block is known to lie inside its payload
         # (offset from each record, bytes) every record must hold, checked with the first copy: the
@@ -257,7 +261,7 @@ class SbeDecoder:
         by_message = {}
         for message in self.messages:
             matches = None if one_header else template_ids == message.template_id
-            if template_id == message.template_id if one_header else matches.all():
+            if template_id == message.template_id if matches is None else matches.all():
                 # One message type in the batch (the common case): no gathers
                 rows = np.arange(count, dtype=np.int64)
                 level = _Level(lambda: starts_and_ends()[0] + header.size, block_lengths, versions,
@@ -330,10 +334,9 @@ class SbeDecoder:
         dimension = group.dimension
         _check_bounds(np.where(present, cursor + dimension.size, 0), level, f"{path}: the group header")
         at = np.where(present, cursor, 0)
-        entry_lengths = np.where(present, self._read_int(data, at + dimension.member("blockLength").offset,
-                                                         dimension.member("blockLength").type), 0)
-        counts = np.where(present, self._read_int(data, at + dimension.member("numInGroup").offset,
-                                                  dimension.member("numInGroup").type), 0).astype(np.int64)
+        entry_length, entry_count = dimension.required_member("blockLength"), dimension.required_member("numInGroup")
+        entry_lengths = np.where(present, self._read_int(data, at + entry_length.offset, entry_length.type), 0)
+        counts = np.where(present, self._read_int(data, at + entry_count.offset, entry_count.type), 0).astype(np.int64)
         first = cursor + np.where(present, dimension.size, 0)
         total = int(counts.sum())
         if not group.has_variable_parts:
@@ -469,8 +472,9 @@ class SbeDecoder:
     def _read(self, data: np.ndarray, places: "Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
         dtype = np.dtype(self._order + field_type.primitive.numpy_code)
         places = Places.of(places)
-        if self._copied:
-            copied = self._copied.get(places.key(dtype))
+        key = places.key(dtype)
+        if self._copied and key is not None:
+            copied = self._copied.get(key)
             if copied is not None:
                 return copied
         return scalars_at(data, places, dtype)
@@ -490,22 +494,26 @@ class SbeDecoder:
                     and level.present(field.since_version, field.offset + field.type.size) is True:
                 wanted.extend(self._scalars_of(field.type, field.offset))
         wanted = list(dict.fromkeys(wanted))
+        stride = level.stride  # None: the records are not at a fixed stride (then no header is assumed)
         if level.expect_header is not None and not wanted:
             header_at, header_bytes = level.expect_header
-            if not copier.same_bytes(data, level.first_start + header_at, level.stride, level.count, len(header_bytes)):
+            if stride is None or not copier.same_bytes(data, level.first_start + header_at, stride, level.count,
+                                                        len(header_bytes)):
                 raise _NotOneHeader()
         if not wanted:
             return {}
-        if level.stride is not None:
-            first, stride = level.first_start, level.stride
+        if stride is not None:
+            first = level.first_start
             values = copier.copy(data, first, stride, level.count, wanted, expect=level.expect_header)
             if values is None:
                 raise _NotOneHeader()
-            return {Places(level.count, first + offset, stride).key(dtype): column
+            return {Places(level.count, first + offset, stride).array_key(dtype): column
                     for (offset, dtype), column in zip(wanted, values)}
         values = copier.copy(data, 0, 0, level.count, wanted, starts=level.starts)
+        if values is None:  # not without ``expect``: only that check makes a copy give up
+            return {}
         origin = id(level.starts)
-        return {Places(level.count, explicit=level.starts, origin=(origin, offset)).key(dtype): column
+        return {Places(level.count, explicit=level.starts, origin=(origin, offset)).array_key(dtype): column
                 for (offset, dtype), column in zip(wanted, values)}
 
     def _scalars_of(self, field_type, offset: int) -> list[tuple[int, np.dtype]]:
@@ -522,8 +530,9 @@ class SbeDecoder:
                     for scalar in self._scalars_of(member.type, offset + member.offset)]
         return []
 
-    def _read_int(self, data: np.ndarray, places: "Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
-        return self._read(data, places, field_type).astype(np.int64, copy=False)
+    def _read_int(self, data: np.ndarray, places: "Places | np.ndarray", field_type: FieldType) -> np.ndarray:
+        """An integer member of a message header or group dimension."""
+        return self._read(data, places, _integer_type(field_type)).astype(np.int64, copy=False)
 
     # --- one field of one payload, for callers that need a single value cheaply ----------------
 
@@ -540,7 +549,8 @@ class SbeDecoder:
             raise KeyError(f"message {message.name} has no integer root field {name!r}; its fields: {known}")
         header = self.schema.header
         header_offsets = (header.block_length.offset, header.template_id.offset, header.version.offset)
-        codes = [_struct_code(m.type.primitive.numpy_code) for m in (header.block_length, header.template_id, header.version)]
+        codes = [_struct_code(_integer_type(m.type).primitive.numpy_code)
+                 for m in (header.block_length, header.template_id, header.version)]
         header_structs = [struct.Struct(self._order + code) for code in codes]
         value_struct = struct.Struct(self._order + _struct_code(field.type.primitive.numpy_code))
         value_offset = header.size + field.offset
@@ -602,6 +612,13 @@ def _check_bounds(ends: np.ndarray, level: _Level, what: str) -> None:
         raise SbeDecodeError(f"{what} of payload {int(level.rows[row])} needs {int(ends[row] - level.ends[row])} "
                              f"byte(s) more than the payload holds ({int(beyond.sum())} payload(s) affected): the "
                              "message is truncated or not of this schema")
+
+
+def _integer_type(field_type: FieldType) -> EncodedType:
+    """The type of a header or dimension member, which the schema parser checked is an integer."""
+    if not isinstance(field_type, EncodedType):
+        raise TypeError(f"{field_type!r} is not an integer type")
+    return field_type
 
 
 def _struct_code(numpy_code: str) -> str:

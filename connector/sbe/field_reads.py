@@ -25,16 +25,16 @@ def payload_buffers(payloads: pa.Array):
     if isinstance(payloads, pa.ChunkedArray):
         payloads = payloads.combine_chunks() if payloads.num_chunks != 1 else payloads.chunk(0)
     if pa.types.is_binary(payloads.type) or pa.types.is_string(payloads.type):
-        offset_type = np.int32
+        offset_type: np.dtype = np.dtype(np.int32)
     elif pa.types.is_large_binary(payloads.type) or pa.types.is_large_string(payloads.type):
-        offset_type = np.int64
+        offset_type = np.dtype(np.int64)
     else:
         raise TypeError(f"SBE payloads must be binary, not {payloads.type}")
     count = len(payloads)
     _validity, offsets_buffer, data_buffer = payloads.buffers()
     if count == 0:
         return np.zeros(0, np.uint8), np.zeros(1, np.int64), None
-    offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=count + 1, offset=payloads.offset * offset_type().itemsize)
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=count + 1, offset=payloads.offset * offset_type.itemsize)
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
     valid = None if payloads.null_count == 0 else payloads.is_valid().to_numpy(zero_copy_only=False)
     return data, offsets, valid
@@ -77,10 +77,23 @@ class Places:
         return Places(self.count, self.first + delta, self.stride)
 
     def key(self, dtype: np.dtype) -> tuple | None:
-        """What identifies these places and a type among the values the C helper copied."""
+        """What identifies these places and a type among the values the C helper copied; None for
+        explicit places of unknown origin (never copied)."""
         if self.explicit is None:
             return (self.count, self.first, self.stride, dtype.str)
         return None if self.origin is None else (self.count, "starts", self.origin, dtype.str)
+
+    def array_key(self, dtype: np.dtype) -> tuple:
+        """``key`` of places the C helper copies: at a fixed stride, or explicit with an origin."""
+        key = self.key(dtype)
+        if key is None:
+            raise ValueError("explicit places without an origin have no key")
+        return key
+
+    @property
+    def fixed_stride(self) -> int | None:
+        """The stride when the places are ``first + i * stride``, None when they are explicit."""
+        return self.stride if self.explicit is None else None
 
     def array(self) -> np.ndarray:
         if self.explicit is not None:
@@ -91,13 +104,14 @@ class Places:
 def same_bytes_everywhere(data: np.ndarray, places: Places, width: int) -> bool:
     """Whether the ``width`` bytes at every place equal those at the first (one strided pass when
     the places are at a fixed stride and ``width`` is 1, 2, 4 or 8; otherwise not checked: False)."""
-    if places.count == 0 or places.explicit is not None or width not in (1, 2, 4, 8) or places.stride < width:
+    stride = places.fixed_stride
+    if places.count == 0 or stride is None or width not in (1, 2, 4, 8) or stride < width:
         return False
     native = native_fields.copier()
     if native is not None:  # stops at the first difference, no temporary array
-        return native.same_bytes(data, places.first, places.stride, places.count, width)
+        return native.same_bytes(data, places.first, stride, places.count, width)
     view = np.ndarray(shape=(places.count,), dtype=f"u{width}", buffer=data, offset=places.first,
-                      strides=(max(places.stride, 1),))
+                      strides=(max(stride, 1),))
     return bool((view == view[0]).all())
 
 
@@ -106,9 +120,10 @@ def scalars_at(data: np.ndarray, places: Places, dtype: np.dtype) -> np.ndarray:
     count = places.count
     if count == 0:
         return np.empty(0, dtype=dtype.newbyteorder("="))
-    if places.explicit is None and places.stride >= dtype.itemsize:
+    stride = places.fixed_stride
+    if stride is not None and stride >= dtype.itemsize:
         # Blocks at a fixed stride: a strided (unaligned) view of the buffer, one field wide.
-        view = np.ndarray(shape=(count,), dtype=dtype, buffer=data, offset=places.first, strides=(max(places.stride, 1),))
+        view = np.ndarray(shape=(count,), dtype=dtype, buffer=data, offset=places.first, strides=(max(stride, 1),))
         return view.astype(dtype.newbyteorder("="))
     raw = bytes_at(data, places, dtype.itemsize)
     return raw.view(dtype).reshape(count).astype(dtype.newbyteorder("="), copy=False)
@@ -118,8 +133,9 @@ def bytes_at(data: np.ndarray, places: "Places | np.ndarray", width: int) -> np.
     """(count, width) uint8: the bytes at each place (a copy)."""
     places = Places.of(places)
     count = places.count
-    if count and places.explicit is None and places.stride >= width:
-        view = np.lib.stride_tricks.as_strided(data[places.first:], shape=(count, width), strides=(places.stride, 1))
+    stride = places.fixed_stride
+    if count and stride is not None and stride >= width:
+        view = np.lib.stride_tricks.as_strided(data[places.first:], shape=(count, width), strides=(stride, 1))
         return np.ascontiguousarray(view)
     return data[places.array()[:, None] + np.arange(width, dtype=np.int64)]
 

@@ -172,11 +172,20 @@ class _SchemaReader:
         if name in self.resolving:
             raise self.fail(element, "the type refers to itself")
         self.resolving.add(name)
-        resolved = {"type": self._encoded, "composite": self._composite, "enum": self._enum,
-                    "set": self._set}[element.tag](element)
+        resolved = self._defined_type(element)
         self.resolving.discard(name)
         self.resolved[name] = resolved
         return resolved
+
+    def _defined_type(self, element: _Element) -> FieldType:
+        """The type a <type>, <composite>, <enum> or <set> element defines (callers check the tag)."""
+        if element.tag == "type":
+            return self._encoded(element)
+        if element.tag == "composite":
+            return self._composite(element)
+        if element.tag == "enum":
+            return self._enum(element)
+        return self._set(element)
 
     def _encoded(self, element: _Element) -> EncodedType:
         primitive_name = self._required(element, "primitiveType")
@@ -220,8 +229,7 @@ class _SchemaReader:
         for child in element.children:
             if child.tag in ("type", "enum", "set", "composite"):
                 name = self._required(child, "name")
-                member_type = {"type": self._encoded, "composite": self._composite, "enum": self._enum,
-                               "set": self._set}[child.tag](child)
+                member_type = self._defined_type(child)
             elif child.tag == "ref":
                 name = self._required(child, "name")
                 member_type = self._type(self._required(child, "type"), child)
