@@ -1,8 +1,9 @@
-"""PySpark Python Data Source `aeron-archive` (read side).
+"""PySpark Python Data Source `aeron-archive`: reads recordings and writes them exactly once.
 
-``register(spark)`` makes ``spark.read.format("aeron-archive")`` and
-``spark.readStream.format("aeron-archive")`` available; see docs/options.md. ``from_sbe`` decodes
-an SBE-encoded binary column of any DataFrame (docs/sbe.md).
+``register(spark)`` makes ``format("aeron-archive")`` available to ``spark.read`` and
+``spark.readStream`` (the source, ``source/``; docs/options.md) and to ``DataFrame.write`` and
+``writeStream`` (the sink, ``sink/``; docs/exactly-once.md). ``from_sbe`` decodes an SBE-encoded
+binary column of any DataFrame (docs/sbe.md).
 """
 
 

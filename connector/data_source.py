@@ -1,4 +1,4 @@
-"""The `aeron-archive` Python Data Source: schema, validation, readers, registration."""
+"""The `aeron-archive` Python Data Source: schema, validation, readers and writers, registration."""
 
 from __future__ import annotations
 
