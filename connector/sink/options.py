@@ -1,11 +1,11 @@
 """Options of the `aeron-archive` SINK (``write`` / ``writeStream``): names, defaults, checks.
 
-Shares the archive-location options with the source (``connector/options.py``:
-``archive.dir``/``path``, ``archive.controlChannel``, ``archive.*StreamId``,
-``archive.responseChannel``, ``archive.timeoutMs``, ``aeron.dir``, ``replay.*``) and adds the
-``sink.*`` options. Parsed on
-the driver, before any task runs; a bad value is an ``OptionError`` naming the option and what it
-accepts. See docs/exactly-once.md.
+Shares the connection options with the source (``connector/options.py``
+``CONNECTION_OPTION_SPECS``: ``archive.dir``/``path``, ``archive.controlChannel``,
+``archive.*StreamId``, ``archive.responseChannel``, ``archive.timeoutMs``, ``archive.credentials*``,
+``aeron.*``, ``replay.*``) and adds its own (``SINK_OPTION_SPECS``: the sink channel and stream
+id, the ``sink.*`` options). Parsed on the driver, before any task runs; a bad value is an
+``OptionError`` naming the option and what it accepts. See docs/exactly-once.md.
 """
 
 from __future__ import annotations
