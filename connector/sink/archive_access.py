@@ -21,10 +21,12 @@ Those refusals, and a truncate refused because the recording is active, become `
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import random
 import time
-from typing import ContextManager
+from collections.abc import Callable, Iterator
+from typing import ContextManager, TypeVar
 
 import numpy as np
 from aeron_spark.archive.client import (
@@ -33,6 +35,7 @@ from aeron_spark.archive.client import (
     ArchiveTimeoutError,
     RecordingDescriptor,
     RecordingSignal,
+    RecordingSignalEvent,
     SourceLocation,
 )
 from aeron_spark.driver_integration.frame import HEADER_LENGTH
@@ -46,6 +49,7 @@ from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.sink_archive import SinkConflict, SinkState
 
+T = TypeVar("T")
 LOG = logging.getLogger("aeron_spark.connector.sink")
 MAX_PIECE = 1 << 20
 # ArchiveErrorCode values (Aeron's ArchiveException codes) that mean another writer holds the recording.
@@ -102,7 +106,7 @@ class ClientSinkArchive:
     def describe(self, recording_id: int) -> RecordingDescriptor | None:
         return self._client.list_recording(recording_id)
 
-    def read(self, recording_id: int, start: int, end: int):
+    def read(self, recording_id: int, start: int, end: int) -> ContextManager[Iterator[tuple[int, bytes]]]:
         return self._access.replay(recording_id, start, end, self.options.replay)
 
     def truncate(self, recording_id: int, position: int) -> None:
@@ -229,12 +233,11 @@ class ClientAppender:
                 if end <= start:  # one frame longer than a piece: offer it alone
                     following = int(np.searchsorted(offsets, start, side="right"))
                     end = int(offsets[following]) if following < offsets.size else size
-            self._retry(lambda first=start, last=end: self._publication.offer_block(data, first, last - first),
-                        "offer_block")
+            self._retry(functools.partial(self._publication.offer_block, data, start, end - start), "offer_block")
             start = end
         self._position = block.end
 
-    def _retry(self, offer, what: str) -> None:
+    def _retry(self, offer: Callable[[], int], what: str) -> None:
         deadline = time.monotonic() + self._timeout
         pause = 0.0
         while True:
@@ -278,7 +281,7 @@ class ClientAppender:
         descriptor = self._client.list_recording(self._recording_id)
         return descriptor if descriptor is not None and not descriptor.is_active else None
 
-    def _await_signal(self, signal):
+    def _await_signal(self, signal: RecordingSignal) -> RecordingSignalEvent:
         deadline = time.monotonic() + self._timeout
         while True:
             self._client.check_for_error_response()  # e.g. INVALID_EXTENSION, sent after the OK
@@ -289,10 +292,10 @@ class ClientAppender:
                 if time.monotonic() > deadline:
                     raise SinkArchiveError(f"no {signal.name} signal for the sink recording within {self._timeout} s")
 
-    def _await(self, condition, what: str) -> None:
+    def _await(self, condition: Callable[[], bool], what: str) -> None:
         self._await_value(lambda: True if condition() else None, what)
 
-    def _await_value(self, produce, what: str):
+    def _await_value(self, produce: Callable[[], T | None], what: str) -> T:
         deadline = time.monotonic() + self._timeout
         while True:
             value = produce()
