@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import NoReturn
 from dataclasses import dataclass
 
 import numpy as np
@@ -302,7 +303,8 @@ class SbeDecoder:
     # --- one level: fields, then groups, then var data -----------------------------------------
 
     def _decode_level(self, node: Message | Group, data: np.ndarray, level: _Level, path: str,
-                      wanted: frozenset[str] | None = None, need_end: bool = True):
+                      wanted: frozenset[str] | None = None,
+                      need_end: bool = True) -> tuple[list[pa.Array], np.ndarray | None]:
         """The columns of a level (only the ``wanted`` ones when given) and the cursor after its
         last walked part: groups and var data before a wanted one are walked, not kept. Without
         ``need_end`` and with nothing to walk the cursor is None (no per-record starts are built)."""
@@ -329,7 +331,8 @@ class SbeDecoder:
                 columns.append(column)
         return columns, cursor
 
-    def _group(self, group: Group, data: np.ndarray, level: _Level, cursor: np.ndarray, path: str):
+    def _group(self, group: Group, data: np.ndarray, level: _Level, cursor: np.ndarray,
+               path: str) -> tuple[pa.Array, np.ndarray]:
         present = level.versions >= group.since_version
         dimension = group.dimension
         _check_bounds(np.where(present, cursor + dimension.size, 0), level, f"{path}: the group header")
@@ -362,7 +365,7 @@ class SbeDecoder:
         return column, end
 
     def _nested_group(self, group: Group, data: np.ndarray, level: _Level, first: np.ndarray,
-                      entry_lengths: np.ndarray, counts: np.ndarray, path: str):
+                      entry_lengths: np.ndarray, counts: np.ndarray, path: str) -> tuple[list[pa.Array], np.ndarray]:
         """Entries holding groups or var data: one step per entry index, vectorized over messages."""
         cursor = first.copy()
         pieces: list[list[pa.Array]] = []
@@ -383,7 +386,8 @@ class SbeDecoder:
         columns = [pc.take(pa.concat_arrays([piece[i] for piece in pieces]), order) for i in range(len(fields))]
         return columns, cursor
 
-    def _var_data(self, var_data: VarData, data: np.ndarray, level: _Level, cursor: np.ndarray, path: str):
+    def _var_data(self, var_data: VarData, data: np.ndarray, level: _Level, cursor: np.ndarray,
+                  path: str) -> tuple[pa.Array, np.ndarray]:
         present = level.versions >= var_data.since_version
         _check_bounds(np.where(present, cursor + var_data.data_offset, 0), level, f"{path}: the length")
         at = np.where(present, cursor, 0)
@@ -426,12 +430,12 @@ class SbeDecoder:
         return self._value(field.type, data, places, absent, optional, arrow_type)
 
     @staticmethod
-    def _too_short(field: Field, level: _Level, row: int, path: str):
+    def _too_short(field: Field, level: _Level, row: int, path: str) -> NoReturn:
         raise SbeDecodeError(f"{path}: payload {int(level.rows[row])} has blockLength {int(level.block_lengths[row])}, "
                              f"too short for this field of every version (it ends at {field.offset + field.type.size}): "
                              "the message is truncated or not of this schema")
 
-    def _value(self, field_type, data: np.ndarray, places: "Places", absent: np.ndarray, optional: bool,
+    def _value(self, field_type: FieldType, data: np.ndarray, places: Places, absent: np.ndarray, optional: bool,
                arrow_type: pa.DataType) -> pa.Array:
         """One field's values at ``places`` (one per record)."""
         if isinstance(field_type, EncodedType):
@@ -516,7 +520,7 @@ class SbeDecoder:
         return {Places(level.count, explicit=level.starts, origin=(origin, offset)).array_key(dtype): column
                 for (offset, dtype), column in zip(wanted, values)}
 
-    def _scalars_of(self, field_type, offset: int) -> list[tuple[int, np.dtype]]:
+    def _scalars_of(self, field_type: FieldType, offset: int) -> list[tuple[int, np.dtype]]:
         """(offset, dtype) of each value ``_read`` reads for a field of ``field_type`` at ``offset``."""
         if isinstance(field_type, EncodedType):
             if field_type.presence is Presence.CONSTANT or field_type.is_string or field_type.is_array:

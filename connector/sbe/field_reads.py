@@ -16,10 +16,10 @@ import pyarrow.compute as pc
 
 from aeron_spark.connector.sbe import native_fields
 from aeron_spark.connector.sbe.arrow_types import UINT64_TYPE, primitive_arrow_type, type_arrow_type
-from aeron_spark.connector.sbe.schema_model import EncodedType, EnumType, Field, Presence, SetType
+from aeron_spark.connector.sbe.schema_model import EncodedType, EnumType, Field, Presence, Primitive, SetType
 
 
-def payload_buffers(payloads: pa.Array):
+def payload_buffers(payloads: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(data uint8, the Arrow offsets (count + 1, int32 or int64), valid bool or None when no payload
     is null) of the payloads, without copying."""
     if isinstance(payloads, pa.ChunkedArray):
@@ -160,13 +160,15 @@ def binary_array(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, null
     return array.cast(pa.binary()) if large else array
 
 
-def is_null(values: np.ndarray, null_value) -> np.ndarray:
+def is_null(values: np.ndarray, null_value: int | float | None) -> np.ndarray:
+    if null_value is None:  # the schema model gives every optional scalar one (the spec's default)
+        raise ValueError("an optional field without a null value")
     if isinstance(null_value, float) and null_value != null_value:
         return np.isnan(values)
     return values == values.dtype.type(null_value)
 
 
-def to_arrow(values: np.ndarray, primitive, nulls: np.ndarray | None) -> pa.Array:
+def to_arrow(values: np.ndarray, primitive: Primitive, nulls: np.ndarray | None) -> pa.Array:
     target = primitive_arrow_type(primitive)
     mask = nulls if nulls is not None and nulls.any() else None
     if target == UINT64_TYPE:
@@ -228,7 +230,7 @@ def set_names(raw: np.ndarray, choices: SetType, absent: np.ndarray) -> pa.Array
                                     mask=pa.array(absent) if absent.any() else None)
 
 
-def constant_value(field_type: EncodedType):
+def constant_value(field_type: EncodedType) -> int | float | str:
     text = field_type.constant or ""
     if field_type.is_string:
         return text
@@ -238,6 +240,7 @@ def constant_value(field_type: EncodedType):
 
 
 def constant_array(field: Field, arrow_type: pa.DataType, count: int) -> pa.Array:
+    value: object
     if isinstance(field.type, EnumType):
         value = field.constant
     elif isinstance(field.type, EncodedType):

@@ -22,6 +22,7 @@ from aeron_spark.connector.sbe.schema_model import (
     HeaderLayout,
     Message,
     Presence,
+    Primitive,
     Schema,
     SbeSchemaError,
     SetType,
@@ -207,7 +208,7 @@ class _SchemaReader:
         return EncodedType(element.attrs["name"], primitive, length, presence, null_value, constant,
                            encoding or ("US-ASCII" if primitive.name == "char" else None))
 
-    def _literal(self, element: _Element, primitive, text: str) -> int | float:
+    def _literal(self, element: _Element, primitive: Primitive, text: str) -> int | float:
         text = text.strip()
         try:
             if primitive.name in ("float", "double"):
@@ -315,7 +316,8 @@ class _SchemaReader:
         return Message(name, template_id, block_length, fields, groups, var_data,
                        self._int(element, "sinceVersion", 0))
 
-    def _body(self, element: _Element, schema_version: int):
+    def _body(self, element: _Element,
+              schema_version: int) -> tuple[tuple[Field, ...], tuple[Group, ...], tuple[VarData, ...], int]:
         """Fields, then groups, then var data, in that order (the spec's layout rule)."""
         fields: list[Field] = []
         groups: list[Group] = []
