@@ -79,10 +79,10 @@ class ArchiveCredentials:
 
     __str__ = __repr__
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[str | None, str | None, str]:
         return self._key()
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: tuple[str | None, str | None, str]) -> None:
         self._text, self.file, self.encoding = state
 
 
