@@ -1,13 +1,13 @@
-"""Reading an archive over ``aeron_spark.archive.client.archive_client.ArchiveClient``:
-descriptors, listings, live positions and bounded replays. ``ClientArchiveAccess`` is the real
+"""Reading an archive over ``aeron_spark.archive.client.ArchiveClient``: descriptors, listings,
+live positions and bounded replays. ``ClientArchiveAccess`` is the real
 ``source.archive_access.ArchiveAccess``; the sink reads back and watches its own recording with it
-(``sink/archive_access.py``).
+(``sink/archive_access.py``). How a replay fails and is watched is ``replay_errors.py``; receiving
+a replay's blocks is ``replay_pump.py``.
 
 Real-client facts used here:
 * live positions come from the archive's rec-pos counters (type 100, Aeron's RecordingPos;
   ``aeron_spark.archive.client.live_positions`` finds them by recording id and archive id) read
-  through the client's CountersReader, so
-  ``latestOffset`` costs no control round trip;
+  through the client's CountersReader, so ``latestOffset`` costs no control round trip;
 * each replay gets its own ``session-id`` on the replay channel and a subscription to that
   session only: replays of other partitions on the same channel/stream then never become images
   of this subscription (an unpolled IPC image would hold their publications back);
@@ -18,23 +18,16 @@ Real-client facts used here:
   holding the end when this client shares the archive's driver (the archive reads the counter
   there), else by its length (a counter id from another driver names nothing, or an unrelated
   counter, on the archive's);
-* a replay is watched while it is waited for: an ERROR the archive sends for it after its OK
-  (``check_replay_error``) fails it at once with the archive's text; a replay idle at a position
-  short of the range end replays the frame there once (``frame_end_at``) and fails at once if that
-  frame crosses the end (the archive sends whole frames only, so it never would);
+* a replay is watched while it is waited for (``replay_errors.ArchiveReplayWatch``): an ERROR the
+  archive sends for it after its OK fails it at once with the archive's text; a replay idle at a
+  position short of the range end replays the frame there once (``frame_end_at``) and fails at
+  once if that frame crosses the end (the archive sends whole frames only, so it never would);
 * replays are refused when the archive records their channel/stream (ListRecordingSubscriptions,
   re-checked every few seconds): each would become a new recording;
 * a 1.15.x archive (no BoundedReplay) gets a plain Replay of exactly the range.
 
-The client calls (checked against ``ArchiveClient`` and the sidecar): ``list_recording``,
-``list_recordings(from, count)``, ``list_recordings_for_uri(from, count, fragment, stream_id)``,
-``list_recordings_for_uri_page`` (the same, with where the archive's scan ended), ``recording_position`` (-1 when
-not active), ``start_bounded_replay(recording_id, position, length, limit_counter_id, channel,
-stream_id)``, ``start_replay(recording_id, position, length, channel, stream_id)`` and
-``is_legacy`` (1.15.x), ``check_replay_error(replay_session_id)``,
-``list_recording_subscriptions(index, count, fragment, stream_id, apply_stream_id)``,
-``stop_replay``, ``close``; and on its AeronClient ``add_subscription``, ``add_counter(type_id,
-key, label)`` and ``counters_reader``. Connecting is ``archive_connection.connect_client``.
+What this module asks of the client is ``ReadingClient`` (``ArchiveClient`` satisfies it; unit
+tests pass stand-ins that do too). Connecting is ``archive_connection.connect_client``.
 """
 
 from __future__ import annotations
@@ -44,18 +37,27 @@ import logging
 import random
 import struct
 import time
-from collections.abc import Callable, Iterator
-from typing import Protocol, TypeVar
+from collections.abc import Iterator
+from typing import Protocol
 
 import numpy as np
 
-from aeron_spark.archive.client import live_positions
-from aeron_spark.archive.client import RecordingDescriptor
+from aeron_spark.archive.client import RecordingDescriptor, RecordingSubscriptionDescriptor, live_positions
 from aeron_spark.archive.client.replay_subscription import replay_image_session_id
+from aeron_spark.driver_integration import AeronClient, Counter, CountersReader, Image
 from aeron_spark.driver_integration.frame import aligned_frame_length
 
 from aeron_spark.connector.options import ReplaySettings
 from aeron_spark.connector.replay_endpoint import ReplayEndpoints
+from aeron_spark.connector.replay_errors import (
+    ArchiveReplayWatch,
+    ReplayFailed,
+    ReplayStreamRecorded,
+    ReplayWatch,
+    archive_text,
+    is_archive_error,
+)
+from aeron_spark.connector.replay_pump import ReplayPump, await_image, await_udp_image, replayed_blocks
 
 LOG = logging.getLogger(__name__)
 
@@ -65,73 +67,89 @@ LIST_PAGE_SIZE = 256
 # A recording whose counter is not in the index (not visible yet, or not active) falls back to a
 # RecordingPosition request; the index is rebuilt for it only when older than this.
 COUNTER_INDEX_MAX_AGE_S = 0.05
-REPLAY_BLOCK_LIMIT = 1 << 20
-#: A replay idle this long (at most half the idle timeout) is examined once per position: the
-#: frame there may cross the range end, which the archive never sends (a bounded replay sends
-#: whole frames only), so waiting longer cannot help.
-STALL_PROBE_AFTER_MS = 200
-#: How long an ended replay image waits for the archive's ERROR that explains it.
-LATE_ERROR_WAIT_MS = 500
 #: How often the archive's recording subscriptions are looked at again for one replay stream.
 RECORDED_STREAM_CHECK_INTERVAL_S = 5.0
 RECORDING_SUBSCRIPTIONS_PAGE = 256
-T = TypeVar("T")
+#: The longest a stalled replay's frame probe (``frame_end_at``) waits for that frame.
+FRAME_PROBE_MAX_MS = 5_000
 
 
-class ReplayFailed(RuntimeError):
-    """A replay stopped before delivering its whole range."""
+class ListingPage(Protocol):
+    """One page of a listing and where the archive's scan ended (``ArchiveClient.list_recordings_for_uri_page``)."""
+
+    @property
+    def descriptors(self) -> list[RecordingDescriptor]: ...
+
+    def next_from(self, from_id: int) -> int:
+        """Where the next listing starts: past the last descriptor, or where the scan ended."""
 
 
-class ReplayEndInsideFrame(ReplayFailed):
-    """The range end falls inside a frame: the archive replays whole frames only, so the frame
-    ``[frame_start, frame_end)`` that crosses it is never sent."""
+class ReadingClient(Protocol):
+    """What ``ClientArchiveAccess`` asks of a connected archive client (``ArchiveClient``)."""
 
-    def __init__(self, recording_id: int, end: int, frame_start: int, frame_end: int) -> None:
-        super().__init__(
-            f"recording {recording_id}: the range end {end} is not a frame boundary, it falls inside "
-            f"the frame [{frame_start}, {frame_end}); positions in endingPositions (and "
-            f"startingPositions) must be frame boundaries of the recording, e.g. {frame_start} or "
-            f"{frame_end} here")
-        self.recording_id = recording_id
-        self.end = end
-        self.frame_start = frame_start
-        self.frame_end = frame_end
+    @property
+    def aeron(self) -> AeronClient:
+        """The client's Aeron: replay subscriptions, limit counters and the counters reader."""
 
+    @property
+    def archive_id(self) -> int: ...
 
-class ReplayEndpointUnreachable(ReplayFailed):
-    """The archive's replay did not reach this worker's endpoint."""
+    @property
+    def timeout(self) -> float:
+        """Seconds each request may take."""
 
+    @property
+    def response_channel(self) -> str: ...
 
-class ReplayImageTimeout(ReplayFailed):
-    """No replay image appeared in time."""
+    @property
+    def response_hosts(self) -> tuple[str, str] | None:
+        """(address the archive reaches this client at, address bound) of a UDP response channel."""
 
+    @property
+    def is_connected(self) -> bool: ...
 
-#: How archives (ours, Java's) word a replay whose publication never connected.
-NOT_CONNECTED_TEXT = "no connection established"
+    @property
+    def is_legacy(self) -> bool:
+        """An Aeron 1.15.x archive: no BoundedReplay, no ListRecordingSubscriptions."""
 
+    def shares_archive_driver(self) -> bool: ...
 
-class ReplayStreamRecorded(ReplayFailed):
-    """The archive records the channel/stream replays would be sent on."""
+    def keep_alive(self) -> None: ...
 
+    def list_recording(self, recording_id: int) -> RecordingDescriptor | None: ...
 
-class ReplayWatch(Protocol):
-    """What a waiting replay asks its archive connection (see ClientArchiveAccess)."""
+    def list_recordings(self, from_id: int = 0, count: int | None = None) -> list[RecordingDescriptor]: ...
 
-    def check(self) -> None:
-        """Raise ReplayFailed if the archive sent an error for this replay (non-blocking)."""
+    def list_recordings_for_uri_page(self, from_id: int, count: int, channel_fragment: str,
+                                     stream_id: int) -> ListingPage: ...
 
-    def explain_end(self) -> str:
-        """Why the replay image ended early: the archive's error text, "" if none arrives soon."""
+    def list_recording_subscriptions(self, pseudo_index: int, subscription_count: int, channel_fragment: str,
+                                     stream_id: int, apply_stream_id: bool) -> list[RecordingSubscriptionDescriptor]:
+        ...
 
-    def stalled(self, position: int) -> None:
-        """The replay made no progress at ``position`` for a while: raise ReplayFailed when that
-        has a cause that waiting cannot fix (e.g. :class:`ReplayEndInsideFrame`)."""
+    def recording_position(self, recording_id: int) -> int:
+        """The live recorded position, -1 when the recording is not active."""
+
+    def start_replay(self, recording_id: int, position: int, length: int, replay_channel: str,
+                     replay_stream_id: int, *, subscription_registration_id: int | None = None) -> int: ...
+
+    def start_bounded_replay(self, recording_id: int, position: int, length: int, limit_counter_id: int,
+                             replay_channel: str, replay_stream_id: int, *,
+                             subscription_registration_id: int | None = None) -> int: ...
+
+    def check_replay_error(self, replay_session_id: int) -> None:
+        """Raise the ERROR the archive sent for this replay after its OK, if any (non-blocking)."""
+
+    def stop_replay(self, replay_session_id: int) -> None: ...
+
+    def close(self) -> None: ...
+
 
 
 class ClientArchiveAccess:
     """``ArchiveAccess`` over a connected ``ArchiveClient`` (see the module docstring)."""
 
-    def __init__(self, client, hosts: tuple[str, str] | None = None) -> None:
+    def __init__(self, client: ReadingClient, hosts: tuple[str, str] | None = None) -> None:
         """``hosts``: (address the archive reaches this worker at, address to bind) for UDP
         replays; None: those of the client's response channel."""
         self._client = client
@@ -141,7 +159,8 @@ class ClientArchiveAccess:
         self._counter_index_built = 0.0
         # Bumped when _counter_ids changes; `live_positions` keeps the ids it gathers by until then.
         self._counter_ids_version = 0
-        self._gather: tuple | None = None
+        # (ids version, recording ids, those with a known counter, their counter ids, their ids as int64)
+        self._gather: tuple[int, list[int], list[int], np.ndarray, np.ndarray] | None = None
         self._recorded_stream_checks: dict[tuple[str, int], float] = {}
         self._endpoints: ReplayEndpoints | None = None
 
@@ -149,11 +168,10 @@ class ClientArchiveAccess:
     def replay_endpoints(self) -> ReplayEndpoints:
         """Chosen on first use: whether this client shares the archive's driver does not change."""
         if self._endpoints is None:
-            shares = getattr(self._client, "shares_archive_driver", None)
-            self._endpoints = ReplayEndpoints(
-                self._client.aeron, shares() if shares is not None else True,
-                self._hosts or getattr(self._client, "response_hosts", None), getattr(self._client, "timeout", 10.0),
-                response_channel=getattr(self._client, "response_channel", None))
+            client = self._client
+            self._endpoints = ReplayEndpoints(client.aeron, client.shares_archive_driver(),
+                                              self._hosts or client.response_hosts, client.timeout,
+                                              response_channel=client.response_channel)
         return self._endpoints
 
     @property
@@ -163,14 +181,13 @@ class ClientArchiveAccess:
     @property
     def is_connected(self) -> bool:
         """False once the archive has closed this session (see connection_cache)."""
-        return bool(getattr(self._client, "is_connected", True))
+        return self._client.is_connected
 
     def keep_alive(self) -> None:
         """Reads what the archive sent while this connection sat idle and tells it the client
         lives (connection_cache's keeper calls it between tasks)."""
-        keep_alive = getattr(self._client, "keep_alive", None)
-        if keep_alive is not None and self.is_connected:
-            keep_alive()
+        if self.is_connected:
+            self._client.keep_alive()
 
     def describe(self, recording_id: int) -> RecordingDescriptor | None:
         return self._client.list_recording(recording_id)
@@ -257,7 +274,7 @@ class ClientArchiveAccess:
                     positions[recording_id] = self.live_position(recording_id)
         return positions
 
-    def _find_counter(self, counters, recording_id: int) -> int:
+    def _find_counter(self, counters: CountersReader, recording_id: int) -> int:
         """The recording's rec-pos counter id, from an index of every rec-pos counter of this
         archive built in one pass and rebuilt at most every COUNTER_INDEX_MAX_AGE_S: a source's
         first trigger over N live recordings then costs one pass over the counters, not N."""
@@ -271,7 +288,7 @@ class ClientArchiveAccess:
     def replay(self, recording_id: int, start: int, end: int,
                settings: ReplaySettings) -> Iterator[Iterator[tuple[int, bytes]]]:
         with self._replay_image(recording_id, start, end, settings) as (image, watch):
-            yield _replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms, watch)
+            yield replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms, watch)
 
     @contextlib.contextmanager
     def replay_pump(self, recording_id: int, start: int, end: int,
@@ -284,7 +301,8 @@ class ClientArchiveAccess:
                 image.close()
 
     @contextlib.contextmanager
-    def _replay_image(self, recording_id: int, start: int, end: int, settings: ReplaySettings):
+    def _replay_image(self, recording_id: int, start: int, end: int,
+                      settings: ReplaySettings) -> Iterator[tuple[Image, ReplayWatch]]:
         """(image, watch) of a replay of exactly [start, end) on a private session."""
         endpoints = self.replay_endpoints
         self._refuse_recorded_replay_stream(settings, endpoints.base_channel(settings.channel))
@@ -292,39 +310,39 @@ class ClientArchiveAccess:
         session_id = random.randint(1, (1 << 31) - 1)
         receiver = endpoints.subscribe(settings.channel, settings.stream_id, session_id)
         subscription = receiver.subscription
-        limit = None
-        replay_session_id = None
+        limit: Counter | None = None
+        replay_session_id: int | None = None
         # A response channel's replay names its subscription (and the Image has the replay's session id).
-        over_response = {"subscription_registration_id": subscription.registration_id} \
-            if receiver.response_mode else {}
+        registration_id = subscription.registration_id if receiver.response_mode else None
         try:
             try:
-                if getattr(self._client, "is_legacy", False) or not endpoints.shares_archive_driver:
+                if self._client.is_legacy or not endpoints.shares_archive_driver:
                     # Bounded by length: a 1.15.x archive has no BoundedReplay, and an archive on
                     # another driver cannot read our counters. The same for recorded data (ranges
                     # never end past the recorded position).
                     replay_session_id = self._client.start_replay(
-                        recording_id, start, end - start, receiver.told, settings.stream_id, **over_response)
+                        recording_id, start, end - start, receiver.told, settings.stream_id,
+                        subscription_registration_id=registration_id)
                 else:
                     limit = aeron.add_counter(REPLAY_LIMIT_COUNTER_TYPE_ID, struct.pack("<q", recording_id),
                                               f"aeron-archive source replay limit: {recording_id} [{start}, {end})")
                     limit.value = end
                     replay_session_id = self._client.start_bounded_replay(
                         recording_id, start, end - start, limit.counter_id, receiver.told, settings.stream_id,
-                        **over_response)
+                        subscription_registration_id=registration_id)
             except Exception as error:
-                if _is_archive_error(error):
+                if is_archive_error(error):
                     raise ReplayFailed(f"recording {recording_id}: the archive refused the replay of "
-                                       f"[{start}, {end}): {_archive_text(error)}") from error
+                                       f"[{start}, {end}): {archive_text(error)}") from error
                 raise
-            watch = _ArchiveReplayWatch(self, recording_id, end, replay_session_id, settings)
+            watch = self._watch(recording_id, end, replay_session_id, settings)
             if receiver.response_mode:
                 session_id = replay_image_session_id(replay_session_id)
             if receiver.over_udp:
-                image = _await_udp_image(subscription, session_id, self._image_timeout_ms(settings), recording_id,
-                                         watch, receiver.told)
+                image = await_udp_image(subscription, session_id, self._image_timeout_ms(settings), recording_id,
+                                        watch, receiver.told)
             else:
-                image = _await_image(subscription, session_id, settings.idle_timeout_ms, recording_id, watch)
+                image = await_image(subscription, session_id, settings.idle_timeout_ms, recording_id, watch)
             yield image, watch
         finally:
             if replay_session_id is not None:
@@ -335,10 +353,17 @@ class ClientArchiveAccess:
                     with contextlib.suppress(Exception):
                         resource.close()
 
+    def _watch(self, recording_id: int, end: int, replay_session_id: int, settings: ReplaySettings) -> ReplayWatch:
+        """The archive's later ERRORs of this replay, and the frame at a stall (probed by replaying it)."""
+        probe_ms = min(settings.idle_timeout_ms, FRAME_PROBE_MAX_MS)
+        return ArchiveReplayWatch(
+            recording_id, end, replay_session_id, check_error=self._client.check_replay_error,
+            frame_end_at=lambda position: self.frame_end_at(recording_id, position, settings, timeout_ms=probe_ms))
+
     def _image_timeout_ms(self, settings: ReplaySettings) -> int:
         """How long a UDP replay may take to arrive: the archive's own connect timeout is seconds,
         so waiting the whole idle timeout would only delay the error."""
-        return min(settings.idle_timeout_ms, int(getattr(self._client, "timeout", 10.0) * 1000))
+        return min(settings.idle_timeout_ms, int(self._client.timeout * 1000))
 
     def _refuse_recorded_replay_stream(self, settings: ReplaySettings, channel: str) -> None:
         """Fails when the archive records the replay ``channel``/stream: each replay would become a
@@ -348,20 +373,20 @@ class ClientArchiveAccess:
         checked = self._recorded_stream_checks.get(key)
         if checked is not None and now - checked < RECORDED_STREAM_CHECK_INTERVAL_S:
             return
-        list_subscriptions = getattr(self._client, "list_recording_subscriptions", None)
-        if list_subscriptions is None or getattr(self._client, "is_legacy", False):
+        if self._client.is_legacy:
             return  # 1.15.x archives cannot list their recording subscriptions
-        found = []
+        found: list[RecordingSubscriptionDescriptor] = []
         index = 0
         try:
             while True:
-                page = list_subscriptions(index, RECORDING_SUBSCRIPTIONS_PAGE, "", settings.stream_id, True)
+                page = self._client.list_recording_subscriptions(index, RECORDING_SUBSCRIPTIONS_PAGE, "",
+                                                                 settings.stream_id, True)
                 found.extend(page)
                 if len(page) < RECORDING_SUBSCRIPTIONS_PAGE:
                     break
                 index += len(page)
         except Exception as error:
-            if not _is_archive_error(error):
+            if not is_archive_error(error):
                 raise
             # An archive without ListRecordingSubscriptions (older than Aeron 1.17): replay unchecked.
             LOG.warning("cannot check whether the archive records replay.channel=%s replay.streamId=%d: %s",
@@ -417,59 +442,6 @@ class ClientArchiveAccess:
             self._client.close()
 
 
-class _ArchiveReplayWatch:
-    """ReplayWatch over the archive client: asynchronous ERRORs of this replay session (the
-    archive may fail a replay after its OK: Java 1.15.x checks the start frame then, ours when a
-    segment is unreadable) and the frame at a stall."""
-
-    def __init__(self, access: ClientArchiveAccess, recording_id: int, end: int, replay_session_id: int,
-                 settings: ReplaySettings) -> None:
-        self._access = access
-        self._recording_id = recording_id
-        self._end = end
-        self._replay_session_id = replay_session_id
-        self._settings = settings
-        self._check_error = getattr(access._client, "check_replay_error", None)
-
-    def _archive_error(self) -> Exception | None:
-        """The archive's ERROR for this replay, if one has arrived (polls once, non-blocking)."""
-        if self._check_error is None:
-            return None
-        try:
-            self._check_error(self._replay_session_id)
-        except Exception as error:
-            if _is_archive_error(error):
-                return error
-            raise
-        return None
-
-    def check(self) -> None:
-        error = self._archive_error()
-        if error is not None:
-            raise ReplayFailed(f"recording {self._recording_id}: the archive failed the replay "
-                               f"(replaySessionId={self._replay_session_id}): {_archive_text(error)}") from error
-
-    def explain_end(self) -> str:
-        # The ERROR follows the end of the image closely (the archive revokes, then reports).
-        deadline = time.monotonic() + LATE_ERROR_WAIT_MS / 1000.0
-        while self._check_error is not None:
-            error = self._archive_error()
-            if error is not None:
-                return f"the archive reports: {_archive_text(error)}"
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.002)
-        return ""
-
-    def stalled(self, position: int) -> None:
-        if position >= self._end:
-            return
-        frame_end = self._access.frame_end_at(self._recording_id, position, self._settings,
-                                              timeout_ms=min(self._settings.idle_timeout_ms, 5_000))
-        if frame_end is not None and frame_end > self._end:
-            raise ReplayEndInsideFrame(self._recording_id, self._end, position, frame_end)
-
-
 def records_replays(recorded_channel: str, recorded_stream_id: int, replay_channel: str,
                     replay_stream_id: int) -> bool:
     """Whether a recording subscription on ``recorded_channel``/``recorded_stream_id`` would see
@@ -488,112 +460,3 @@ def records_replays(recorded_channel: str, recorded_stream_id: int, replay_chann
     if recorded.is_ipc:
         return True
     return recorded.get("endpoint") is not None and recorded.get("endpoint") == replay.get("endpoint")
-
-
-def _is_archive_error(error: Exception) -> bool:
-    # ArchiveError is imported late (executors may not need the client); match by its fields.
-    return hasattr(error, "archive_message") and hasattr(error, "error_code")
-
-
-def _archive_text(error: Exception) -> str:
-    return getattr(error, "archive_message", "") or str(error)
-
-
-def _await_image(subscription, session_id: int, timeout_ms: int, recording_id: int,
-                 watch: ReplayWatch | None = None):
-    deadline = time.monotonic() + timeout_ms / 1000.0
-    while time.monotonic() < deadline:
-        image = subscription.image_by_session_id(session_id)
-        if image is not None:
-            return image
-        if watch is not None:
-            watch.check()  # an archive that fails the replay after its OK never sends the image
-        time.sleep(0.001)
-    raise ReplayImageTimeout(f"recording {recording_id}: replay image did not appear within {timeout_ms} ms")
-
-
-def _await_udp_image(subscription, session_id: int, timeout_ms: int, recording_id: int, watch: ReplayWatch,
-                     told_channel: str):
-    """``_await_image`` for a replay sent to this worker over UDP: when it does not arrive, the
-    error names the endpoint the archive was told and the options that choose it."""
-    try:
-        return _await_image(subscription, session_id, timeout_ms, recording_id, watch)
-    except ReplayFailed as error:
-        if not isinstance(error, ReplayImageTimeout) and NOT_CONNECTED_TEXT not in str(error):
-            raise  # the archive failed the replay for another reason, told in its own words
-        raise ReplayEndpointUnreachable(
-            f"recording {recording_id}: the replay sent to this worker's endpoint {told_channel} did not arrive "
-            f"({error}); the archive must reach that address over UDP: set aeron.host to an address of this host "
-            f"the archive can reach (and aeron.bindAddress when the local address differs, e.g. behind NAT), "
-            f"open its port to the archive host, or set replay.channel") from error
-
-
-class ReplayPump:
-    """Polls one replay image block by block; ``next_block(consume)`` hands the block to
-    ``consume(view, position)`` while the view still points into the term buffer, so a caller
-    that copies it straight to where it is needed makes the only copy.
-
-    While no block arrives it asks ``watch`` (when given) whether the archive failed the replay,
-    and once per stalled position whether the stall can ever end."""
-
-    def __init__(self, image, recording_id: int, start: int, end: int, idle_timeout_ms: int,
-                 watch: ReplayWatch | None = None) -> None:
-        self._image = image
-        self._recording_id = recording_id
-        self._end = end
-        self._idle_timeout_ms = idle_timeout_ms
-        self._watch = watch
-        self._stall_probe_s = min(STALL_PROBE_AFTER_MS, idle_timeout_ms / 2) / 1000.0
-        self._probed_at: int | None = None
-        self.position = start
-        self._result: list = []
-
-    def _on_block(self, view, position: int, _session_id: int, _term_id: int) -> None:
-        self._result.append((position, len(view), self._consume(view, position)))
-
-    def next_block(self, consume: Callable[[memoryview, int], T]) -> tuple[int, T] | None:
-        """(block position, what ``consume`` returned) for the next block; None at the range end."""
-        if self.position >= self._end:
-            return None
-        self._consume = consume
-        idle_since = time.monotonic()
-        image, result, watch = self._image, self._result, self._watch
-        while True:
-            result.clear()
-            image.block_poll(self._on_block, min(REPLAY_BLOCK_LIMIT, self._end - self.position))
-            if result:
-                position, length, value = result[0]
-                result.clear()
-                self.position = position + length
-                return position, value
-            if watch is not None:
-                watch.check()
-            if image.is_closed or image.is_end_of_stream:
-                reason = watch.explain_end() if watch is not None else ""
-                raise ReplayFailed(
-                    f"recording {self._recording_id}: replay ended at {self.position}, before {self._end}"
-                    + (f": {reason}" if reason else ""))
-            idle_s = time.monotonic() - idle_since
-            if watch is not None and self._probed_at != self.position and idle_s >= self._stall_probe_s:
-                self._probed_at = self.position
-                watch.stalled(self.position)
-            if idle_s > self._idle_timeout_ms / 1000.0:
-                raise ReplayFailed(
-                    f"recording {self._recording_id}: replay made no progress at {self.position} "
-                    f"for {self._idle_timeout_ms} ms (replay.idleTimeoutMs)")
-            time.sleep(0.0005)
-
-
-def _copied(view, _position: int) -> bytes:
-    # Copied: the view points into the term buffer and is only valid during the callback.
-    return bytes(view)
-
-
-def _replayed_blocks(image, recording_id: int, start: int, end: int, idle_timeout_ms: int,
-                     watch: ReplayWatch | None = None) -> Iterator[tuple[int, bytes]]:
-    pump = ReplayPump(image, recording_id, start, end, idle_timeout_ms, watch)
-    try:
-        while (block := pump.next_block(_copied)) is not None:
-            yield block
-    finally:
-        image.close()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import crc32c
 import numpy as np
+from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA,
     HEADER_LENGTH,
@@ -131,7 +132,7 @@ def marker_at_tail(block: bytes | memoryview | np.ndarray, block_position: int, 
     return None if found is None else LocatedMarker(found, block_position + start)
 
 
-def markers_in_frames(block, block_position: int, frame_offsets: np.ndarray,
+def markers_in_frames(block: bytes | np.ndarray, block_position: int, frame_offsets: np.ndarray,
                       expected_sink_hash: int | None = None) -> list[LocatedMarker]:
     """Every valid marker among the frames at ``frame_offsets`` of ``block`` (numpy pre-filter)."""
     data = np.frombuffer(block, dtype=np.uint8) if not isinstance(block, np.ndarray) else block
@@ -194,5 +195,5 @@ def sink_id_of_channel(channel: str) -> str | None:
     return alias[len(SINK_ALIAS_PREFIX):]
 
 
-def is_sink_recording(descriptor) -> bool:
+def is_sink_recording(descriptor: RecordingDescriptor) -> bool:
     return sink_id_of_channel(descriptor.original_channel) is not None

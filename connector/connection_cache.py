@@ -21,10 +21,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
+
+
+class Closeable(Protocol):
+    """A cached connection: closed when it is dropped. ``keep_alive()`` and ``is_connected`` are
+    used when it has them (test fakes may not)."""
+
+    def close(self) -> None: ...
+
 
 Key = TypeVar("Key", bound=Hashable)
-Connection = TypeVar("Connection")
+Connection = TypeVar("Connection", bound=Closeable)
 
 log = logging.getLogger(__name__)
 

@@ -54,6 +54,7 @@ class ArchiveCredentials:
         if self._text is not None:
             text, where = self._text, f"option {CREDENTIALS_OPTION}"
         else:
+            assert self.file is not None  # __init__ takes exactly one of text and file
             text, where = _first_line(read_credentials_file(self.file), self.file), f"option {self.describe()}: its line"
         loaded = _split(text, where)
         return PlainCredentials(loaded.principal, text.strip()) if self.encoding == "plain" else loaded
@@ -78,10 +79,10 @@ class ArchiveCredentials:
 
     __str__ = __repr__
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[str | None, str | None, str]:
         return self._key()
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: tuple[str | None, str | None, str]) -> None:
         self._text, self.file, self.encoding = state
 
 

@@ -1,9 +1,11 @@
-"""The `aeron-archive` Python Data Source: schema, validation, readers, registration."""
+"""The `aeron-archive` Python Data Source: schema, validation, readers and writers, registration."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import MutableMapping
 
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -23,6 +25,7 @@ from pyspark.sql.types import (
 )
 
 from aeron_spark.connector.options import OptionError
+from aeron_spark.connector.source.sbe_columns import SbeSettings
 from aeron_spark.connector.source.options import ReadMode, SourceOptions, sbe_settings, validate_common
 from aeron_spark.connector.sink.options import reject_sink_options_on_read, without_sink_options
 
@@ -49,7 +52,7 @@ def source_schema(include_timestamp: bool) -> StructType:
 class AeronArchiveDataSource(DataSource):
     """Reads Aeron Archive recordings as rows of whole messages (see docs/options.md)."""
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: MutableMapping[str, str]) -> None:
         super().__init__(options)
         validate_common(without_sink_options(self.options))  # sink.* options: checked by the writers
 
@@ -91,7 +94,7 @@ class AeronArchiveDataSource(DataSource):
         return AeronArchiveStreamWriter(SinkOptions.parse(self.options, streaming=True), sink_columns(schema))
 
 
-def sbe_schema(sbe, include_timestamp: bool) -> StructType:
+def sbe_schema(sbe: SbeSettings, include_timestamp: bool) -> StructType:
     """The rows of an sbe.schema read: the standard columns around the decoded ones (docs/sbe.md)."""
     from pyspark.sql.pandas.types import from_arrow_schema
     from aeron_spark.connector.source.sbe_columns import SbeColumns
@@ -129,6 +132,7 @@ def _select_decoded_columns(schema: StructType | None, options: SourceOptions) -
     never gets)."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
     from aeron_spark.connector.source.sbe_columns import SbeColumns
+    assert options.sbe is not None  # select_columns calls this only with sbe.schema
     columns = SbeColumns(options.sbe, options.include_timestamp)
     if schema is None or schema == from_arrow_schema(columns.arrow_schema):  # the default rows (sbe_schema)
         return options
@@ -163,6 +167,6 @@ def _same_or_more_nullable(ours: DataType, theirs: DataType) -> bool:
     return ours == theirs
 
 
-def register(spark) -> None:
+def register(spark: SparkSession) -> None:
     """Make format("aeron-archive") available in this SparkSession."""
     spark.dataSource.register(AeronArchiveDataSource)

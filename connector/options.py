@@ -1,11 +1,12 @@
-"""Option machinery the source and the sink share: the error type, where the archive is
-(``ArchiveConnection``), how replays are sent (``ReplaySettings``) and the parsers of values.
+"""Option machinery the source and the sink share: the spec type (``OptionSpec``), the options
+both accept (``CONNECTION_OPTION_SPECS``: where the archive is, how it replays), the error type,
+their parsed forms (``ArchiveConnection``, ``ReplaySettings``) and the parsers of values.
 
 The source's options are in ``source/options.py`` (``SourceOptions``), the sink's in
-``sink/options.py`` (``SinkOptions``); both parse the options named in ``CONNECTION_OPTIONS``
-with ``parse_connection`` and ``parse_replay``. Parsers take the options canonicalised by their
-side (camelCase names, stripped values) and raise ``OptionError`` naming the option and what it
-accepts. See docs/options.md and docs/exactly-once.md.
+``sink/options.py`` (``SinkOptions``); both list ``CONNECTION_OPTION_SPECS`` among their specs and
+parse them with ``parse_connection`` and ``parse_replay``. Parsers take the options canonicalised
+by their side (camelCase names, stripped values) and raise ``OptionError`` naming the option and
+what it accepts. See docs/options.md and docs/exactly-once.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
+# The archive's own defaults (archive_connection takes DEFAULT_CONTROL_STREAM_ID from here too).
+from aeron_spark.archive.client import DEFAULT_CONTROL_STREAM_ID, DEFAULT_RESPONSE_STREAM_ID
 from aeron_spark.driver_integration.channel_uri import ChannelUriError
 from aeron_spark.driver_integration.channel_uri import parse as parse_channel_uri
 
@@ -26,19 +30,37 @@ from aeron_spark.connector.credentials import (
     CredentialsUnavailable,
 )
 
-
 class OptionError(ValueError):
     """An option is unknown, missing, malformed or not allowed together with another."""
 
 
-DEFAULT_CONTROL_STREAM_ID = 10
+class ReadMode(Enum):
+    BATCH = "batch"    # spark.read (the sink: write)
+    STREAM = "stream"  # spark.readStream (the sink: writeStream)
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its name, what it accepts and its default (as docs/options.md tells them), the
+    modes it applies to (the source refuses it in others; the sink accepts its options in both)."""
+
+    name: str
+    accepted: str
+    default: str | None
+    modes: frozenset[ReadMode]
+    help: str
+
+
+BOTH_MODES = frozenset({ReadMode.BATCH, ReadMode.STREAM})
+
 #: Wire ranges: stream ids are int32 in Aeron's frames and requests; recording ids and positions int64 >= 0.
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
-DEFAULT_RESPONSE_STREAM_ID = 20
+DEFAULT_TIMEOUT_MS = 10_000
+DEFAULT_REPLAY_IDLE_TIMEOUT_MS = 30_000
 #: Replays to a client on the archive's own media driver; other clients get a UDP endpoint of
-#: their own (``archive_reading.ReplayChannels``).
+#: their own (``replay_endpoint.ReplayEndpoints``).
 DEFAULT_REPLAY_CHANNEL = "aeron:ipc"
 DRIVER_MODES = ("auto", "embedded", "external")
 # Not 1001 or another id users pick for their own streams: a replay on a channel/stream the
@@ -46,20 +68,69 @@ DRIVER_MODES = ("auto", "embedded", "external")
 DEFAULT_REPLAY_STREAM_ID = 1_977_101
 
 #: Options the source and the sink both accept: where the archive is and how it replays.
-CONNECTION_OPTIONS = ("archive.dir", "path", "archive.controlChannel", "archive.controlStreamId",
-                      "archive.responseChannel", "archive.responseStreamId", "archive.timeoutMs", "aeron.dir",
-                      "aeron.driver", "aeron.host", "aeron.bindAddress",
-                      "replay.channel", "replay.streamId", "replay.idleTimeoutMs",
-                      CREDENTIALS_OPTION, CREDENTIALS_FILE_OPTION, CREDENTIALS_ENCODING_OPTION)
+CONNECTION_OPTION_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("archive.dir", "a directory holding archive-mark.dat", None, BOTH_MODES,
+               "Find the archive's control channel, control stream id and aeron dir from its mark "
+               "file. `path` (the argument of load()) is an alias."),
+    OptionSpec("path", "same as archive.dir", None, BOTH_MODES, "Alias of archive.dir (load(path))."),
+    OptionSpec("archive.controlChannel", "an Aeron channel URI", None, BOTH_MODES,
+               "Archive control request channel (overrides the mark file)."),
+    OptionSpec("archive.controlStreamId", "an int", str(DEFAULT_CONTROL_STREAM_ID), BOTH_MODES,
+               "Archive control request stream id (overrides the mark file)."),
+    OptionSpec("archive.responseChannel", "an Aeron channel URI",
+               "aeron:ipc when the control channel is IPC, else aeron:udp?endpoint=<aeron.bindAddress>:0 told to "
+               "the archive as <aeron.host>:<bound port>", BOTH_MODES,
+               "Channel the archive answers on."),
+    OptionSpec("archive.responseStreamId", "an int", str(DEFAULT_RESPONSE_STREAM_ID), BOTH_MODES,
+               "Stream id the archive answers on."),
+    OptionSpec("archive.timeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_TIMEOUT_MS), BOTH_MODES,
+               "Timeout of each archive request."),
+    OptionSpec("aeron.dir", "a media driver directory", "the mark file's, else Aeron's default ($AERON_DIR)", BOTH_MODES,
+               "Media driver used by the driver-side and executor-side archive clients."),
+    OptionSpec("aeron.driver", " | ".join(DRIVER_MODES), "auto", BOTH_MODES,
+               "auto: use the media driver running at aeron.dir, else start one embedded in this Python process "
+               "(one per process, reused by its tasks, removed at exit); embedded: always the process's own; "
+               "external: only the one at aeron.dir (fail fast when none runs)."),
+    OptionSpec("aeron.host", "a host name or IP address of this host", "the address that routes to the archive",
+               BOTH_MODES, "Where the archive sends control responses and replays to this process (multi-homed hosts, "
+               "NAT): every Spark host resolves its own."),
+    OptionSpec("aeron.bindAddress", "a local IP address, or 0.0.0.0", "aeron.host", BOTH_MODES,
+               "Address the response and replay endpoints bind when it differs from aeron.host (NAT, containers)."),
+    OptionSpec("replay.channel", "an Aeron channel URI",
+               "aeron:ipc on the archive's media driver, else aeron:udp?endpoint=<aeron.bindAddress>:0", BOTH_MODES,
+               "Channel replays are sent on; each partition adds its own session-id to it, and a UDP port 0 "
+               "is resolved to the port bound before the archive is told."),
+    OptionSpec("replay.streamId", "an int", str(DEFAULT_REPLAY_STREAM_ID), BOTH_MODES,
+               "Stream id replays are sent on. A replay fails at once if the archive records "
+               "replay.channel on this stream id (each replay would become a new recording)."),
+    OptionSpec("replay.idleTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_REPLAY_IDLE_TIMEOUT_MS), BOTH_MODES,
+               "A partition fails when its replay makes no progress for this long (an error the "
+               "archive reports for the replay fails it at once)."),
+    OptionSpec(CREDENTIALS_OPTION, "principal:secret", None, BOTH_MODES,
+               "For an archive with authentication: the client sends the principal and answers the archive's "
+               "challenge with an HMAC of the secret. Never printed; exclusive with archive.credentialsFile."),
+    OptionSpec(CREDENTIALS_FILE_OPTION, "a path or URI (file:, s3:, gs:, abfs:, hdfs:) of a file holding one "
+               "line principal:secret", None, BOTH_MODES,
+               "Like archive.credentials, read by each process when it connects: the secret stays off the "
+               "query's options and plan."),
+    OptionSpec(CREDENTIALS_ENCODING_OPTION, " | ".join(CREDENTIALS_ENCODINGS), "challenge", BOTH_MODES,
+               "How archive.credentials(File) log in: challenge sends the principal and answers an hmac-sha256 "
+               "challenge (the aeron-archive sidecar); plain sends principal:secret itself as the credentials "
+               "bytes, as a Java archive with Aeron's SimpleAuthenticator expects (the secret crosses the wire)."),
+)
+CONNECTION_OPTIONS = tuple(spec.name for spec in CONNECTION_OPTION_SPECS)
 #: Options only the source accepts (source/options.py defines them): the sink names them in its
-#: error. tests/unit/connector/source/test_options.py checks this against the source's options.
-SOURCE_ONLY_OPTIONS = ("recordingIds", "startingPositions", "endingPositions", "failOnDataLoss",
-                       "maxBytesPerTrigger", "minBytesPerTrigger", "maxTriggerDelay", "maxBytesPerPartition",
-                       "minPartitions", "discoveryIntervalMs", "includeTimestamp",
-                       "channelPattern")
-SOURCE_ONLY_OPTIONS += ("startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
-                        "endingTimestamp", "endingPositionsByTimestamp")
-SOURCE_ONLY_OPTIONS += ("sbe.schema", "sbe.messages", "sbe.unselected", "sbe.timestampField", "sbe.timestampUnit")
+#: error. Listed, not derived: the sink may not import the source (the two are independent, see
+#: the import contracts in pyproject.toml); tests/unit/connector/source/test_options.py checks
+#: this list against the source's and the sink's specs.
+SOURCE_ONLY_OPTIONS: tuple[str, ...] = (
+    "recordingIds", "startingPositions", "endingPositions", "failOnDataLoss", "maxBytesPerTrigger",
+    "minBytesPerTrigger", "maxTriggerDelay", "maxBytesPerPartition", "minPartitions", "discoveryIntervalMs",
+    "includeTimestamp", "channelPattern",
+    "startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
+    "endingTimestamp", "endingPositionsByTimestamp",
+    "sbe.schema", "sbe.messages", "sbe.unselected", "sbe.timestampField", "sbe.timestampUnit",
+)
 # Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
 SPARK_SUPPLIED_OPTIONS = frozenset({"queryname"})
 
@@ -111,7 +182,7 @@ def parse_connection(raw: dict[str, str]) -> ArchiveConnection:
         response_channel=response_channel,
         response_stream_id=parse_stream_id(raw, "archive.responseStreamId", DEFAULT_RESPONSE_STREAM_ID),
         aeron_dir=raw.get("aeron.dir"),
-        timeout_ms=parse_int(raw, "archive.timeoutMs", 10_000, minimum=1),
+        timeout_ms=parse_int(raw, "archive.timeoutMs", DEFAULT_TIMEOUT_MS, minimum=1),
         driver_mode=parse_choice(raw, "aeron.driver", DRIVER_MODES, "auto"),
         host=parse_host(raw, "aeron.host", wildcard_allowed=False),
         bind_address=parse_host(raw, "aeron.bindAddress", wildcard_allowed=True),
@@ -149,7 +220,7 @@ def parse_replay(raw: dict[str, str]) -> ReplaySettings:
     return ReplaySettings(
         channel=channel,
         stream_id=parse_stream_id(raw, "replay.streamId", DEFAULT_REPLAY_STREAM_ID),
-        idle_timeout_ms=parse_int(raw, "replay.idleTimeoutMs", 30_000, minimum=1),
+        idle_timeout_ms=parse_int(raw, "replay.idleTimeoutMs", DEFAULT_REPLAY_IDLE_TIMEOUT_MS, minimum=1),
     )
 
 

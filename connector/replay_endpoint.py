@@ -23,6 +23,7 @@ import contextlib
 from dataclasses import dataclass
 
 from aeron_spark.archive.client.transport import is_response_channel, subscribe_resolved, with_endpoint_host
+from aeron_spark.driver_integration import AeronClient, Subscription
 from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 IPC = "aeron:ipc"
@@ -32,7 +33,7 @@ IPC = "aeron:ipc"
 class ReplayReceiver:
     """One replay's subscription and the channel the archive is told to send it on."""
 
-    subscription: object
+    subscription: Subscription
     told: str
     over_udp: bool
     #: a response channel: the replay starts with the subscription's registration id, and its
@@ -65,7 +66,7 @@ class ReplayEndpoints:
     channel is subscribed as it is; any other channel is used as given.
     """
 
-    def __init__(self, aeron, shares_archive_driver: bool, hosts: tuple[str, str] | None, timeout_s: float,
+    def __init__(self, aeron: AeronClient, shares_archive_driver: bool, hosts: tuple[str, str] | None, timeout_s: float,
                  response_channel: str | None = None) -> None:
         self._aeron = aeron
         self.shares_archive_driver = shares_archive_driver

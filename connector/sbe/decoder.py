@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import NoReturn
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,18 +34,31 @@ import pyarrow.compute as pc
 
 from aeron_spark.connector.sbe import native_fields
 from aeron_spark.connector.sbe.arrow_types import (
-    UINT64_TYPE,
     block_fields,
     field_arrow_type,
     message_arrow_type,
-    primitive_arrow_type,
-    type_arrow_type,
+)
+from aeron_spark.connector.sbe.field_reads import (
+    Places,
+    binary_array,
+    bytes_at,
+    constant_array,
+    constant_value,
+    enum_names,
+    is_null,
+    payload_buffers,
+    same_bytes_everywhere,
+    scalars_at,
+    set_names,
+    to_arrow,
+    uniform_stride,
 )
 from aeron_spark.connector.sbe.schema_model import (
     CompositeType,
     EncodedType,
     EnumType,
     Field,
+    FieldType,
     Group,
     Message,
     Presence,
@@ -93,7 +107,10 @@ class _Level:
         self.versions = versions  # int64 producer's schema version (from the message header)
         self._ends = ends  # int64 end of the enclosing payload (bounds)
         self.rows = rows  # int64 payload index of each record (for error messages)
-        self.count = int(starts.size) if count is None else count
+        if count is None:
+            assert not callable(starts)  # a lazy starts comes with its count (see above)
+            count = int(starts.size)
+        self.count = count
         self._first_start = first_start
         self.blocks_checked = False  # every record's block is known to lie inside its payload
         # (offset from each record, bytes) every record must hold, checked with the first copy: the
@@ -120,7 +137,7 @@ class _Level:
     def stride(self) -> int | None:
         """The fixed distance between consecutive records, if any (computed once per level)."""
         if not hasattr(self, "_stride"):
-            self._stride = _uniform_stride(self.starts)
+            self._stride = uniform_stride(self.starts)
         return self._stride
 
     @property
@@ -146,11 +163,11 @@ class _Level:
             return bool(self.versions[0] >= since_version and self.block_lengths[0] >= end)
         return (self.versions >= since_version) & (self.block_lengths >= end)
 
-    def places(self, offset: int) -> "_Places":
+    def places(self, offset: int) -> "Places":
         """Where the field at ``offset`` in the block sits in each record."""
         if self.stride is not None and self.count:
-            return _Places(self.count, self.first_start + offset, self.stride)
-        return _Places(self.count, explicit=self.starts + offset, origin=(id(self.starts), offset))
+            return Places(self.count, self.first_start + offset, self.stride)
+        return Places(self.count, explicit=self.starts + offset, origin=(id(self.starts), offset))
 
     def take(self, index: np.ndarray, starts: np.ndarray | None = None) -> "_Level":
         return _Level(self.starts[index] if starts is None else starts, self.block_lengths[index],
@@ -190,7 +207,7 @@ class SbeDecoder:
         """``assume_one_header``: with the C helper and payloads at a fixed stride, take the first
         payload's header as every payload's and check that while copying the root fields (one pass
         over the batch, not two); raises _NotOneHeader when a payload differs."""
-        data, offsets, valid = _payload_buffers(payloads)
+        data, offsets, valid = payload_buffers(payloads)
         count = offsets.size - 1
         built: list[np.ndarray] = []
 
@@ -209,25 +226,25 @@ class SbeDecoder:
             starts, ends = starts_and_ends()
             lengths = ends - starts
             shortest = int(lengths.min()) if lengths.size else 0
-            stride = _uniform_stride(starts)
+            stride = uniform_stride(starts)
             every_header = bool(((lengths >= header.size) if valid is None else valid & (lengths >= header.size)).all())
         if data.size < header.size:
             data = np.zeros(header.size, dtype=np.uint8)
         if every_header:
-            places = _Places(count, int(offsets[0]), stride) if stride is not None \
-                else _Places(count, explicit=starts_and_ends()[0])
+            places = Places(count, int(offsets[0]), stride) if stride is not None \
+                else Places(count, explicit=starts_and_ends()[0])
         else:
             starts, ends = starts_and_ends()
             has_header = ends - starts >= header.size
-            places = _Places.of(np.where(has_header if valid is None else valid & has_header, starts, 0))
+            places = Places.of(np.where(has_header if valid is None else valid & has_header, starts, 0))
         assumed = assume_one_header and native is not None and every_header and places.explicit is None \
             and count > 1
-        one_header = assumed or (every_header and _same_bytes_everywhere(data, places, header.size))
+        one_header = assumed or (every_header and same_bytes_everywhere(data, places, header.size))
         verified = not assumed
         if one_header:
             # One header repeated (one message type and version, the common case): read it once;
             # block lengths and versions are that one value broadcast (no per-row arrays).
-            first = _Places(1, places.first if count else 0, 0)
+            first = Places(1, places.first if count else 0, 0)
             template_id, block_length, version = (int(self._read_int(data, first.shifted(member.offset), member.type)[0])
                                                   for member in (header.template_id, header.block_length, header.version))
             template_ids = np.full(count, template_id, dtype=np.int32)
@@ -245,7 +262,7 @@ class SbeDecoder:
         by_message = {}
         for message in self.messages:
             matches = None if one_header else template_ids == message.template_id
-            if template_id == message.template_id if one_header else matches.all():
+            if template_id == message.template_id if matches is None else matches.all():
                 # One message type in the batch (the common case): no gathers
                 rows = np.arange(count, dtype=np.int64)
                 level = _Level(lambda: starts_and_ends()[0] + header.size, block_lengths, versions,
@@ -257,7 +274,7 @@ class SbeDecoder:
                     level.blocks_checked = count > 0 and shortest >= header.size + block_length
                     if not verified and not level.blocks_checked:
                         # a short payload: the bounds check would run on the assumption, so check it first
-                        if not _same_bytes_everywhere(data, places, header.size):
+                        if not same_bytes_everywhere(data, places, header.size):
                             raise _NotOneHeader()
                         verified = True
                     if not verified:
@@ -273,7 +290,7 @@ class SbeDecoder:
             values = pa.StructArray.from_arrays(columns, fields=self.decoded_fields(message)) if columns \
                 else pa.array([{}] * level.count, type=pa.struct([]))
             by_message[message.name] = DecodedMessages(message, rows, values)
-        if not verified and not _same_bytes_everywhere(data, places, header.size):
+        if not verified and not same_bytes_everywhere(data, places, header.size):
             raise _NotOneHeader()  # no message of the batch's first template was decoded: checked here
         return DecodedPayloads(template_ids, by_message)
 
@@ -286,7 +303,8 @@ class SbeDecoder:
     # --- one level: fields, then groups, then var data -----------------------------------------
 
     def _decode_level(self, node: Message | Group, data: np.ndarray, level: _Level, path: str,
-                      wanted: frozenset[str] | None = None, need_end: bool = True):
+                      wanted: frozenset[str] | None = None,
+                      need_end: bool = True) -> tuple[list[pa.Array], np.ndarray | None]:
         """The columns of a level (only the ``wanted`` ones when given) and the cursor after its
         last walked part: groups and var data before a wanted one are walked, not kept. Without
         ``need_end`` and with nothing to walk the cursor is None (no per-record starts are built)."""
@@ -313,15 +331,15 @@ class SbeDecoder:
                 columns.append(column)
         return columns, cursor
 
-    def _group(self, group: Group, data: np.ndarray, level: _Level, cursor: np.ndarray, path: str):
+    def _group(self, group: Group, data: np.ndarray, level: _Level, cursor: np.ndarray,
+               path: str) -> tuple[pa.Array, np.ndarray]:
         present = level.versions >= group.since_version
         dimension = group.dimension
         _check_bounds(np.where(present, cursor + dimension.size, 0), level, f"{path}: the group header")
         at = np.where(present, cursor, 0)
-        entry_lengths = np.where(present, self._read_int(data, at + dimension.member("blockLength").offset,
-                                                         dimension.member("blockLength").type), 0)
-        counts = np.where(present, self._read_int(data, at + dimension.member("numInGroup").offset,
-                                                  dimension.member("numInGroup").type), 0).astype(np.int64)
+        entry_length, entry_count = dimension.required_member("blockLength"), dimension.required_member("numInGroup")
+        entry_lengths = np.where(present, self._read_int(data, at + entry_length.offset, entry_length.type), 0)
+        counts = np.where(present, self._read_int(data, at + entry_count.offset, entry_count.type), 0).astype(np.int64)
         first = cursor + np.where(present, dimension.size, 0)
         total = int(counts.sum())
         if not group.has_variable_parts:
@@ -347,7 +365,7 @@ class SbeDecoder:
         return column, end
 
     def _nested_group(self, group: Group, data: np.ndarray, level: _Level, first: np.ndarray,
-                      entry_lengths: np.ndarray, counts: np.ndarray, path: str):
+                      entry_lengths: np.ndarray, counts: np.ndarray, path: str) -> tuple[list[pa.Array], np.ndarray]:
         """Entries holding groups or var data: one step per entry index, vectorized over messages."""
         cursor = first.copy()
         pieces: list[list[pa.Array]] = []
@@ -368,7 +386,8 @@ class SbeDecoder:
         columns = [pc.take(pa.concat_arrays([piece[i] for piece in pieces]), order) for i in range(len(fields))]
         return columns, cursor
 
-    def _var_data(self, var_data: VarData, data: np.ndarray, level: _Level, cursor: np.ndarray, path: str):
+    def _var_data(self, var_data: VarData, data: np.ndarray, level: _Level, cursor: np.ndarray,
+                  path: str) -> tuple[pa.Array, np.ndarray]:
         present = level.versions >= var_data.since_version
         _check_bounds(np.where(present, cursor + var_data.data_offset, 0), level, f"{path}: the length")
         at = np.where(present, cursor, 0)
@@ -377,7 +396,7 @@ class SbeDecoder:
         starts = cursor + var_data.data_offset
         end = np.where(present, starts + lengths, cursor)
         _check_bounds(end, level, f"{path}: the data")
-        values = _binary_array(data, starts, lengths, ~present)
+        values = binary_array(data, starts, lengths, ~present)
         if var_data.is_string:
             try:
                 values = values.cast(pa.string())
@@ -390,7 +409,7 @@ class SbeDecoder:
     def _field(self, field: Field, data: np.ndarray, level: _Level, path: str) -> pa.Array:
         arrow_type = field_arrow_type(field)
         if field.presence is Presence.CONSTANT:
-            return _constant(field, arrow_type, level.count)
+            return constant_array(field, arrow_type, level.count)
         present = level.present(field.since_version, field.offset + field.type.size)
         if present is True:
             absent, places = level.nothing_absent, level.places(field.offset)
@@ -405,43 +424,43 @@ class SbeDecoder:
             if field.since_version == 0:
                 self._too_short(field, level, int(np.flatnonzero(~present)[0]), path)
             absent = ~present
-            places = _Places(level.count, explicit=np.where(present, level.starts + field.offset,
+            places = Places(level.count, explicit=np.where(present, level.starts + field.offset,
                                                             level.starts[present][0] + field.offset))
         optional = field.presence is Presence.OPTIONAL
         return self._value(field.type, data, places, absent, optional, arrow_type)
 
     @staticmethod
-    def _too_short(field: Field, level: _Level, row: int, path: str):
+    def _too_short(field: Field, level: _Level, row: int, path: str) -> NoReturn:
         raise SbeDecodeError(f"{path}: payload {int(level.rows[row])} has blockLength {int(level.block_lengths[row])}, "
                              f"too short for this field of every version (it ends at {field.offset + field.type.size}): "
                              "the message is truncated or not of this schema")
 
-    def _value(self, field_type, data: np.ndarray, places: "_Places", absent: np.ndarray, optional: bool,
+    def _value(self, field_type: FieldType, data: np.ndarray, places: Places, absent: np.ndarray, optional: bool,
                arrow_type: pa.DataType) -> pa.Array:
         """One field's values at ``places`` (one per record)."""
         if isinstance(field_type, EncodedType):
             if field_type.presence is Presence.CONSTANT:
-                return pa.array([_constant_value(field_type)] * places.count, type=arrow_type)
+                return pa.array([constant_value(field_type)] * places.count, type=arrow_type)
             optional = optional or field_type.presence is Presence.OPTIONAL
             if field_type.is_string:
-                return _char_string(_bytes_at(data, places, field_type.length), absent, optional)
+                return _char_string(bytes_at(data, places, field_type.length), absent, optional)
             if field_type.is_array:
-                raw = _bytes_at(data, places, field_type.size).view(self._order + field_type.primitive.numpy_code)
-                flat = _to_arrow(raw.reshape(-1), field_type.primitive, None)
+                raw = bytes_at(data, places, field_type.size).view(self._order + field_type.primitive.numpy_code)
+                flat = to_arrow(raw.reshape(-1), field_type.primitive, None)
                 offsets = pa.array(np.arange(places.count + 1, dtype=np.int32) * field_type.length)
                 return pa.ListArray.from_arrays(offsets, flat, type=arrow_type,
                                                 mask=pa.array(absent) if absent.any() else None)
             values = self._read(data, places, field_type)
             nulls = absent
             if optional:
-                nulls = absent | _is_null(values, field_type.null_value)
-            return _to_arrow(values, field_type.primitive, nulls)
+                nulls = absent | is_null(values, field_type.null_value)
+            return to_arrow(values, field_type.primitive, nulls)
         if isinstance(field_type, EnumType):
             raw = self._read(data, places, field_type.encoding)
-            return _enum_names(raw, field_type, absent)
+            return enum_names(raw, field_type, absent)
         if isinstance(field_type, SetType):
             raw = self._read(data, places, field_type.encoding)
-            return _set_names(raw, field_type, absent)
+            return set_names(raw, field_type, absent)
         if isinstance(field_type, CompositeType):
             members, fields = [], []
             for member in field_type.members:
@@ -454,14 +473,15 @@ class SbeDecoder:
             return pa.StructArray.from_arrays(members, fields=fields, mask=pa.array(absent) if absent.any() else None)
         raise TypeError(f"not an SBE field type: {field_type!r}")
 
-    def _read(self, data: np.ndarray, places: "_Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
+    def _read(self, data: np.ndarray, places: "Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
         dtype = np.dtype(self._order + field_type.primitive.numpy_code)
-        places = _Places.of(places)
-        if self._copied:
-            copied = self._copied.get(places.key(dtype))
+        places = Places.of(places)
+        key = places.key(dtype)
+        if self._copied and key is not None:
+            copied = self._copied.get(key)
             if copied is not None:
                 return copied
-        return _scalars_at(data, places, dtype)
+        return scalars_at(data, places, dtype)
 
     def _copy_fixed_fields(self, fields: list[Field], data: np.ndarray, level: _Level) -> dict[tuple, np.ndarray]:
         """Every scalar (integer, float, enum, set, composite member) of ``fields`` that all records
@@ -478,25 +498,29 @@ class SbeDecoder:
                     and level.present(field.since_version, field.offset + field.type.size) is True:
                 wanted.extend(self._scalars_of(field.type, field.offset))
         wanted = list(dict.fromkeys(wanted))
+        stride = level.stride  # None: the records are not at a fixed stride (then no header is assumed)
         if level.expect_header is not None and not wanted:
             header_at, header_bytes = level.expect_header
-            if not copier.same_bytes(data, level.first_start + header_at, level.stride, level.count, len(header_bytes)):
+            if stride is None or not copier.same_bytes(data, level.first_start + header_at, stride, level.count,
+                                                        len(header_bytes)):
                 raise _NotOneHeader()
         if not wanted:
             return {}
-        if level.stride is not None:
-            first, stride = level.first_start, level.stride
+        if stride is not None:
+            first = level.first_start
             values = copier.copy(data, first, stride, level.count, wanted, expect=level.expect_header)
             if values is None:
                 raise _NotOneHeader()
-            return {_Places(level.count, first + offset, stride).key(dtype): column
+            return {Places(level.count, first + offset, stride).array_key(dtype): column
                     for (offset, dtype), column in zip(wanted, values)}
         values = copier.copy(data, 0, 0, level.count, wanted, starts=level.starts)
+        if values is None:  # not without ``expect``: only that check makes a copy give up
+            return {}
         origin = id(level.starts)
-        return {_Places(level.count, explicit=level.starts, origin=(origin, offset)).key(dtype): column
+        return {Places(level.count, explicit=level.starts, origin=(origin, offset)).array_key(dtype): column
                 for (offset, dtype), column in zip(wanted, values)}
 
-    def _scalars_of(self, field_type, offset: int) -> list[tuple[int, np.dtype]]:
+    def _scalars_of(self, field_type: FieldType, offset: int) -> list[tuple[int, np.dtype]]:
         """(offset, dtype) of each value ``_read`` reads for a field of ``field_type`` at ``offset``."""
         if isinstance(field_type, EncodedType):
             if field_type.presence is Presence.CONSTANT or field_type.is_string or field_type.is_array:
@@ -510,8 +534,9 @@ class SbeDecoder:
                     for scalar in self._scalars_of(member.type, offset + member.offset)]
         return []
 
-    def _read_int(self, data: np.ndarray, places: "_Places | np.ndarray", field_type: EncodedType) -> np.ndarray:
-        return self._read(data, places, field_type).astype(np.int64, copy=False)
+    def _read_int(self, data: np.ndarray, places: "Places | np.ndarray", field_type: FieldType) -> np.ndarray:
+        """An integer member of a message header or group dimension."""
+        return self._read(data, places, _integer_type(field_type)).astype(np.int64, copy=False)
 
     # --- one field of one payload, for callers that need a single value cheaply ----------------
 
@@ -528,7 +553,8 @@ class SbeDecoder:
             raise KeyError(f"message {message.name} has no integer root field {name!r}; its fields: {known}")
         header = self.schema.header
         header_offsets = (header.block_length.offset, header.template_id.offset, header.version.offset)
-        codes = [_struct_code(m.type.primitive.numpy_code) for m in (header.block_length, header.template_id, header.version)]
+        codes = [_struct_code(_integer_type(m.type).primitive.numpy_code)
+                 for m in (header.block_length, header.template_id, header.version)]
         header_structs = [struct.Struct(self._order + code) for code in codes]
         value_struct = struct.Struct(self._order + _struct_code(field.type.primitive.numpy_code))
         value_offset = header.size + field.offset
@@ -565,134 +591,6 @@ def spread(values: pa.Array, rows: np.ndarray, count: int) -> pa.Array:
     return pc.take(values, pa.array(index, mask=~taken)) if rows.size else pa.nulls(count, type=values.type)
 
 
-# --- buffers and gathers -----------------------------------------------------------------------
-
-
-def _payload_buffers(payloads: pa.Array):
-    """(data uint8, the Arrow offsets (count + 1, int32 or int64), valid bool or None when no payload
-    is null) of the payloads, without copying."""
-    if isinstance(payloads, pa.ChunkedArray):
-        payloads = payloads.combine_chunks() if payloads.num_chunks != 1 else payloads.chunk(0)
-    if pa.types.is_binary(payloads.type) or pa.types.is_string(payloads.type):
-        offset_type = np.int32
-    elif pa.types.is_large_binary(payloads.type) or pa.types.is_large_string(payloads.type):
-        offset_type = np.int64
-    else:
-        raise TypeError(f"SBE payloads must be binary, not {payloads.type}")
-    count = len(payloads)
-    _validity, offsets_buffer, data_buffer = payloads.buffers()
-    if count == 0:
-        return np.zeros(0, np.uint8), np.zeros(1, np.int64), None
-    offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=count + 1, offset=payloads.offset * offset_type().itemsize)
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    valid = None if payloads.null_count == 0 else payloads.is_valid().to_numpy(zero_copy_only=False)
-    return data, offsets, valid
-
-
-def _uniform_stride(positions: np.ndarray) -> int | None:
-    """The fixed distance between consecutive positions, 0 for a single one, None when not fixed."""
-    if positions.size < 2:
-        return 0 if positions.size == 1 else None
-    stride = int(positions[1] - positions[0])
-    if stride <= 0 or int(positions[-1]) != int(positions[0]) + stride * (positions.size - 1):
-        return None
-    return stride if bool((np.diff(positions) == stride).all()) else None
-
-
-@dataclass(frozen=True)
-class _Places:
-    """The byte offset of one field in each record: ``first + i * stride`` when the records sit at
-    a fixed stride (no per-record array is built), else ``explicit``."""
-
-    count: int
-    first: int = 0
-    stride: int | None = None
-    explicit: np.ndarray | None = None
-    origin: tuple[int, int] | None = None  # explicit places: (id of the level's starts, offset from them)
-
-    @classmethod
-    def of(cls, positions: "_Places | np.ndarray") -> "_Places":
-        if isinstance(positions, _Places):
-            return positions
-        stride = _uniform_stride(positions)
-        if stride is not None:
-            return cls(int(positions.size), int(positions[0]), stride)
-        return cls(int(positions.size), explicit=positions)
-
-    def shifted(self, delta: int) -> "_Places":
-        if self.explicit is not None:
-            origin = None if self.origin is None else (self.origin[0], self.origin[1] + delta)
-            return _Places(self.count, explicit=self.explicit + delta, origin=origin)
-        return _Places(self.count, self.first + delta, self.stride)
-
-    def key(self, dtype: np.dtype) -> tuple | None:
-        """What identifies these places and a type among the values the C helper copied."""
-        if self.explicit is None:
-            return (self.count, self.first, self.stride, dtype.str)
-        return None if self.origin is None else (self.count, "starts", self.origin, dtype.str)
-
-    def array(self) -> np.ndarray:
-        if self.explicit is not None:
-            return self.explicit
-        return self.first + np.arange(self.count, dtype=np.int64) * (self.stride or 0)
-
-
-def _same_bytes_everywhere(data: np.ndarray, places: _Places, width: int) -> bool:
-    """Whether the ``width`` bytes at every place equal those at the first (one strided pass when
-    the places are at a fixed stride and ``width`` is 1, 2, 4 or 8; otherwise not checked: False)."""
-    if places.count == 0 or places.explicit is not None or width not in (1, 2, 4, 8) or places.stride < width:
-        return False
-    native = native_fields.copier()
-    if native is not None:  # stops at the first difference, no temporary array
-        return native.same_bytes(data, places.first, places.stride, places.count, width)
-    view = np.ndarray(shape=(places.count,), dtype=f"u{width}", buffer=data, offset=places.first,
-                      strides=(max(places.stride, 1),))
-    return bool((view == view[0]).all())
-
-
-def _scalars_at(data: np.ndarray, places: _Places, dtype: np.dtype) -> np.ndarray:
-    """data viewed as ``dtype`` at each place (native byte order copy)."""
-    count = places.count
-    if count == 0:
-        return np.empty(0, dtype=dtype.newbyteorder("="))
-    if places.explicit is None and places.stride >= dtype.itemsize:
-        # Blocks at a fixed stride: a strided (unaligned) view of the buffer, one field wide.
-        view = np.ndarray(shape=(count,), dtype=dtype, buffer=data, offset=places.first, strides=(max(places.stride, 1),))
-        return view.astype(dtype.newbyteorder("="))
-    raw = _bytes_at(data, places, dtype.itemsize)
-    return raw.view(dtype).reshape(count).astype(dtype.newbyteorder("="), copy=False)
-
-
-def _bytes_at(data: np.ndarray, places: "_Places | np.ndarray", width: int) -> np.ndarray:
-    """(count, width) uint8: the bytes at each place (a copy)."""
-    places = _Places.of(places)
-    count = places.count
-    if count and places.explicit is None and places.stride >= width:
-        view = np.lib.stride_tricks.as_strided(data[places.first:], shape=(count, width), strides=(places.stride, 1))
-        return np.ascontiguousarray(view)
-    return data[places.array()[:, None] + np.arange(width, dtype=np.int64)]
-
-
-def _binary_array(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, nulls: np.ndarray) -> pa.Array:
-    count = starts.size
-    offsets = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total:
-        index = np.repeat(starts - offsets[:-1], lengths) + np.arange(total, dtype=np.int64)
-        values = data[index]
-    else:
-        values = np.zeros(0, np.uint8)
-    large = total >= (1 << 31) - 1
-    offset_array = offsets if large else offsets.astype(np.int32)
-    validity = None
-    if nulls.any():
-        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
-    array = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), count,
-                                  [validity, pa.py_buffer(offset_array), pa.py_buffer(values)])
-    return array.cast(pa.binary()) if large else array
-
-
 def _char_string(raw: np.ndarray, absent: np.ndarray, optional: bool) -> pa.Array:
     """Fixed-length char arrays: the characters up to the first NUL; NULL when optional and empty."""
     count, width = raw.shape
@@ -711,94 +609,6 @@ def _char_string(raw: np.ndarray, absent: np.ndarray, optional: bool) -> pa.Arra
         raise SbeDecodeError(f"a char field holds bytes that are not text: {error}") from None
 
 
-def _is_null(values: np.ndarray, null_value) -> np.ndarray:
-    if isinstance(null_value, float) and null_value != null_value:
-        return np.isnan(values)
-    return values == values.dtype.type(null_value)
-
-
-def _to_arrow(values: np.ndarray, primitive, nulls: np.ndarray | None) -> pa.Array:
-    target = primitive_arrow_type(primitive)
-    mask = nulls if nulls is not None and nulls.any() else None
-    if target == UINT64_TYPE:
-        return pa.array(values, type=pa.uint64(), mask=mask).cast(UINT64_TYPE)
-    wanted = np.dtype(target.to_pandas_dtype())
-    if mask is None or wanted.kind not in "iuf":
-        return pa.array(values.astype(wanted, copy=False), type=target, mask=mask)
-    # The validity bitmap packed by numpy: pa.array's mask conversion costs ~10x more (~0.9 ns a row).
-    data = np.ascontiguousarray(values.astype(wanted, copy=False))
-    validity = pa.py_buffer(np.packbits(~mask, bitorder="little"))
-    return pa.Array.from_buffers(target, data.size, [validity, pa.py_buffer(data)])
-
-
-def _enum_names(raw: np.ndarray, enum: EnumType, absent: np.ndarray) -> pa.Array:
-    """Each raw value's validValue name; NULL for the null value and for values the schema lacks."""
-    slot = _enum_slots(raw, enum)
-    missing = (slot < 0) | absent
-    native = native_fields.copier()
-    if native is not None:  # one pass in C rather than a string take (~9 ns a row)
-        any_missing = bool(missing.any())
-        offsets, characters = native.take_names(np.where(missing, -1, slot) if any_missing else slot,
-                                                [name.encode() for name, _ in enum.values])
-        validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if any_missing else None
-        return pa.Array.from_buffers(pa.string(), slot.size, [validity, pa.py_buffer(offsets), pa.py_buffer(characters)])
-    names = pa.array([name for name, _ in enum.values], type=pa.string())
-    if not missing.any():
-        return pc.take(names, pa.array(slot))
-    return pc.take(names, pa.array(np.where(missing, 0, slot), mask=missing))
-
-
-def _enum_slots(raw: np.ndarray, enum: EnumType) -> np.ndarray:
-    """Each raw value's index among the enum's validValues, -1 when it is none of them."""
-    known = np.array([value for _, value in enum.values], dtype=np.int64)
-    if raw.dtype.itemsize <= 2:
-        # One lookup in a table indexed by the value's bits (uint8/char/uint16 encodings: the usual).
-        unsigned = np.dtype(f"u{raw.dtype.itemsize}")
-        bits = known.astype(raw.dtype).view(unsigned).astype(np.int64)
-        table = np.full(1 << (8 * raw.dtype.itemsize), -1, dtype=np.int32)
-        table[bits[::-1]] = np.arange(known.size, dtype=np.int32)[::-1]  # the first of duplicate values wins
-        return table[raw.view(unsigned)]
-    order = np.argsort(known, kind="stable")
-    sorted_values = known[order]
-    raw64 = raw.astype(np.int64)
-    slot = np.clip(np.searchsorted(sorted_values, raw64), 0, len(known) - 1)
-    return np.where(sorted_values[slot] == raw64, order[slot], -1).astype(np.int32)
-
-
-def _set_names(raw: np.ndarray, choices: SetType, absent: np.ndarray) -> pa.Array:
-    """The names of the set's choices whose bits are set, in the schema's order."""
-    bits = np.array([bit for _, bit in choices.choices], dtype=np.uint64)
-    matrix = ((raw.astype(np.uint64)[:, None] >> bits[None, :]) & np.uint64(1)).astype(bool)
-    matrix[absent] = False
-    counts = matrix.sum(axis=1)
-    offsets = np.zeros(raw.size + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    _rows, columns = np.nonzero(matrix)
-    names = pc.take(pa.array([name for name, _ in choices.choices], type=pa.string()), pa.array(columns))
-    return pa.ListArray.from_arrays(pa.array(offsets), names, type=type_arrow_type(choices),
-                                    mask=pa.array(absent) if absent.any() else None)
-
-
-def _constant_value(field_type: EncodedType):
-    text = field_type.constant or ""
-    if field_type.is_string:
-        return text
-    if field_type.primitive.name in ("float", "double"):
-        return float(text)
-    return int(text, 0)
-
-
-def _constant(field: Field, arrow_type: pa.DataType, count: int) -> pa.Array:
-    if isinstance(field.type, EnumType):
-        value = field.constant
-    elif isinstance(field.type, EncodedType):
-        value = _constant_value(EncodedType(field.type.name, field.type.primitive, field.type.length,
-                                            Presence.CONSTANT, None, field.constant))
-    else:
-        raise TypeError(f"constant field {field.name} of type {field.type!r}")
-    return pa.array([value] * count, type=arrow_type)
-
-
 def _check_bounds(ends: np.ndarray, level: _Level, what: str) -> None:
     beyond = ends > level.ends
     if beyond.any():
@@ -806,6 +616,13 @@ def _check_bounds(ends: np.ndarray, level: _Level, what: str) -> None:
         raise SbeDecodeError(f"{what} of payload {int(level.rows[row])} needs {int(ends[row] - level.ends[row])} "
                              f"byte(s) more than the payload holds ({int(beyond.sum())} payload(s) affected): the "
                              "message is truncated or not of this schema")
+
+
+def _integer_type(field_type: FieldType) -> EncodedType:
+    """The type of a header or dimension member, which the schema parser checked is an integer."""
+    if not isinstance(field_type, EncodedType):
+        raise TypeError(f"{field_type!r} is not an integer type")
+    return field_type
 
 
 def _struct_code(numpy_code: str) -> str:

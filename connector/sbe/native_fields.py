@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +26,7 @@ NOT_BUILT = ("the SBE C helper is not built: `pip install -e .` (tools/ensure-ve
              "connector/sbe/fixed_fields.c with the machine's C compiler (cc)")
 
 
-def _load():
+def _load() -> ModuleType | None:
     try:
         _fixed_fields = importlib.import_module("aeron_spark.connector.sbe._fixed_fields")
     except ImportError as error:
@@ -55,6 +56,11 @@ def copier() -> "NativeFields | None":
 
 
 class NativeFields:
+    """The C helper's calls, with numpy arrays in and out."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self._module = module
+
     def copy(self, data: np.ndarray, first: int, stride: int, count: int, fields: Sequence[tuple[int, np.dtype]],
              starts: np.ndarray | None = None, expect: tuple[int, bytes] | None = None) -> list[np.ndarray] | None:
         """One native-order array per (offset, dtype) field: the field of record i, which starts at
@@ -71,19 +77,19 @@ class NativeFields:
             starts = np.ascontiguousarray(starts, dtype=np.int64)
         specs = [(offset, out.itemsize, out) for (offset, _), out in zip(fields, outputs)]
         if expect is None:
-            _MODULE.copy_fields(data, first, stride, count, starts, specs, swap)
-        elif not _MODULE.copy_fields(data, first, stride, count, starts, specs, swap, expect[1], expect[0]):
+            self._module.copy_fields(data, first, stride, count, starts, specs, swap)
+        elif not self._module.copy_fields(data, first, stride, count, starts, specs, swap, expect[1], expect[0]):
             return None
         return outputs
 
     def same_bytes(self, data: np.ndarray, first: int, stride: int, count: int, width: int) -> bool:
         """Whether the ``width`` bytes at ``first + i * stride`` are alike for every i < count."""
-        return _MODULE.same_bytes(data, first, stride, count, width)
+        return self._module.same_bytes(data, first, stride, count, width)
 
     def offsets_layout(self, offsets: np.ndarray) -> tuple[int, int | None]:
         """(the shortest value's length, the fixed stride at which the values start or None) of an
         Arrow binary array's ``count + 1`` int32 or int64 offsets; one pass, no temporary arrays."""
-        shortest, stride = _MODULE.offsets_layout(offsets, offsets.size - 1)
+        shortest, stride = self._module.offsets_layout(offsets, offsets.size - 1)
         return shortest, (None if stride < 0 else stride)
 
     def take_names(self, slots: np.ndarray, names: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +101,7 @@ class NativeFields:
         offsets = _arrow_pool_array(slots.size + 1, np.dtype(np.int32))
         # Each name is written as whole words of its padded width: room for the names plus that slack.
         characters = _arrow_pool_array(slots.size * int(lengths.max(initial=0)) + width, np.dtype(np.uint8))
-        written = _MODULE.take_names(np.ascontiguousarray(slots, dtype=np.int32), lengths, padded, width,
+        written = self._module.take_names(np.ascontiguousarray(slots, dtype=np.int32), lengths, padded, width,
                                      offsets, characters)
         return offsets, characters[:written]
 
@@ -111,4 +117,4 @@ def _is_big(dtype: np.dtype) -> bool:
     return dtype.byteorder == ">" or (dtype.byteorder in "=|" and sys.byteorder == "big")
 
 
-_COPIER = NativeFields()
+_COPIER = NativeFields(_MODULE) if _MODULE is not None else None

@@ -120,6 +120,13 @@ class CompositeType:
     def member(self, name: str) -> CompositeMember | None:
         return next((m for m in self.members if m.name == name), None)
 
+    def required_member(self, name: str) -> CompositeMember:
+        """A member the schema parser has checked is there (e.g. a group dimension's numInGroup)."""
+        member = self.member(name)
+        if member is None:
+            raise KeyError(f"composite {self.name} has no member {name!r}")
+        return member
+
 
 FieldType = EncodedType | EnumType | SetType | CompositeType
 

@@ -22,6 +22,7 @@ from aeron_spark.connector.sbe.schema_model import (
     HeaderLayout,
     Message,
     Presence,
+    Primitive,
     Schema,
     SbeSchemaError,
     SetType,
@@ -172,11 +173,20 @@ class _SchemaReader:
         if name in self.resolving:
             raise self.fail(element, "the type refers to itself")
         self.resolving.add(name)
-        resolved = {"type": self._encoded, "composite": self._composite, "enum": self._enum,
-                    "set": self._set}[element.tag](element)
+        resolved = self._defined_type(element)
         self.resolving.discard(name)
         self.resolved[name] = resolved
         return resolved
+
+    def _defined_type(self, element: _Element) -> FieldType:
+        """The type a <type>, <composite>, <enum> or <set> element defines (callers check the tag)."""
+        if element.tag == "type":
+            return self._encoded(element)
+        if element.tag == "composite":
+            return self._composite(element)
+        if element.tag == "enum":
+            return self._enum(element)
+        return self._set(element)
 
     def _encoded(self, element: _Element) -> EncodedType:
         primitive_name = self._required(element, "primitiveType")
@@ -198,7 +208,7 @@ class _SchemaReader:
         return EncodedType(element.attrs["name"], primitive, length, presence, null_value, constant,
                            encoding or ("US-ASCII" if primitive.name == "char" else None))
 
-    def _literal(self, element: _Element, primitive, text: str) -> int | float:
+    def _literal(self, element: _Element, primitive: Primitive, text: str) -> int | float:
         text = text.strip()
         try:
             if primitive.name in ("float", "double"):
@@ -220,8 +230,7 @@ class _SchemaReader:
         for child in element.children:
             if child.tag in ("type", "enum", "set", "composite"):
                 name = self._required(child, "name")
-                member_type = {"type": self._encoded, "composite": self._composite, "enum": self._enum,
-                               "set": self._set}[child.tag](child)
+                member_type = self._defined_type(child)
             elif child.tag == "ref":
                 name = self._required(child, "name")
                 member_type = self._type(self._required(child, "type"), child)
@@ -307,7 +316,8 @@ class _SchemaReader:
         return Message(name, template_id, block_length, fields, groups, var_data,
                        self._int(element, "sinceVersion", 0))
 
-    def _body(self, element: _Element, schema_version: int):
+    def _body(self, element: _Element,
+              schema_version: int) -> tuple[tuple[Field, ...], tuple[Group, ...], tuple[VarData, ...], int]:
         """Fields, then groups, then var data, in that order (the spec's layout rule)."""
         fields: list[Field] = []
         groups: list[Group] = []

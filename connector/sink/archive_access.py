@@ -21,24 +21,35 @@ Those refusals, and a truncate refused because the recording is active, become `
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import random
 import time
-from typing import ContextManager
+from collections.abc import Callable, Iterator
+from typing import ContextManager, TypeVar
 
 import numpy as np
-from aeron_spark.archive.client import ArchiveError, RecordingDescriptor
+from aeron_spark.archive.client import (
+    ArchiveClient,
+    ArchiveError,
+    ArchiveTimeoutError,
+    RecordingDescriptor,
+    RecordingSignal,
+    RecordingSignalEvent,
+    SourceLocation,
+)
 from aeron_spark.driver_integration.frame import HEADER_LENGTH
 from aeron_spark.driver_integration.publication import InitialPosition, OfferResult
 
 from aeron_spark.connector.archive_connection import connect_client
 from aeron_spark.connector.archive_reading import ClientArchiveAccess
 from aeron_spark.connector.connection_cache import ConnectionCache
-from aeron_spark.connector.sink.commit import SinkConflict
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.connector.sink.options import SinkOptions
+from aeron_spark.connector.sink.sink_archive import SinkConflict, SinkState
 
+T = TypeVar("T")
 LOG = logging.getLogger("aeron_spark.connector.sink")
 MAX_PIECE = 1 << 20
 # ArchiveErrorCode values (Aeron's ArchiveException codes) that mean another writer holds the recording.
@@ -73,13 +84,13 @@ def forget_shared_sink_archive(options: SinkOptions) -> None:
 
 
 class ClientSinkArchive:
-    def __init__(self, client, options: SinkOptions) -> None:
+    def __init__(self, client: ArchiveClient, options: SinkOptions) -> None:
         self._client = client
         self._access = ClientArchiveAccess(client)
         self.options = options
         # (sink id, stream id) -> the state this process's last commit left (sink/commit.py): kept
         # with the connection, so a new connection (e.g. to a restarted archive) starts without it.
-        self.committed_states: dict = {}
+        self.committed_states: dict[tuple[str, int], SinkState] = {}
 
     @property
     def is_connected(self) -> bool:
@@ -95,7 +106,7 @@ class ClientSinkArchive:
     def describe(self, recording_id: int) -> RecordingDescriptor | None:
         return self._client.list_recording(recording_id)
 
-    def read(self, recording_id: int, start: int, end: int):
+    def read(self, recording_id: int, start: int, end: int) -> ContextManager[Iterator[tuple[int, bytes]]]:
         return self._access.replay(recording_id, start, end, self.options.replay)
 
     def truncate(self, recording_id: int, position: int) -> None:
@@ -149,7 +160,6 @@ class ClientSinkArchive:
 
 class ClientAppender:
     def __init__(self, archive: ClientSinkArchive, recording: RecordingDescriptor | None, sink_id: str) -> None:
-        from aeron_spark.archive.client.archive_client import RecordingSignal, SourceLocation
         options = archive.options
         client = archive._client
         self._archive = archive
@@ -223,12 +233,11 @@ class ClientAppender:
                 if end <= start:  # one frame longer than a piece: offer it alone
                     following = int(np.searchsorted(offsets, start, side="right"))
                     end = int(offsets[following]) if following < offsets.size else size
-            self._retry(lambda first=start, last=end: self._publication.offer_block(data, first, last - first),
-                        "offer_block")
+            self._retry(functools.partial(self._publication.offer_block, data, start, end - start), "offer_block")
             start = end
         self._position = block.end
 
-    def _retry(self, offer, what: str) -> None:
+    def _retry(self, offer: Callable[[], int], what: str) -> None:
         deadline = time.monotonic() + self._timeout
         pause = 0.0
         while True:
@@ -272,8 +281,7 @@ class ClientAppender:
         descriptor = self._client.list_recording(self._recording_id)
         return descriptor if descriptor is not None and not descriptor.is_active else None
 
-    def _await_signal(self, signal):
-        from aeron_spark.archive.client.archive_client import ArchiveTimeoutError
+    def _await_signal(self, signal: RecordingSignal) -> RecordingSignalEvent:
         deadline = time.monotonic() + self._timeout
         while True:
             self._client.check_for_error_response()  # e.g. INVALID_EXTENSION, sent after the OK
@@ -284,10 +292,10 @@ class ClientAppender:
                 if time.monotonic() > deadline:
                     raise SinkArchiveError(f"no {signal.name} signal for the sink recording within {self._timeout} s")
 
-    def _await(self, condition, what: str) -> None:
+    def _await(self, condition: Callable[[], bool], what: str) -> None:
         self._await_value(lambda: True if condition() else None, what)
 
-    def _await_value(self, produce, what: str):
+    def _await_value(self, produce: Callable[[], T | None], what: str) -> T:
         deadline = time.monotonic() + self._timeout
         while True:
             value = produce()

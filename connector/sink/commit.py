@@ -27,9 +27,9 @@ recording and fails with ``SinkConflict``. Truncating debris re-reads the descri
 the same way when the recording moved meanwhile.
 
 Readers cap a sink recording at its last marker (``source/sink_visibility.py``), so a batch is
-visible entirely or not at all. The archive access is behind ``SinkArchive`` so this logic is
-unit-tested with a fake; ``sink/archive_access.py`` implements it over
-``aeron_spark.archive.client.archive_client``.
+visible entirely or not at all. The archive access is behind ``SinkArchive`` (``sink/sink_archive.py``)
+so this logic is unit-tested with a fake; ``sink/archive_access.py`` implements it over the archive
+client. Spark's commit and abort calls arrive through ``sink/commit_job.py``.
 """
 
 from __future__ import annotations
@@ -38,11 +38,9 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager as ContextManager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
 
 import crc32c
 import numpy as np
@@ -53,8 +51,7 @@ from aeron_spark.driver_integration.frame import scan_frames
 
 from aeron_spark.connector.sink.fault_injection import fault_point
 from aeron_spark.connector.step_timings import StepTimings
-from aeron_spark.connector.worker_gc import freeze_long_lived_objects
-from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock, frame_messages
+from aeron_spark.connector.sink.frames import frame_messages
 from aeron_spark.connector.commit_markers import (
     FLAG_BATCH_WRITE,
     MARKER_FRAME_LENGTH,
@@ -66,80 +63,23 @@ from aeron_spark.connector.commit_markers import (
     sink_id_hash,
     sink_id_of_channel,
 )
+from aeron_spark.connector.sink.sink_archive import (
+    SinkAppender,
+    SinkArchive,
+    SinkCommitError,
+    SinkConflict,
+    SinkState,
+)
 from aeron_spark.connector.sink.staging import (
     SinkStaging,
-    clean_stale,
-    delete_quietly,
     list_staged,
     put_small_file,
     read_small_file,
     read_staged,
-    sink_staging,
 )
 
 LOG = logging.getLogger("aeron_spark.connector.sink")
 HINT_FILE = "_committed.json"
-
-
-class SinkCommitError(RuntimeError):
-    """A commit could not complete; nothing of it is visible, and the next commit cleans up."""
-
-
-class SinkConflict(SinkCommitError):
-    """The sink recording is used in a way this commit cannot continue: stream and batch writes on one
-    sink.id, or another committer appending to it at the same time (the archive refused this one)."""
-
-
-# --- what the committer needs from the archive -------------------------------------------------
-
-
-class SinkAppender(Protocol):
-    """An open, recorded publication positioned at the end of the sink recording."""
-
-    @property
-    def recording_id(self) -> int: ...
-
-    @property
-    def layout(self) -> PublicationLayout: ...
-
-    @property
-    def position(self) -> int: ...
-
-    def append(self, block: TermBlock) -> None:
-        """Append the block's frames (they start at ``position``)."""
-
-    def seal(self) -> RecordingDescriptor:
-        """Wait until everything appended is recorded, stop the recording; its stopped descriptor."""
-
-    def abandon(self) -> None:
-        """Best effort after a failure: stop the recording and release the publication."""
-
-
-class SinkArchive(Protocol):
-    def find_sink_recordings(self, sink_id: str, stream_id: int) -> list[RecordingDescriptor]:
-        """Recordings of ``stream_id`` whose original channel contains the sink's alias."""
-
-    def describe(self, recording_id: int) -> RecordingDescriptor | None: ...
-
-    # Optional: ``committed_states``, a dict the committer may keep per connection (what its last
-    # commit of each sink left, so the next commit of that sink skips the full recovery).
-
-    def read(self, recording_id: int, start: int, end: int) -> ContextManager[Iterator[tuple[int, bytes]]]:
-        """Whole frames of [start, end) as (position, block); raises if start is not a frame."""
-
-    def truncate(self, recording_id: int, position: int) -> None: ...
-
-    def stop_active(self, recording_id: int) -> None:
-        """Stop a recording left active (by identity)."""
-
-    def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> SinkAppender:
-        """Extend ``recording`` at its stop position, or start the sink recording when None. Raises
-        SinkConflict when the archive refuses the extension (active, or the stop position moved)."""
-
-    def discard(self, recording_id: int) -> None:
-        """Best effort: remove a recording this committer started and abandoned (empty)."""
-
-    def close(self) -> None: ...
 
 
 # --- durable hint (in the staging directory, advisory: the recording is the truth) ----------------
@@ -178,14 +118,6 @@ class HintStore:
 
 
 # --- the committer -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SinkState:
-    recording: RecordingDescriptor | None
-    last_marker: LocatedMarker | None
-    committed_end: int | None  # None: no sink recording yet
-    truncated_from: int | None = None  # the stop position before debris was cut
 
 
 class CommitOutcome(Enum):
@@ -279,11 +211,11 @@ class SinkCommitter:
         replay. Safe because the stop position only moves forward by an extension (which would move
         it past this end) and back only by truncating debris to a marker end, which is never before
         a committed marker: stopped at this end, the recording ends with this commit's marker."""
-        states = getattr(self.archive, "committed_states", None)
+        states = self.archive.committed_states
         if states is None:
             return None
         known = states.pop((self.sink_id, self.stream_id), None)
-        if known is None:
+        if known is None or known.recording is None:  # only commits that sealed a recording are remembered
             return None
         current = self.archive.describe(known.recording.recording_id)
         if (current is None or current.is_active or current.stop_position != known.committed_end
@@ -294,7 +226,7 @@ class SinkCommitter:
         return SinkState(current, known.last_marker, known.committed_end)
 
     def _remember(self, sealed: RecordingDescriptor, marker: CommitMarker, marker_position: int) -> None:
-        states = getattr(self.archive, "committed_states", None)
+        states = self.archive.committed_states
         if states is not None:
             states[(self.sink_id, self.stream_id)] = SinkState(
                 sealed, LocatedMarker(marker, marker_position), sealed.stop_position)
@@ -391,17 +323,17 @@ class SinkCommitter:
         state = self.recover()
         self.timings.mark("recover")
         last = state.last_marker
+        recording_id = state.recording.recording_id if state.recording is not None else None
         if last is not None and last.marker.is_batch_write != batch_write:
             kind = "batch writes (spark.write)" if last.marker.is_batch_write else "a streaming query"
-            raise SinkConflict(f"sink.id {self.sink_id} (recording {state.recording.recording_id}) is written by {kind}; "
+            raise SinkConflict(f"sink.id {self.sink_id} (recording {recording_id}) is written by {kind}; "
                                "give this writer its own sink.id")
-        if batch_write:
+        if batch_id is None:  # a batch write: the next batch id
             batch_id = last.marker.batch_id + 1 if last is not None else 0
         elif last is not None and last.marker.batch_id >= batch_id:
             LOG.info("sink %s: batch %d is already committed (last committed batch %d); skipping", self.sink_id,
                      batch_id, last.marker.batch_id)
-            return CommitResult(CommitOutcome.ALREADY_COMMITTED, batch_id, state.recording.recording_id,
-                                end=state.committed_end)
+            return CommitResult(CommitOutcome.ALREADY_COMMITTED, batch_id, recording_id, end=state.committed_end)
         self._check_staged_present(inputs)
         self.timings.mark("check staged")
         fault_point("before-append", batch_id)  # test-only fault injection; off unless its env var is set
@@ -520,82 +452,3 @@ def int64_values(array: pa.Array) -> np.ndarray:
     if len(array) == 0 or data is None:
         return np.zeros(len(array), np.int64)
     return np.frombuffer(data, dtype=np.int64)[array.offset:array.offset + len(array)]
-
-
-# --- entry points used by sink/writer.py ---------------------------------------------------------
-
-
-def commit_staged(options, messages: Sequence, batch_id: int | None,
-                  open_archive: Callable | None = None) -> CommitResult | None:
-    """Spark's commit(messages, batchId): append the staged files of ``messages`` exactly once."""
-    freeze_long_lived_objects()  # the commit worker is reused too (worker_gc.py)
-    staged = [m for m in messages if m is not None]
-    if not staged:
-        return None
-    sink_ids = {m.sink_id for m in staged}
-    if len(sink_ids) != 1:
-        raise SinkCommitError(f"commit messages of several sinks in one commit: {sorted(sink_ids)}")
-    sink_id = sink_ids.pop()
-    staging = sink_staging(options.staging_root, sink_id)
-    inputs = [StagedInput(m.partition_id, m.path, m.rows) for m in staged]
-
-    committers: list[SinkCommitter] = []
-
-    def run(archive: SinkArchive) -> CommitResult:
-        committer = SinkCommitter(archive, sink_id, options.stream_id, hints=HintStore(staging), staging=staging,
-                                  timeout_s=options.commit_timeout_ms / 1000.0)
-        committers.append(committer)
-        return committer.commit(inputs, batch_id)
-
-    if open_archive is not None:
-        archive = open_archive(options)
-        try:
-            result = run(archive)
-        finally:
-            archive.close()
-    else:
-        result = _run_on_shared_archive(options, run)
-    # The batch is committed: cleaning up is best effort (leftovers go with a later commit).
-    for message in staged:
-        delete_quietly(staging, message.path)
-    timings = committers[-1].timings if committers else StepTimings("sink.commit")
-    timings.mark("delete staged")
-    try:
-        clean_stale(staging, keep=set(), committed_batch_id=result.batch_id if batch_id is not None else None)
-    except OSError as error:
-        LOG.warning("sink %s: could not clean the staging directory %s: %s", sink_id, staging.directory, error)
-    timings.mark("clean stale")
-    timings.finish()
-    return result
-
-
-def _run_on_shared_archive(options, run: Callable[[SinkArchive], CommitResult]) -> CommitResult:
-    """``run`` on this process's cached connection (held for the commit, kept alive between
-    commits); when a REUSED connection fails (e.g. the archive restarted since), once more on a
-    fresh one - safe because a commit recovers and is idempotent."""
-    from aeron_spark.connector.sink.archive_access import forget_shared_sink_archive, leased_sink_archive
-    with leased_sink_archive(options) as (archive, reused):
-        try:
-            return run(archive)
-        except (SinkCommitError, ValueError):
-            raise  # about the data or the recording, not the connection
-        except Exception as error:
-            forget_shared_sink_archive(options)
-            if not reused:
-                raise
-            LOG.warning("sink commit failed on a reused archive connection (%s); retrying on a new one", error)
-    with leased_sink_archive(options) as (archive, _):
-        try:
-            return run(archive)
-        except (SinkCommitError, ValueError):
-            raise
-        except Exception:
-            forget_shared_sink_archive(options)
-            raise
-
-
-def abort_staged(options, messages: Sequence) -> None:
-    """Spark's abort: delete what the successful tasks staged (failed tasks appear as None)."""
-    for message in messages:
-        if message is not None:
-            delete_quietly(sink_staging(options.staging_root, message.sink_id), message.path)

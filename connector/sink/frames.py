@@ -176,7 +176,7 @@ def _data_block(values: np.ndarray, offsets: np.ndarray, reserved: np.ndarray, l
         frame_message = np.arange(first, last, dtype=np.int64)
         payload = lengths[first:last]
         source = offsets[first:last]
-        flags = np.full(payload.size, UNFRAGMENTED, dtype=np.int64)
+        flags: np.ndarray = np.full(payload.size, UNFRAGMENTED, dtype=np.int64)
     else:
         frame_message = np.repeat(np.arange(first, last, dtype=np.int64), kk)
         frame_starts = np.cumsum(kk) - kk

@@ -1,11 +1,11 @@
 """Options of the `aeron-archive` SINK (``write`` / ``writeStream``): names, defaults, checks.
 
-Shares the archive-location options with the source (``connector/options.py``:
-``archive.dir``/``path``, ``archive.controlChannel``, ``archive.*StreamId``,
-``archive.responseChannel``, ``archive.timeoutMs``, ``aeron.dir``, ``replay.*``) and adds the
-``sink.*`` options. Parsed on
-the driver, before any task runs; a bad value is an ``OptionError`` naming the option and what it
-accepts. See docs/exactly-once.md.
+Shares the connection options with the source (``connector/options.py``
+``CONNECTION_OPTION_SPECS``: ``archive.dir``/``path``, ``archive.controlChannel``,
+``archive.*StreamId``, ``archive.responseChannel``, ``archive.timeoutMs``, ``archive.credentials*``,
+``aeron.*``, ``replay.*``) and adds its own (``SINK_OPTION_SPECS``: the sink channel and stream
+id, the ``sink.*`` options). Parsed on the driver, before any task runs; a bad value is an
+``OptionError`` naming the option and what it accepts. See docs/exactly-once.md.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aeron_spark.connector.options import (
+    BOTH_MODES,
     CONNECTION_OPTIONS,
     SOURCE_ONLY_OPTIONS,
     SPARK_SUPPLIED_OPTIONS,
     ArchiveConnection,
     OptionError,
+    OptionSpec,
     ReplaySettings,
     parse_connection,
     parse_int,
@@ -51,27 +53,28 @@ SINK_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # Channel params the sink sets itself on the sink channel.
 RESERVED_CHANNEL_PARAMS = ("alias", "session-id", "init-term-id", "term-id", "term-offset", "term-length", "mtu")
 
-# (name, accepted, default, help)
-SINK_OPTION_SPECS: tuple[tuple[str, str, str | None, str], ...] = (
-    ("channel", "aeron:ipc or aeron:udp?endpoint=host:port", None,
-     "Channel of the sink recording (the sink adds alias=aeron-spark-sink:<sink.id> and a session-id)."),
-    ("streamId", "an int", None, "Stream id of the sink recording."),
-    ("sink.id", "1-128 of [A-Za-z0-9._-]", "the streaming query id; batch writes: derived from channel+streamId",
-     "Names the sink recording; one sink id = one recording = one writer at a time."),
-    ("sink.stagingDir", "a path, or a file:, s3: (s3a:), gs:, abfs: or hdfs: URI that the driver and every executor reach",
-     "<checkpointLocation>/aeron-sink-staging (writeStream), else <archive.dir>/spark-sink-staging",
-     "Where tasks stage their rows until the driver commits them (opened with pyarrow.fs.FileSystem.from_uri)."),
-    ("sink.termLength", "a power of two between 64k and 1g", "16m", "Term length of a new sink recording."),
-    ("sink.mtu", "a multiple of 32 in [128, 65536], at most termLength/8", "8192 (ipc), 1408 (udp)",
-     "MTU of a new sink recording (messages longer than mtu-32 are fragmented)."),
-    ("sink.sourceLocation", "local | remote", "local (ipc), remote (udp)",
-     "How the archive records the sink channel (local: IPC or spy on the shared media driver)."),
-    ("sink.commitTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_COMMIT_TIMEOUT_MS),
-     "Longest wait for each step of a commit (recording start, back pressure, recorded position)."),
-    ("checkpointLocation", "a path or URI", None,
-     "The query's checkpoint (passed by Spark when set with .option); the default staging root is under it."),
+SINK_OPTION_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("channel", "aeron:ipc or aeron:udp?endpoint=host:port", None, BOTH_MODES,
+               "Channel of the sink recording (the sink adds alias=aeron-spark-sink:<sink.id> and a session-id)."),
+    OptionSpec("streamId", "an int", None, BOTH_MODES, "Stream id of the sink recording."),
+    OptionSpec("sink.id", "1-128 of [A-Za-z0-9._-]", "the streaming query id; batch writes: derived from channel+streamId",
+               BOTH_MODES, "Names the sink recording; one sink id = one recording = one writer at a time."),
+    OptionSpec("sink.stagingDir",
+               "a path, or a file:, s3: (s3a:), gs:, abfs: or hdfs: URI that the driver and every executor reach",
+               "<checkpointLocation>/aeron-sink-staging (writeStream), else <archive.dir>/spark-sink-staging", BOTH_MODES,
+               "Where tasks stage their rows until the driver commits them (opened with pyarrow.fs.FileSystem.from_uri)."),
+    OptionSpec("sink.termLength", "a power of two between 64k and 1g", "16m", BOTH_MODES,
+               "Term length of a new sink recording."),
+    OptionSpec("sink.mtu", "a multiple of 32 in [128, 65536], at most termLength/8", "8192 (ipc), 1408 (udp)",
+               BOTH_MODES, "MTU of a new sink recording (messages longer than mtu-32 are fragmented)."),
+    OptionSpec("sink.sourceLocation", "local | remote", "local (ipc), remote (udp)", BOTH_MODES,
+               "How the archive records the sink channel (local: IPC or spy on the shared media driver)."),
+    OptionSpec("sink.commitTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_COMMIT_TIMEOUT_MS), BOTH_MODES,
+               "Longest wait for each step of a commit (recording start, back pressure, recorded position)."),
+    OptionSpec("checkpointLocation", "a path or URI", None, BOTH_MODES,
+               "The query's checkpoint (passed by Spark when set with .option); the default staging root is under it."),
 )
-_NAMES = tuple(spec[0] for spec in SINK_OPTION_SPECS) + CONNECTION_OPTIONS
+_NAMES = tuple(spec.name for spec in SINK_OPTION_SPECS) + CONNECTION_OPTIONS
 _BY_LOWER = {name.lower(): name for name in _NAMES}
 # Source options that make no sense for a sink (named in the error).
 _SOURCE_ONLY = {name.lower(): name for name in SOURCE_ONLY_OPTIONS}

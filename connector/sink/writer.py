@@ -2,7 +2,7 @@
 
 Executors STAGE (``write``): each task turns its Arrow batches into the staged layout (payload
 binary, reserved_value int64), writes one staging file and returns a ``SinkCommitMessage``
-naming it. Nothing reaches the archive there. The driver's ``commit`` (``sink/commit.py``) appends
+naming it. Nothing reaches the archive there. The driver's ``commit`` (``sink/commit_job.py``) appends
 the staged rows of every task, in partition order, to the sink recording and seals them with a
 commit marker; ``abort`` deletes the staged files. See docs/exactly-once.md.
 """
@@ -205,14 +205,15 @@ class AeronArchiveStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list, batchId: int) -> None:
         timings = StepTimings("sink.commit call")
-        from aeron_spark.connector.sink.commit import commit_staged
+        # Imported here, on the driver: tasks that only stage never load the archive client.
+        from aeron_spark.connector.sink.commit_job import commit_staged
         timings.mark("import")
         commit_staged(self.options, messages, batch_id=batchId)
         timings.mark("commit_staged")
         timings.finish()
 
     def abort(self, messages: list, batchId: int) -> None:
-        from aeron_spark.connector.sink.commit import abort_staged
+        from aeron_spark.connector.sink.commit_job import abort_staged
         abort_staged(self.options, messages)
 
 
@@ -231,9 +232,9 @@ class AeronArchiveBatchWriter(DataSourceArrowWriter):
         return stage_task_output(self.options, iterator, self._task_info(), self.job_key)
 
     def commit(self, messages: list) -> None:
-        from aeron_spark.connector.sink.commit import commit_staged
+        from aeron_spark.connector.sink.commit_job import commit_staged  # on the driver (see the stream writer)
         commit_staged(self.options, messages, batch_id=None)
 
     def abort(self, messages: list) -> None:
-        from aeron_spark.connector.sink.commit import abort_staged
+        from aeron_spark.connector.sink.commit_job import abort_staged
         abort_staged(self.options, messages)

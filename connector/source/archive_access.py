@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ContextManager, Protocol
 
-from aeron_spark.archive.client import RecordingDescriptor
+from aeron_spark.archive.client import ArchiveClient, RecordingDescriptor
 
 from aeron_spark.connector.archive_connection import connect_client, replay_hosts
 from aeron_spark.connector.archive_reading import ClientArchiveAccess
@@ -49,7 +49,7 @@ class ArchiveAccess(Protocol):
 
 
 def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
-    client = connect_client(connection)
+    client: ArchiveClient = connect_client(connection)
     return ClientArchiveAccess(client, hosts=replay_hosts(connection, client))
 
 

@@ -59,7 +59,8 @@ class AeronArchiveBatchReader(DataSourceReader):
         self._forget_driver_connection = forget_driver_connection
 
     def partitions(self) -> Sequence[InputPartition]:
-        cached = self._forget_driver_connection is not None
+        forget_connection = self._forget_driver_connection
+        cached = forget_connection is not None
         for attempt in (1, 2) if cached else (2,):
             offset_reader = OffsetReader(self.options, lambda: self._driver_opener(self.options.connection))
             try:
@@ -68,9 +69,9 @@ class AeronArchiveBatchReader(DataSourceReader):
             except (ArchiveUnavailable, ValueError, LookupError):
                 raise  # the archive is gone, or the request itself is wrong: a new connection won't help
             except Exception:
-                if not cached or attempt == 2:
+                if forget_connection is None or attempt == 2:
                     raise
-                self._forget_driver_connection(self.options.connection)
+                forget_connection(self.options.connection)
             finally:
                 if not cached:
                     offset_reader.close()

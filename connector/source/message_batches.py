@@ -103,14 +103,18 @@ class FrameTable:
         return int(self.offsets.size)
 
 
-def _as_bytes_array(buffer) -> np.ndarray:
+#: Frames as the replays hand them over: a view into a term buffer, a copy, or a numpy array.
+FrameBuffer = bytes | bytearray | memoryview | np.ndarray
+
+
+def _as_bytes_array(buffer: FrameBuffer) -> np.ndarray:
     array = np.frombuffer(buffer, dtype=np.uint8) if not isinstance(buffer, np.ndarray) else buffer
     if array.dtype != np.uint8 or array.ndim != 1:
         raise TypeError("frames must be a 1-d uint8 buffer")
     return array
 
 
-def walk_frames(buffer) -> FrameTable:
+def walk_frames(buffer: FrameBuffer) -> FrameTable:
     """Every frame of a buffer that holds whole, consecutive frames from its first byte."""
     data = _as_bytes_array(buffer)
     size = data.size
@@ -139,7 +143,7 @@ def walk_frames(buffer) -> FrameTable:
     return FrameTable(offsets, lengths, flags, types, reserved)
 
 
-def aligned(length: np.ndarray | int):
+def aligned(length: np.ndarray | int) -> np.ndarray | int:
     return (length + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT * FRAME_ALIGNMENT
 
 
@@ -160,7 +164,7 @@ class AssembledMessages:
         return int(self.end_positions.size)
 
 
-def assemble_messages(buffer, base_position: int, min_end_position: int | None = None) -> AssembledMessages:
+def assemble_messages(buffer: FrameBuffer, base_position: int, min_end_position: int | None = None) -> AssembledMessages:
     """Whole messages of a buffer of frames that starts at stream position ``base_position``.
 
     Only messages ending after ``min_end_position`` are returned (those ending at or before it
@@ -503,7 +507,7 @@ class MessageBatchBuilder:
     def next_position(self) -> int:
         return self._staging_position + self._staged
 
-    def add_block(self, block, position: int) -> list[pa.RecordBatch]:
+    def add_block(self, block: FrameBuffer, position: int) -> list[pa.RecordBatch]:
         if position != self.next_position:
             raise FrameStreamError(
                 f"recording {self.recording_id}: replay block at position {position}, expected "
@@ -575,7 +579,7 @@ def _without_reserved_value(messages: AssembledMessages, reserved_value: int) ->
                                payload=_gather(messages.payload, starts.astype(np.int64), stops.astype(np.int64)))
 
 
-def first_frame_continues_a_message(block) -> bool:
+def first_frame_continues_a_message(block: FrameBuffer) -> bool:
     """True when a block starts with a DATA fragment that is not the first of its message."""
     data = _as_bytes_array(block)
     if data.size < HEADER_LENGTH:

@@ -43,7 +43,7 @@ def payload_field_time(field_time: Callable[[bytes], int | None]) -> MessageTime
     return message_time
 
 
-def message_time_for(options) -> MessageTime | None:
+def message_time_for(options: object) -> MessageTime | None:
     """The time source the options configure; None: messages carry no time the source knows of,
     so only the recording descriptors' timestamps can place a time (timestamp_resolution)."""
     sbe = getattr(options, "sbe", None)

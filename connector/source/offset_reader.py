@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from aeron_spark.archive.client import RecordingDescriptor
 
@@ -81,11 +82,13 @@ class OffsetReader:
                             f"(archive id {self.access.archive_id})")
                     self._store(recording_id, descriptor)
             return dict(self.descriptors)
+        discovery = self._discovery
+        assert discovery is not None  # a source without recordingIds subscribes to a channel (__init__)
         now = self._clock_ms()
         due = (self._last_discovery_ms is None
                or now - self._last_discovery_ms >= self.options.discovery_interval_ms)
         if force_discovery or due:
-            for descriptor in self._discovery.discover(self.access):
+            for descriptor in discovery.discover(self.access):
                 if descriptor.recording_id not in self.descriptors:
                     self._store(descriptor.recording_id, descriptor)
             self._last_discovery_ms = now
@@ -164,7 +167,7 @@ class OffsetReader:
                 latest[recording_id] = descriptor.stop_position
         lives = self.access.live_positions(live_ids)
         if None not in lives.values():
-            latest.update(lives)
+            latest.update(cast("dict[int, int]", lives))  # checked: no None among them
             return latest, vanished
         for recording_id in live_ids:
             live = lives[recording_id]

@@ -1,7 +1,8 @@
 """Every option of the `aeron-archive` source: names, defaults, parsing and cross-checks.
 
-The options it shares with the sink (where the archive is, how it replays) and the parsers of
-values are in ``connector/options.py``; this module holds the source's own ones.
+The options it shares with the sink (where the archive is, how it replays: ``CONNECTION_OPTION_SPECS``),
+the spec type and the parsers of values are in ``connector/options.py``; this module holds the
+source's own ones.
 
 Like Kafka's KafkaSourceProvider, all validation happens on the driver before any data is read:
 ``SourceOptions.parse(options, mode)`` either returns a complete, typed value or raises
@@ -20,16 +21,16 @@ from enum import Enum
 from typing import Any
 
 from aeron_spark.connector.options import (
-    DEFAULT_CONTROL_STREAM_ID,
-    DRIVER_MODES,
-    DEFAULT_REPLAY_STREAM_ID,
-    DEFAULT_RESPONSE_STREAM_ID,
+    BOTH_MODES,
+    CONNECTION_OPTION_SPECS,
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
     SPARK_SUPPLIED_OPTIONS,
     ArchiveConnection,
     OptionError,
+    OptionSpec,
+    ReadMode,
     ReplaySettings,
     parse_bool,
     parse_connection,
@@ -45,21 +46,7 @@ from aeron_spark.connector.source.recording_selection import RecordingSelection
 from aeron_spark.connector.source.sbe_columns import SbeSettings, parse_sbe_options
 
 
-class ReadMode(Enum):
-    BATCH = "batch"    # spark.read
-    STREAM = "stream"  # spark.readStream
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    name: str
-    accepted: str
-    default: str | None
-    modes: frozenset[ReadMode]
-    help: str
-
-
-_BOTH = frozenset({ReadMode.BATCH, ReadMode.STREAM})
+_BOTH = BOTH_MODES
 _STREAM = frozenset({ReadMode.STREAM})
 _BATCH = frozenset({ReadMode.BATCH})
 
@@ -80,54 +67,7 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("channelPattern", "a Python regular expression, e.g. endpoint=10\\.0\\.0\\.\\d+:4012[0-9]", None, _BOTH,
                "Read every recording whose original channel matches (re.search); exclusive with channel. "
                "Streams also pick up recordings that start later (Kafka's subscribePattern)."),
-    OptionSpec("archive.dir", "a directory holding archive-mark.dat", None, _BOTH,
-               "Find the archive's control channel, control stream id and aeron dir from its mark "
-               "file. `path` (the argument of load()) is an alias."),
-    OptionSpec("path", "same as archive.dir", None, _BOTH, "Alias of archive.dir (load(path))."),
-    OptionSpec("archive.controlChannel", "an Aeron channel URI", None, _BOTH,
-               "Archive control request channel (overrides the mark file)."),
-    OptionSpec("archive.controlStreamId", "an int", str(DEFAULT_CONTROL_STREAM_ID), _BOTH,
-               "Archive control request stream id (overrides the mark file)."),
-    OptionSpec("archive.responseChannel", "an Aeron channel URI",
-               "aeron:ipc when the control channel is IPC, else aeron:udp?endpoint=<aeron.bindAddress>:0 told to "
-               "the archive as <aeron.host>:<bound port>", _BOTH,
-               "Channel the archive answers on."),
-    OptionSpec("archive.responseStreamId", "an int", str(DEFAULT_RESPONSE_STREAM_ID), _BOTH,
-               "Stream id the archive answers on."),
-    OptionSpec("archive.timeoutMs", "an int > 0 (milliseconds)", "10000", _BOTH,
-               "Timeout of each archive request."),
-    OptionSpec("aeron.dir", "a media driver directory", "the mark file's, else Aeron's default ($AERON_DIR)", _BOTH,
-               "Media driver used by the driver-side and executor-side archive clients."),
-    OptionSpec("aeron.driver", " | ".join(DRIVER_MODES), "auto", _BOTH,
-               "auto: use the media driver running at aeron.dir, else start one embedded in this Python process "
-               "(one per process, reused by its tasks, removed at exit); embedded: always the process's own; "
-               "external: only the one at aeron.dir (fail fast when none runs)."),
-    OptionSpec("aeron.host", "a host name or IP address of this host", "the address that routes to the archive",
-               _BOTH, "Where the archive sends control responses and replays to this process (multi-homed hosts, "
-               "NAT): every Spark host resolves its own."),
-    OptionSpec("aeron.bindAddress", "a local IP address, or 0.0.0.0", "aeron.host", _BOTH,
-               "Address the response and replay endpoints bind when it differs from aeron.host (NAT, containers)."),
-    OptionSpec("replay.channel", "an Aeron channel URI",
-               "aeron:ipc on the archive's media driver, else aeron:udp?endpoint=<aeron.bindAddress>:0", _BOTH,
-               "Channel replays are sent on; each partition adds its own session-id to it, and a UDP port 0 "
-               "is resolved to the port bound before the archive is told."),
-    OptionSpec("replay.streamId", "an int", str(DEFAULT_REPLAY_STREAM_ID), _BOTH,
-               "Stream id replays are sent on. A replay fails at once if the archive records "
-               "replay.channel on this stream id (each replay would become a new recording)."),
-    OptionSpec("replay.idleTimeoutMs", "an int > 0 (milliseconds)", "30000", _BOTH,
-               "A partition fails when its replay makes no progress for this long (an error the "
-               "archive reports for the replay fails it at once)."),
-    OptionSpec("archive.credentials", "principal:secret", None, _BOTH,
-               "For an archive with authentication: the client sends the principal and answers the archive's "
-               "challenge with an HMAC of the secret. Never printed; exclusive with archive.credentialsFile."),
-    OptionSpec("archive.credentialsFile", "a path or URI (file:, s3:, gs:, abfs:, hdfs:) of a file holding one "
-               "line principal:secret", None, _BOTH,
-               "Like archive.credentials, read by each process when it connects: the secret stays off the "
-               "query's options and plan."),
-    OptionSpec("archive.credentialsEncoding", "challenge | plain", "challenge", _BOTH,
-               "How archive.credentials(File) log in: challenge sends the principal and answers an hmac-sha256 "
-               "challenge (the aeron-archive sidecar); plain sends principal:secret itself as the credentials "
-               "bytes, as a Java archive with Aeron's SimpleAuthenticator expects (the secret crosses the wire)."),
+    *CONNECTION_OPTION_SPECS,
     OptionSpec("startingPositions", "earliest | latest | JSON {\"<recordingId>\": position|-2|-1}",
                "latest (stream), earliest (batch)", _BOTH,
                "Where a new query starts. Resumed queries use their checkpoint."),
@@ -282,6 +222,7 @@ class SourceOptions:
         # One stream id keys as it did before lists were accepted (existing checkpoints match).
         stream_key = stream_ids[0] if stream_ids is not None and len(stream_ids) == 1 else (
             list(stream_ids) if stream_ids is not None else None)
+        selected: dict[str, object]
         if self.recording_ids is not None:
             selected = {"recordingIds": list(self.recording_ids)}
         elif self.channel_pattern is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Iterator
+from typing import ContextManager, Protocol, cast
 
 import pyarrow as pa
 
@@ -30,10 +31,19 @@ from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.sbe_columns import SbeColumns
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
+from aeron_spark.connector.options import ReplaySettings
+from aeron_spark.connector.replay_pump import ReplayPump
 from aeron_spark.connector.step_timings import StepTimings
 from aeron_spark.connector.worker_gc import freeze_long_lived_objects
 
 LOG = logging.getLogger("aeron_spark.connector")
+
+
+class PumpingAccess(Protocol):
+    """An ``ArchiveAccess`` that also hands out replays block by block (``ClientArchiveAccess``)."""
+
+    def replay_pump(self, recording_id: int, start: int, end: int,
+                    settings: ReplaySettings) -> ContextManager[ReplayPump]: ...
 
 
 def available_range(replay_range: ReplayRange, descriptor: RecordingDescriptor | None,
@@ -71,8 +81,8 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
         options.sbe, options.include_timestamp, options.output_columns, options.nullable_columns,
         options.widened_column_types)
     columns = _builder_columns(options, sbe_columns)
-    if getattr(access, "replay_pump", None) is not None:
-        batches = _read_pumped(readable, descriptor, options, access, columns, timings)
+    if getattr(access, "replay_pump", None) is not None:  # the real access; test fakes may only replay
+        batches = _read_pumped(readable, descriptor, options, cast(PumpingAccess, access), columns, timings)
     else:
         batches = _read_blocks(readable, descriptor, options, access, columns)
     if sbe_columns is None:
@@ -114,7 +124,7 @@ def _builder_columns(options: SourceOptions, sbe_columns: SbeColumns | None) -> 
 
 
 def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
-             first_block, columns: OutputColumns | None) -> tuple[MessageBatchBuilder, int]:
+             first_block: bytes, columns: OutputColumns | None) -> tuple[MessageBatchBuilder, int]:
     """The batch builder for a range, and where its feed starts (earlier than the range when the
     first block continues a message: its head is replayed from the start of the term)."""
     start = readable.start
@@ -136,12 +146,12 @@ def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: So
     return builder, feed_start
 
 
-def _copy(view, _position: int) -> bytes:
+def _copy(view: memoryview, _position: int) -> bytes:
     return bytes(view)
 
 
 def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
-                 access, columns: OutputColumns | None,
+                 access: PumpingAccess, columns: OutputColumns | None,
                  timings: StepTimings) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
     """Each replayed block is copied once, from the term buffer straight into the builder's
     staging buffer (only the first block, needed before the builder exists, is copied twice)."""

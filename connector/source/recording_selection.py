@@ -65,8 +65,10 @@ class RecordingSelection:
             return False
         if self.channel_pattern is not None:
             return re.search(self.channel_pattern, descriptor.original_channel) is not None
+        channel = self.channel
+        assert channel is not None  # __post_init__: exactly one of channel and channel_pattern
         # As the archive's ListRecordingsForUri: a fragment of the original or the stripped channel.
-        return self.channel in descriptor.original_channel or self.channel in descriptor.stripped_channel
+        return channel in descriptor.original_channel or channel in descriptor.stripped_channel
 
     def describe(self) -> str:
         """For error messages, in the options' own terms."""
@@ -86,30 +88,32 @@ class RecordingDiscovery:
 
     def __init__(self, selection: RecordingSelection) -> None:
         self.selection = selection
-        # channel: next id to list per stream id; channelPattern: one cursor for the scan.
-        self._cursors: dict[int | None, int] = (
-            {stream_id: 0 for stream_id in selection.stream_ids} if selection.channel is not None else {None: 0})
+        # channel: the next id to list per stream id (a channel selection has stream ids);
+        # channelPattern: the next id of the one scan of every recording.
+        self._cursors: dict[int, int] = {stream_id: 0 for stream_id in selection.stream_ids or ()} \
+            if selection.channel is not None else {}
+        self._scan_cursor = 0
 
     def discover(self, access: ListingAccess) -> list[RecordingDescriptor]:
         """Matching recordings not returned by an earlier call, in recording id order."""
         found: list[RecordingDescriptor] = []
-        if self.selection.channel is not None:
+        channel = self.selection.channel
+        if channel is not None:
             since = getattr(access, "list_matching_since", None)
             any_from = getattr(access, "has_recording_from", None)
             if len(self._cursors) > 1 and any_from is not None and not any_from(min(self._cursors.values())):
                 return []  # one request says no stream has a new recording: skip one listing per stream
             for stream_id, cursor in self._cursors.items():
                 if since is not None:
-                    listed, scanned_to = since(self.selection.channel, stream_id, cursor)
+                    listed, scanned_to = since(channel, stream_id, cursor)
                 else:
-                    listed = access.list_matching(self.selection.channel, stream_id, cursor)
+                    listed = access.list_matching(channel, stream_id, cursor)
                     scanned_to = cursor
                 self._cursors[stream_id] = max(scanned_to, _next_cursor(cursor, listed))
                 found.extend(listed)
         else:
-            cursor = self._cursors[None]
-            listed = access.list_from(cursor)
-            self._cursors[None] = _next_cursor(cursor, listed)
+            listed = access.list_from(self._scan_cursor)
+            self._scan_cursor = _next_cursor(self._scan_cursor, listed)
             found.extend(d for d in listed if self.selection.matches(d))
         return sorted(found, key=lambda d: d.recording_id)
 

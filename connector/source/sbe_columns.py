@@ -12,6 +12,7 @@ and its offset, and Spark converts every column a Python source returns, used or
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aeron_spark.connector.options import OptionError
-from aeron_spark.connector.sbe import SbeDecoder, SbeSchemaError, spread
+from aeron_spark.connector.sbe import Schema, SbeDecoder, SbeSchemaError, spread
 from aeron_spark.connector.sbe.arrow_types import block_fields, message_arrow_type, never_null
 from aeron_spark.connector.sbe.schema_loading import parsed_schema, read_schema_text
 from aeron_spark.connector.source.message_batches import BASE_FIELDS, TIMESTAMP_FIELD
@@ -44,7 +45,7 @@ class SbeSettings:
     timestamp_field: tuple[str, str] | None = None  # sbe.timestampField: (message, root field)
     timestamp_unit_ns: int = 1  # sbe.timestampUnit: nanoseconds per unit of that field
 
-    def field_time(self):
+    def field_time(self) -> Callable[[bytes], int | None] | None:
         """``payload -> epoch ns | None`` from ``sbe.timestampField`` (None when not set)."""
         if self.timestamp_field is None:
             return None
@@ -56,7 +57,7 @@ class SbeSettings:
         return lambda payload: None if (value := read(payload)) is None else value * unit
 
     @property
-    def schema(self):
+    def schema(self) -> Schema:
         return parsed_schema(self.xml_text, self.location)
 
 
@@ -104,7 +105,7 @@ def parse_sbe_options(raw: dict[str, str]) -> SbeSettings | None:
     return settings
 
 
-def _parse_timestamp_field(raw: dict[str, str], schema, messages: tuple[str, ...]) -> tuple[str, str] | None:
+def _parse_timestamp_field(raw: dict[str, str], schema: Schema, messages: tuple[str, ...]) -> tuple[str, str] | None:
     """``sbe.timestampField``: ``<field>`` of the one selected message, or ``<message>.<field>``;
     an integer root-block field (checked now, so a typo fails at option time)."""
     text = raw.get("sbe.timestampField")

@@ -26,6 +26,7 @@ from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import scan_frames
 
 from aeron_spark.connector.options import ReplaySettings
+from aeron_spark.connector.source.archive_access import ArchiveAccess
 from aeron_spark.connector.commit_markers import (
     MARKER_FRAME_LENGTH,
     LocatedMarker,
@@ -47,7 +48,7 @@ class SinkVisibility:
         self._known_end: dict[int, int] = {}             # recording id -> committed end established
         self._by_stop: dict[int, tuple[int, int]] = {}   # recording id -> (stop position, committed end)
 
-    def while_active(self, access, descriptor: RecordingDescriptor, live_position: int | None) -> int:
+    def while_active(self, access: ArchiveAccess, descriptor: RecordingDescriptor, live_position: int | None) -> int:
         known = self._known_end.get(descriptor.recording_id)
         if known is not None:
             return known
@@ -61,7 +62,7 @@ class SinkVisibility:
         self._known_end[descriptor.recording_id] = end
         return end
 
-    def when_stopped(self, access, descriptor: RecordingDescriptor) -> int:
+    def when_stopped(self, access: ArchiveAccess, descriptor: RecordingDescriptor) -> int:
         recording_id, stop = descriptor.recording_id, descriptor.stop_position
         cached = self._by_stop.get(recording_id)
         if cached is not None and cached[0] == stop:
@@ -71,7 +72,7 @@ class SinkVisibility:
         self._known_end[recording_id] = end
         return end
 
-    def _committed_end(self, access, descriptor: RecordingDescriptor) -> int:
+    def _committed_end(self, access: ArchiveAccess, descriptor: RecordingDescriptor) -> int:
         start, stop = descriptor.start_position, descriptor.stop_position
         expected = sink_id_hash(sink_id_of_channel(descriptor.original_channel) or "")
         if stop - MARKER_FRAME_LENGTH >= start:
@@ -88,7 +89,7 @@ class SinkVisibility:
                      "died) are not read", descriptor.recording_id, stop - end)
         return end
 
-    def _read_tail(self, access, descriptor: RecordingDescriptor, expected: int) -> LocatedMarker | None:
+    def _read_tail(self, access: ArchiveAccess, descriptor: RecordingDescriptor, expected: int) -> LocatedMarker | None:
         stop = descriptor.stop_position
         start = stop - MARKER_FRAME_LENGTH
         try:
@@ -99,7 +100,7 @@ class SinkVisibility:
             return None
         return marker_at_tail(data, start, stop, expected)
 
-    def _scan(self, access, descriptor: RecordingDescriptor, start: int, end: int,
+    def _scan(self, access: ArchiveAccess, descriptor: RecordingDescriptor, start: int, end: int,
               expected: int) -> LocatedMarker | None:
         if start >= end:
             return None

@@ -21,6 +21,9 @@ is an error naming the options that give one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import ContextManager
+
 from aeron_spark.archive.client import RecordingDescriptor
 
 from aeron_spark.connector.source.message_time import MessageTime, message_time_for
@@ -94,7 +97,7 @@ def _position_at(options: SourceOptions, offset_reader: OffsetReader, spec: Time
             "the epoch (or sbe.timestampField for a time field of SBE messages)")
     span = RecordedSpan(descriptor.start_position, recorded_end, descriptor.term_buffer_length)
 
-    def read_frames(start: int, end: int):
+    def read_frames(start: int, end: int) -> ContextManager[Iterator[tuple[int, bytes]]]:
         return offset_reader.access.replay(recording_id, start, end, options.replay)
 
     found = TermBisection(span, read_frames, message_time).first_at_or_after(time_ms * NANOS_PER_MILLI)

@@ -23,11 +23,7 @@ from pathlib import Path
 
 import pytest
 from aeron_spark.archive.client.archive_client import SourceLocation
-from aeron_spark.connector.archive_reading import (
-    ReplayEndInsideFrame,
-    ReplayFailed,
-    ReplayStreamRecorded,
-)
+from aeron_spark.connector.replay_errors import ReplayEndInsideFrame, ReplayFailed, ReplayStreamRecorded
 from aeron_spark.connector.options import DEFAULT_REPLAY_STREAM_ID
 from aeron_spark.connector.source.archive_access import open_archive
 from aeron_spark.connector.source.batch_reader import plan_batch

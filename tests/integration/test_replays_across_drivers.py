@@ -15,7 +15,8 @@ from aeron_spark.driver_integration import MediaDriver
 from aeron_spark.driver_integration.frame import HEADER_LENGTH, aligned_frame_length
 
 from aeron_spark.connector.archive_connection import ArchiveUnavailable
-from aeron_spark.connector.archive_reading import REPLAY_LIMIT_COUNTER_TYPE_ID, ReplayEndpointUnreachable
+from aeron_spark.connector.archive_reading import REPLAY_LIMIT_COUNTER_TYPE_ID
+from aeron_spark.connector.replay_errors import ReplayEndpointUnreachable
 from aeron_spark.connector.options import parse_connection, parse_replay
 from aeron_spark.connector.source.archive_access import open_archive
 

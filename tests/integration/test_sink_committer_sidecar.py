@@ -24,7 +24,9 @@ from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
-from aeron_spark.connector.sink.commit import CommitOutcome, SinkConflict, commit_staged
+from aeron_spark.connector.sink.commit import CommitOutcome
+from aeron_spark.connector.sink.commit_job import commit_staged
+from aeron_spark.connector.sink.sink_archive import SinkConflict
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import streaming_batch_key
 from aeron_spark.connector.sink.writer import TaskInfo, stage_task_output

@@ -19,11 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 from aeron_spark.archive.client.archive_client import ArchiveClient
-from aeron_spark.connector.archive_reading import (
-    ClientArchiveAccess,
-    ReplayEndInsideFrame,
-    ReplayFailed,
-)
+from aeron_spark.connector.archive_reading import ClientArchiveAccess
+from aeron_spark.connector.replay_errors import ReplayEndInsideFrame, ReplayFailed
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range

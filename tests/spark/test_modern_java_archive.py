@@ -25,7 +25,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from aeron_spark.connector.sink import archive_access as sink_archive
-from aeron_spark.connector.sink.commit import CommitOutcome, SinkConflict, commit_staged
+from aeron_spark.connector.sink.commit import CommitOutcome
+from aeron_spark.connector.sink.commit_job import commit_staged
+from aeron_spark.connector.sink.sink_archive import SinkConflict
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import streaming_batch_key
 from aeron_spark.connector.sink.writer import TaskInfo, stage_task_output

@@ -1,4 +1,4 @@
-"""An in-memory archive for sink tests: implements sink_commit.SinkArchive and the source's ArchiveAccess.
+"""An in-memory archive for sink tests: implements sink_archive.SinkArchive and the source's ArchiveAccess.
 
 Recordings hold the exact bytes appended (frames from the start position). Like the real archive:
 a replay must start on a frame boundary inside [start, recorded), a truncate needs a stopped
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, RecordingDescriptor
-from aeron_spark.connector.sink.commit import SinkConflict
+from aeron_spark.connector.sink.sink_archive import SinkConflict
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.driver_integration.frame import scan_frames
@@ -86,6 +86,8 @@ class FakeSinkArchive:
     hooks: dict[str, Callable[[], None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)  # catalog changes, for threaded tests
     closed: bool = False
+    # SinkArchive.committed_states: None keeps nothing between commits (test_known_state sets a dict)
+    committed_states: dict | None = None
 
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1

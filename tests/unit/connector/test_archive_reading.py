@@ -9,7 +9,8 @@ import pytest
 from aeron_spark.archive.client.archive_client import ListingPage
 from aeron_spark.archive.codecs.recording_position import encode_key
 from aeron_spark.connector import archive_reading
-from aeron_spark.connector.archive_reading import ClientArchiveAccess, ReplayFailed
+from aeron_spark.connector.archive_reading import ClientArchiveAccess
+from aeron_spark.connector.replay_errors import ReplayFailed
 from aeron_spark.connector.options import ReplaySettings
 from tests.support.fake_archive import FakeArchive
 from tests.support.synthetic_log import SyntheticLog, blocks
@@ -95,12 +96,31 @@ class Aeron:
 
 
 class Client:
+    """archive_reading.ReadingClient over a FakeArchive: on the archive's driver, connected, modern."""
+
     archive_id = 77
+    timeout = 10.0
+    response_channel = "aeron:ipc"
+    response_hosts = None
+    is_connected = True
+    is_legacy = False
 
     def __init__(self, archive, log):
         self.fake = archive
         self.aeron = Aeron(log)
         self.replays, self.stopped = [], []
+
+    def shares_archive_driver(self):
+        return True
+
+    def keep_alive(self):
+        pass
+
+    def list_recording_subscriptions(self, pseudo_index, count, channel_fragment, stream_id, apply_stream_id):
+        return []  # the archive records no replay stream
+
+    def check_replay_error(self, replay_session_id):
+        pass  # the archive reports no error after a replay's OK
 
     def list_recording(self, recording_id):
         return self.fake.describe(recording_id)
@@ -120,7 +140,8 @@ class Client:
     def recording_position(self, recording_id):
         return -1
 
-    def start_bounded_replay(self, recording_id, position, length, limit_counter_id, channel, stream_id):
+    def start_bounded_replay(self, recording_id, position, length, limit_counter_id, channel, stream_id, *,
+                             subscription_registration_id=None):
         session_id = int(channel.rsplit("session-id=", 1)[1])
         log = self.aeron.log
         self.aeron.image = Image(session_id, blocks(log.bytes_between(position, position + length), position,

@@ -1,5 +1,5 @@
-"""How the source's replays fail (connector/archive_reading.py), over stand-ins for ArchiveClient
-and the Aeron objects; the same cases run against the real sidecar in
+"""How the source's replays fail (connector/archive_reading.py, replay_errors.py, replay_pump.py),
+over stand-ins for ArchiveClient and the Aeron objects; the same cases run against the real sidecar in
 tests/integration/test_replay_errors_sidecar.py and against Java 1.15.1 in
 tests/interop/test_replay_errors_java.py.
 
@@ -18,15 +18,9 @@ import time
 import pytest
 from aeron_spark.archive.client.response_routing import ArchiveError
 from aeron_spark.archive.codecs import RecordingSubscriptionDescriptor
-from aeron_spark.connector.archive_reading import (
-    ClientArchiveAccess,
-    ReplayEndInsideFrame,
-    ReplayFailed,
-    ReplayPump,
-    ReplayStreamRecorded,
-    _await_image,
-    records_replays,
-)
+from aeron_spark.connector.archive_reading import ClientArchiveAccess, records_replays
+from aeron_spark.connector.replay_errors import ReplayEndInsideFrame, ReplayFailed, ReplayStreamRecorded
+from aeron_spark.connector.replay_pump import ReplayPump, await_image
 from aeron_spark.connector.options import ReplaySettings
 
 SLOW = ReplaySettings("aeron:ipc", 1977101, idle_timeout_ms=30_000)
@@ -166,7 +160,7 @@ def test_waiting_for_an_image_the_archive_will_never_send_ends_on_its_error():
     watch = Watch(fail_on_check=5)
     started = time.monotonic()
     with pytest.raises(ReplayFailed, match="bad position"):
-        _await_image(NoImage(), 42, SLOW.idle_timeout_ms, 9, watch)
+        await_image(NoImage(), 42, SLOW.idle_timeout_ms, 9, watch)
     assert time.monotonic() - started < FAST_S and watch.checks == 5
 
 
@@ -212,6 +206,10 @@ class Client:
     """ArchiveClient's shape for replays: start, later errors, listing recording subscriptions."""
 
     archive_id = 1
+    timeout = 10.0
+    response_channel = "aeron:ipc"
+    response_hosts = None
+    is_connected = True
 
     def __init__(self, image=None, *, refuse: str | None = None, late_error: str | None = None,
                  recording_subscriptions=(), legacy: bool = False):
@@ -222,13 +220,20 @@ class Client:
         self.calls: list[str] = []
         self.error_checks = 0
 
-    def start_bounded_replay(self, recording_id, position, length, limit_counter_id, channel, stream_id):
+    def shares_archive_driver(self):
+        return True
+
+    def keep_alive(self):
+        pass
+
+    def start_bounded_replay(self, recording_id, position, length, limit_counter_id, channel, stream_id, *,
+                             subscription_registration_id=None):
         self.calls.append("start_bounded_replay")
         if self.refuse:
             raise archive_error(self.refuse)
         return 77
 
-    def start_replay(self, recording_id, position, length, channel, stream_id):
+    def start_replay(self, recording_id, position, length, channel, stream_id, *, subscription_registration_id=None):
         self.calls.append("start_replay")
         return 78
 
@@ -311,7 +316,8 @@ def test_a_1_15_archive_gets_a_plain_replay_and_no_subscription_listing():
 
 
 class ClientWithoutErrorCheck(Client):
-    check_replay_error = None  # the shape of the stand-ins other tests use
+    def check_replay_error(self, replay_session_id):
+        pass  # an archive that never reports an error after a replay's OK
 
 
 def test_without_an_error_check_a_client_still_replays():

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from aeron_spark.connector.archive_reading import ReplayFailed, ReplayPump
+from aeron_spark.connector.replay_errors import ReplayFailed
+from aeron_spark.connector.replay_pump import ReplayPump
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import RecordingLayout, plan_ranges
 from aeron_spark.connector.source.offsets import RecordingPositions

@@ -10,16 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from aeron_spark.connector.source.message_batches import assemble_messages
-from aeron_spark.connector.sink.commit import (
-    CommitOutcome,
-    HintStore,
-    SinkCommitError,
-    SinkCommitter,
-    SinkConflict,
-    StagedInput,
-    abort_staged,
-    commit_staged,
-)
+from aeron_spark.connector.sink.commit import CommitOutcome, HintStore, SinkCommitter, StagedInput
+from aeron_spark.connector.sink.commit_job import abort_staged, commit_staged
+from aeron_spark.connector.sink.sink_archive import SinkCommitError, SinkConflict
 from aeron_spark.connector.commit_markers import (
     MARKER_RESERVED_VALUE,
     CommitMarker,

@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from aeron_spark.connector.sink.commit import CommitOutcome, SinkConflict
+from aeron_spark.connector.sink.commit import CommitOutcome
+from aeron_spark.connector.sink.sink_archive import SinkConflict
 
 from tests.support.fake_sink_archive import FakeSinkArchive
 from tests.unit.connector.sink.test_commit import batch, commit, options, rows_of, stage

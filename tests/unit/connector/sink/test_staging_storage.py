@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 from aeron_spark.connector.options import OptionError
-from aeron_spark.connector.sink.commit import CommitOutcome, HintStore, SinkCommitter, commit_staged
+from aeron_spark.connector.sink.commit import CommitOutcome, HintStore, SinkCommitter
+from aeron_spark.connector.sink.commit_job import commit_staged
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import (
     StagedName,

@@ -151,7 +151,7 @@ def test_the_shared_option_names_match_the_source_options():
     from aeron_spark.connector.source.options import OPTION_SPECS
 
     source_names = {spec.name for spec in OPTION_SPECS}
-    sink_names = {spec[0] for spec in SINK_OPTION_SPECS} | set(CONNECTION_OPTIONS)
+    sink_names = {spec.name for spec in SINK_OPTION_SPECS} | set(CONNECTION_OPTIONS)
     assert set(CONNECTION_OPTIONS) <= source_names
     assert set(SOURCE_ONLY_OPTIONS) == source_names - sink_names
 

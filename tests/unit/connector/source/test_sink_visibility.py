@@ -7,7 +7,7 @@ from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
-from aeron_spark.connector.sink.commit import commit_staged
+from aeron_spark.connector.sink.commit_job import commit_staged
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import streaming_batch_key
