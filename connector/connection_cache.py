@@ -5,8 +5,8 @@ A worker may sit idle for long; meanwhile the archive may close the session (a r
 response publication left back-pressured: a modern archive pings each session every second, and a
 client that reads nothing fills its response term in minutes). So:
 
-* a cached connection is checked before it is handed out again (``is_connected``, when it has
-  one) and a closed one is replaced by a fresh connection, so the next task does not fail on it;
+* a cached connection is checked before it is handed out again (``is_connected``) and a closed
+  one is replaced by a fresh connection, so the next task does not fail on it;
 * connections used through `lease` are kept alive while no lease holds them: a daemon thread calls
   their ``keep_alive()`` every `KEEP_ALIVE_INTERVAL_S` (read what the archive sent, pings
   included, and tell it the client lives); one that fails is dropped and re-opened at the next
@@ -24,15 +24,20 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, Protocol, TypeVar
 
 
-class Closeable(Protocol):
-    """A cached connection: closed when it is dropped. ``keep_alive()`` and ``is_connected`` are
-    used when it has them (test fakes may not)."""
+class CachedConnection(Protocol):
+    """What the cache needs of a connection: whether it still is one, a keep-alive while idle, and
+    closing when it is dropped."""
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    def keep_alive(self) -> None: ...
 
     def close(self) -> None: ...
 
 
 Key = TypeVar("Key", bound=Hashable)
-Connection = TypeVar("Connection", bound=Closeable)
+Connection = TypeVar("Connection", bound=CachedConnection)
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +109,8 @@ class ConnectionCache(Generic[Key, Connection]):
             if not entry.holder.acquire(blocking=False):
                 continue  # in use: its user talks to the archive itself
             try:
-                keep_alive = getattr(entry.connection, "keep_alive", None)
-                if keep_alive is not None:
-                    keep_alive()
-                    kept += 1
+                entry.connection.keep_alive()
+                kept += 1
                 failed = not _still_connected(entry.connection)
             except Exception as error:  # noqa: BLE001 - a dead connection is re-opened at its next lease
                 log.info("archive connection %r failed its keep-alive (%s): re-opened at next use", key, error)
@@ -150,9 +153,8 @@ class ConnectionCache(Generic[Key, Connection]):
                 log.warning("archive connection keep-alive round failed", exc_info=True)
 
 
-def _still_connected(connection: object) -> bool:
-    """Connections without ``is_connected`` (test fakes) are taken as connected."""
+def _still_connected(connection: CachedConnection) -> bool:
     try:
-        return bool(getattr(connection, "is_connected", True))
+        return bool(connection.is_connected)
     except Exception:  # noqa: BLE001 - a connection that cannot even say is not usable
         return False

@@ -45,6 +45,13 @@ class ArchiveAccess(Protocol):
                settings: ReplaySettings) -> ContextManager[Iterator[tuple[int, bytes]]]:
         """Frames of [start, end) as (position, block) pairs, contiguous, in order."""
 
+    @property
+    def is_connected(self) -> bool:
+        """False once the archive closed the session: the connection cache then opens a new one."""
+
+    def keep_alive(self) -> None:
+        """Read what the archive sent and tell it this client lives (called while idle in the cache)."""
+
     def close(self) -> None: ...
 
 

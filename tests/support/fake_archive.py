@@ -107,5 +107,12 @@ class FakeArchive:
             max_block = self.block_jitter.choice([64, 100, 512, 1500, 4096, 70_000])
         yield iter(blocks(data, start, boundaries, max_block))
 
+    @property
+    def is_connected(self) -> bool:
+        return not self.closed
+
+    def keep_alive(self) -> None:
+        pass
+
     def close(self) -> None:
         self.closed = True
