@@ -119,18 +119,6 @@ CONNECTION_OPTION_SPECS: tuple[OptionSpec, ...] = (
                "bytes, as a Java archive with Aeron's SimpleAuthenticator expects (the secret crosses the wire)."),
 )
 CONNECTION_OPTIONS = tuple(spec.name for spec in CONNECTION_OPTION_SPECS)
-#: Options only the source accepts (source/options.py defines them): the sink names them in its
-#: error. Listed, not derived: the sink may not import the source (the two are independent, see
-#: the import contracts in pyproject.toml); tests/unit/connector/source/test_options.py checks
-#: this list against the source's and the sink's specs.
-SOURCE_ONLY_OPTIONS: tuple[str, ...] = (
-    "recordingIds", "startingPositions", "endingPositions", "failOnDataLoss", "maxBytesPerTrigger",
-    "minBytesPerTrigger", "maxTriggerDelay", "maxBytesPerPartition", "minPartitions", "discoveryIntervalMs",
-    "includeTimestamp", "channelPattern",
-    "startingTimestamp", "startingPositionsByTimestamp", "startingPositionsByTimestampStrategy",
-    "endingTimestamp", "endingPositionsByTimestamp",
-    "sbe.schema", "sbe.messages", "sbe.unselected", "sbe.timestampField", "sbe.timestampUnit",
-)
 # Options Spark itself adds to a data source's options (e.g. writeStream.queryName(...)).
 SPARK_SUPPLIED_OPTIONS = frozenset({"queryname"})
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from aeron_spark.connector.options import (
     BOTH_MODES,
     CONNECTION_OPTIONS,
-    SOURCE_ONLY_OPTIONS,
     SPARK_SUPPLIED_OPTIONS,
     ArchiveConnection,
     OptionError,
@@ -32,6 +31,7 @@ from aeron_spark.connector.options import (
     parse_replay,
     parse_size,
 )
+from aeron_spark.connector.source_option_specs import OPTION_SPECS as SOURCE_OPTION_SPECS
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.connector.sink.staging import (
     ACCEPTED_STAGING_FORMS,
@@ -76,7 +76,8 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = (
 )
 _NAMES = tuple(spec.name for spec in SINK_OPTION_SPECS) + CONNECTION_OPTIONS
 _BY_LOWER = {name.lower(): name for name in _NAMES}
-# Source options that make no sense for a sink (named in the error).
+#: Source options that make no sense for a sink (named in the error): the source's table minus the sink's.
+SOURCE_ONLY_OPTIONS = tuple(spec.name for spec in SOURCE_OPTION_SPECS if spec.name.lower() not in _BY_LOWER)
 _SOURCE_ONLY = {name.lower(): name for name in SOURCE_ONLY_OPTIONS}
 
 

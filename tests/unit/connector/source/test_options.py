@@ -146,8 +146,8 @@ def test_a_user_schema_selects_columns_or_is_rejected_with_the_accepted_columns(
 
 
 def test_the_shared_option_names_match_the_source_options():
-    from aeron_spark.connector.options import CONNECTION_OPTIONS, SOURCE_ONLY_OPTIONS
-    from aeron_spark.connector.sink.options import SINK_OPTION_SPECS
+    from aeron_spark.connector.options import CONNECTION_OPTIONS
+    from aeron_spark.connector.sink.options import SINK_OPTION_SPECS, SOURCE_ONLY_OPTIONS
     from aeron_spark.connector.source.options import OPTION_SPECS
 
     source_names = {spec.name for spec in OPTION_SPECS}
