@@ -1,6 +1,7 @@
 """startingTimestamp / startingPositionsByTimestamp / endingTimestamp / endingPositionsByTimestamp
 -> positions, on the Spark driver (initialOffset, batch planning). Like Kafka's offsetsForTimes,
-resolved once: a stream's result is persisted as positions (initial_offset_store), so a restart
+resolved once: a stream's result travels as positions in batch 0's logged end (first_batch_start;
+or in the source's own checkpointLocation file when it has one: initial_offset_store), so a restart
 resumes by position and never resolves the time again.
 
 Per recording, with ``T`` its time (docs/positions.md, Starting at a time):
