@@ -43,7 +43,9 @@ AERON_DRIVER_TIMEOUT_S: Final = 10.0
 DEFAULT_SEGMENT_LENGTH: Final = 128 * MIB
 MIN_SEGMENT_LENGTH: Final = 64 * KIB
 MAX_SEGMENT_LENGTH: Final = 1 * GIB
-#: 0 none, 1 fdatasync the data, 2 fsync data and metadata (Aeron's aeron.archive.file.sync.level).
+#: The accepted file sync levels: 0 none, 1 fdatasync the data, 2 fsync data and metadata
+#: (Aeron's aeron.archive.file.sync.level and aeron.archive.catalog.file.sync.level).
+FILE_SYNC_LEVELS: Final = (0, 1, 2)
 DEFAULT_FILE_SYNC: Final = 0
 DEFAULT_CATALOG_FILE_SYNC: Final = 0
 #: O_DIRECT segment writes are opt-in: buffered through the page cache by default, as Aeron.
@@ -52,6 +54,8 @@ DEFAULT_SEGMENT_DIRECT_IO: Final = False
 # -- service limits and timeouts
 #: How much a replay reads from a segment file at a time (Aeron's aeron.archive.replay.buffer.length).
 DEFAULT_REPLAY_BUFFER_LENGTH: Final = 1 * MIB
+#: The longest block a recording writes at once (Aeron's aeron.archive.file.io.max.length).
+DEFAULT_FILE_IO_MAX_LENGTH: Final = 1 * MIB
 DEFAULT_MAX_CONCURRENT_RECORDINGS: Final = 20
 DEFAULT_MAX_CONCURRENT_REPLAYS: Final = 20
 #: How long a control session, a recording or a replay may take to connect.
@@ -66,6 +70,12 @@ DEFAULT_REPLAY_LINGER_TIMEOUT_NS: Final = 5_000_000_000
 DEFAULT_IDLE_STRATEGY: Final = "backoff"
 #: How long a stopping archive waits for its active recordings to write their last blocks.
 SHUTDOWN_RECORDINGS_TIMEOUT_S: Final = 10.0
+
+# -- a sidecar run as a child process (cli.sidecar_process)
+#: How long a started sidecar may take to print its ready line.
+DEFAULT_SIDECAR_START_TIMEOUT_S: Final = 60.0
+#: How long a stopping sidecar gets after SIGTERM before it is killed.
+DEFAULT_SIDECAR_STOP_GRACE_S: Final = 15.0
 
 # -- the client's media driver (the CLI's --aeron-driver, the connector's aeron.driver)
 #: auto: a live driver at the Aeron directory if there is one, else one embedded in the process

@@ -97,7 +97,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"segment file length, a power of two in [{_length(defaults.MIN_SEGMENT_LENGTH)}, "
                              f"{_length(defaults.MAX_SEGMENT_LENGTH)}] "
                              f"(default {_length(defaults.DEFAULT_SEGMENT_LENGTH)})")
-    parser.add_argument("--file-sync", type=int, choices=(0, 1, 2), default=defaults.DEFAULT_FILE_SYNC,
+    parser.add_argument("--file-sync", type=int, choices=defaults.FILE_SYNC_LEVELS, default=defaults.DEFAULT_FILE_SYNC,
                         help="0 none, 1 fdatasync data, 2 fsync data and metadata (segments and catalog; "
                              f"default {defaults.DEFAULT_FILE_SYNC})")
     parser.add_argument("--segment-direct-io", action=argparse.BooleanOptionalAction,

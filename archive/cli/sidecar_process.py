@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import IO
 
 from aeron_spark.archive.cli.serve_command import READY_PREFIX
+from aeron_spark.archive.configuration import DEFAULT_SIDECAR_START_TIMEOUT_S, DEFAULT_SIDECAR_STOP_GRACE_S
 
-DEFAULT_START_TIMEOUT_S = 60.0
-DEFAULT_STOP_GRACE_S = 15.0
 READER_JOIN_TIMEOUT_S = 5.0
 CAPTURE = "capture"  # stderr=CAPTURE keeps the child's stderr lines in ``stderr_lines``
 
@@ -63,7 +62,7 @@ class SidecarProcess:
 
     @classmethod
     def start(cls, archive_dir: str | os.PathLike, *serve_args: str, stderr: IO | str | None = None,
-              timeout_s: float = DEFAULT_START_TIMEOUT_S, terminate_with_parent: bool = False) -> SidecarProcess:
+              timeout_s: float = DEFAULT_SIDECAR_START_TIMEOUT_S, terminate_with_parent: bool = False) -> SidecarProcess:
         """Starts ``aeron-archive serve --dir archive_dir *serve_args`` and waits until it is ready.
 
         ``stderr``: None inherits it, a file object receives it, CAPTURE keeps its lines.
@@ -110,7 +109,7 @@ class SidecarProcess:
             reader.start()
         return sidecar
 
-    def wait_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> SidecarProcess:
+    def wait_ready(self, timeout_s: float = DEFAULT_SIDECAR_START_TIMEOUT_S) -> SidecarProcess:
         """Waits for the ready line. When the process exits first or ``timeout_s`` passes, it is
         killed (by PID) and RuntimeError says why, with the stderr tail when it was captured."""
         deadline = time.monotonic() + timeout_s
@@ -141,7 +140,7 @@ class SidecarProcess:
     def control_channel(self) -> str:
         return self.ready["control"]
 
-    def stop(self, grace_s: float = DEFAULT_STOP_GRACE_S) -> int:
+    def stop(self, grace_s: float = DEFAULT_SIDECAR_STOP_GRACE_S) -> int:
         """SIGTERM by PID and wait; SIGKILL if it has not exited after ``grace_s``. The exit code."""
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGTERM)
@@ -156,7 +155,7 @@ class SidecarProcess:
         when asked (only when the sidecar ran its own driver)."""
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(DEFAULT_STOP_GRACE_S)
+            self.process.wait(DEFAULT_SIDECAR_STOP_GRACE_S)
         embedded = self.ready.get("aeronDir")
         if remove_embedded_driver_dir and embedded and os.path.isdir(embedded):
             shutil.rmtree(embedded, ignore_errors=True)

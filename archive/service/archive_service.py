@@ -6,9 +6,10 @@
    to the one at ``aeron_dir``);
 2. claims the directory with the mark file (`ArchiveMarkFile.create`: fails fast if another
    archive is live there) - before anything reads or writes the catalog;
-3. opens the catalog (creating it) and recovers every recording left active by a crash: the
-   stop position is re-derived from the last segment file (`recovery.recover_recording`), stale
-   bytes after it are zeroed, and the catalog gets the stop position and timestamp;
+3. opens the catalog (creating it) with `archive_opening.open_archive_directory`, which recovers
+   every recording left active by a crash (the stop position is re-derived from the last
+   segment file, stale bytes after it are zeroed, the catalog gets the stop position and
+   timestamp) and repairs maintenance a crash interrupted;
 4. connects an Aeron client and starts the agents on their threads: the conductor, the
    recorder and the replayer (one `AgentRunner` each). Every error their duty cycles catch is
    logged and also recorded in the mark file's error log (`error_log.MarkFileErrorLog`).
@@ -42,6 +43,8 @@ from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
 from aeron_spark.archive.service.recorder import Recorder
 from aeron_spark.archive.service.replayer import Replayer
 from aeron_spark.archive.storage import recovery
+from aeron_spark.archive.storage.archive_opening import open_archive_directory
+from aeron_spark.archive.storage.checksum import FrameChecksum, checksum_from_name
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +147,9 @@ class ArchiveService:
         # The recording requests create the writers with the process default (one archive per process).
         from aeron_spark.archive.storage.segment import set_default_direct_io
         set_default_direct_io(o.segment_direct_io)
-        self.catalog = Catalog.open(directory, file_sync=o.catalog_file_sync, checksum=checksum)
-        self.recovered = recover_active_recordings(self.catalog, directory, checksum=checksum,
-                                                   file_sync=o.file_sync)
+        self.catalog, opened = open_archive_directory(directory, file_sync=o.file_sync,
+                                                      catalog_file_sync=o.catalog_file_sync, checksum=checksum)
+        self.recovered = list(opened.recovered)
         counters_reader = _counters_reader(self.aeron)
         self.recorder = Recorder(_io_counters(self.aeron, self.archive_id, "recorder"), error_handler=errors)
         self.replayer = Replayer(_io_counters(self.aeron, self.archive_id, "replayer"), error_handler=errors)
@@ -237,30 +240,6 @@ class ArchiveService:
         self.close()
 
 
-def recover_active_recordings(catalog: Catalog, archive_dir: Path, *, checksum: Any = None,
-                              file_sync: int = 0) -> list[recovery.RecoveryReport]:
-    """Gives every recording left active (stop position -1) its recovered stop position."""
-    reports = []
-    files = recovery.ArchiveFiles(archive_dir)  # one listing of the directory for all of them
-    for recording_id in catalog.active_recording_ids():
-        descriptor = catalog.descriptor(recording_id)
-        if descriptor is None:  # listed as active just now; nothing else uses the catalog yet
-            raise RuntimeError(f"recording {recording_id} vanished from the catalog during recovery")
-        report = recovery.recover_recording(
-            archive_dir, descriptor.recording_id, descriptor.start_position,
-            descriptor.term_buffer_length, descriptor.segment_file_length,
-            initial_term_id=descriptor.initial_term_id, stream_id=descriptor.stream_id,
-            checksum=checksum, files=files)
-        recovery.apply_recovery(report, file_sync=file_sync)
-        catalog.recording_stopped(descriptor.recording_id, report.stop_position)
-        level = logging.INFO if report.is_clean else logging.WARNING
-        log.log(level, "crash recovery: %s", report.describe())
-        reports.append(report)
-    for repair in recovery.repair_archive(catalog, archive_dir, file_sync=file_sync):  # interrupted maintenance
-        log.warning("crash recovery: %s", repair)
-    return reports
-
-
 def _client_id(aeron: Any) -> int:
     value = getattr(aeron, "client_id")
     return int(value() if callable(value) else value)
@@ -282,12 +261,8 @@ def _io_counters(aeron: Any, archive_id: int, role: str) -> Any:
         return None
 
 
-def _checksum(name: str | None) -> Any:
-    if name is None:
-        return None
-    from aeron_spark.archive.storage import checksum
-
-    return checksum.checksum_from_name(name)
+def _checksum(name: str | None) -> FrameChecksum | None:
+    return None if name is None else checksum_from_name(name)
 
 
 def _sync_file(path: Path) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aeron_spark.archive import configuration as defaults
+from aeron_spark.archive.storage.checksum import FrameChecksum
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +15,7 @@ class ConductorSettings:
     archive_id: int
     segment_file_length: int = defaults.DEFAULT_SEGMENT_LENGTH
     file_sync: int = defaults.DEFAULT_FILE_SYNC
-    checksum: Any = None  # a checksum.FrameChecksum or None
+    checksum: FrameChecksum | None = None  # stamped into recorded frames (None: no checksum)
     replay_buffer_length: int = defaults.DEFAULT_REPLAY_BUFFER_LENGTH
     max_concurrent_recordings: int = defaults.DEFAULT_MAX_CONCURRENT_RECORDINGS
     max_concurrent_replays: int = defaults.DEFAULT_MAX_CONCURRENT_REPLAYS
@@ -23,4 +23,4 @@ class ConductorSettings:
     session_liveness_check_interval_ms: int = defaults.DEFAULT_SESSION_LIVENESS_CHECK_INTERVAL_MS
     session_idle_timeout_ms: int = defaults.DEFAULT_SESSION_IDLE_TIMEOUT_MS
     replay_linger_timeout_ns: int = defaults.DEFAULT_REPLAY_LINGER_TIMEOUT_NS
-    replay_checksum: Any = None
+    replay_checksum: FrameChecksum | None = None  # verified before replaying (None: off)

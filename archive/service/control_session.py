@@ -40,6 +40,11 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+from aeron_spark.archive.configuration import (
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    DEFAULT_SESSION_IDLE_TIMEOUT_MS,
+    DEFAULT_SESSION_LIVENESS_CHECK_INTERVAL_MS,
+)
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator, Authenticator
 from aeron_spark.archive.codecs import (
     PROTOCOL_MAJOR_VERSION,
@@ -64,8 +69,6 @@ from aeron_spark.driver_integration.publication import OfferResult
 log = logging.getLogger(__name__)
 
 RESEND_INTERVAL_MS = 200
-DEFAULT_CONNECT_TIMEOUT_MS = 5_000
-DEFAULT_LIVENESS_CHECK_INTERVAL_MS = 1_000
 
 SESSION_CLOSED = "session closed"
 RESPONSE_NOT_CONNECTED = "control response publication is not connected"
@@ -125,8 +128,8 @@ class ControlSession:
                  response_channel: str, response_stream_id: int, now_ms: int,
                  authenticator: Authenticator | None = None,
                  connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
-                 liveness_check_interval_ms: int = DEFAULT_LIVENESS_CHECK_INTERVAL_MS,
-                 idle_timeout_ms: int = 0, client_info: str = "",
+                 liveness_check_interval_ms: int = DEFAULT_SESSION_LIVENESS_CHECK_INTERVAL_MS,
+                 idle_timeout_ms: int = DEFAULT_SESSION_IDLE_TIMEOUT_MS, client_info: str = "",
                  request_image_key: object = None) -> None:
         if connect_timeout_ms <= 0:
             raise ValueError(f"connect_timeout_ms must be > 0, got {connect_timeout_ms}")

@@ -30,12 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aeron_spark.archive.service.counters import IoStats
 from aeron_spark.archive.codecs.constants import ArchiveErrorCode
+from aeron_spark.archive.configuration import DEFAULT_FILE_IO_MAX_LENGTH
+from aeron_spark.archive.service.counters import IoStats
 
 log = logging.getLogger(__name__)
-
-DEFAULT_FILE_IO_MAX_LENGTH = 1024 * 1024
 
 
 class RecordingState(enum.Enum):

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from aeron_spark.archive.codecs.constants import REPLAY_ALL_AND_FOLLOW, REPLAY_ALL_AND_STOP, ArchiveErrorCode
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION
+from aeron_spark.archive.configuration import DEFAULT_REPLAY_BUFFER_LENGTH
 from aeron_spark.driver_integration.frame import FRAME_ALIGNMENT
 
-DEFAULT_REPLAY_BUFFER_LENGTH = 1024 * 1024
 INT64_MAX = (1 << 63) - 1
 
 

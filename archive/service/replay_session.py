@@ -40,19 +40,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from aeron_spark.archive.codecs.constants import ArchiveErrorCode
+from aeron_spark.archive.configuration import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_REPLAY_BUFFER_LENGTH
 from aeron_spark.archive.service.counters import IoStats
 from aeron_spark.archive.service.limit_counter import ReplayLimit
 from aeron_spark.archive.service.replay_blocks import (
     is_recorded_frame_start, open_segments, prepare_block, segment_exists)
-from aeron_spark.archive.service.replay_plan import (
-    DEFAULT_REPLAY_BUFFER_LENGTH, INT64_MAX, RecordingLayout, ReplayPlan)
+from aeron_spark.archive.service.replay_plan import INT64_MAX, RecordingLayout, ReplayPlan
 from aeron_spark.driver_integration.frame import FRAME_ALIGNMENT, HEADER_LENGTH, aligned_frame_length
 from aeron_spark.driver_integration.position import compute_term_id_from_position, position_bits_to_shift
 from aeron_spark.driver_integration.publication import OfferResult
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONNECT_TIMEOUT_NS = 5_000_000_000
+DEFAULT_CONNECT_TIMEOUT_NS = DEFAULT_CONNECT_TIMEOUT_MS * 1_000_000
 
 # The publication results a replay tells apart, as plain names for the per-block comparisons.
 NOT_CONNECTED = OfferResult.NOT_CONNECTED

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from aeron_spark.archive.codecs.catalog_layout import DEFAULT_CAPACITY
+from aeron_spark.archive.configuration import DEFAULT_FILE_SYNC
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.storage.catalog_entries import CatalogProblem
 from aeron_spark.archive.storage import recovery
@@ -34,17 +35,21 @@ class ArchiveOpenReport:
         return (not self.catalog_problems and not self.orphan_segment_files
                 and all(report.is_clean for report in self.recovered))
 
-    def describe(self) -> str:
+    def describe(self, *, with_recordings: bool = True) -> str:
+        """Everything found, a line each; ``with_recordings=False`` leaves out the recovered
+        recordings' reports (`open_archive_directory` logs those one by one as it recovers them)."""
         lines = [f"catalog {'created' if self.catalog_created else 'opened'}; "
                  f"{len(self.recovered)} recording(s) recovered"]
         lines += [f"catalog problem: {problem}" for problem in self.catalog_problems]
-        lines += [report.describe() for report in self.recovered]
+        if with_recordings:
+            lines += [report.describe() for report in self.recovered]
         lines += [f"orphan segment file (no catalog entry): {path.name}"
                   for path in self.orphan_segment_files]
         return "\n".join(lines)
 
 
-def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0,
+def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = DEFAULT_FILE_SYNC,
+                           catalog_file_sync: int | None = None,
                            capacity: int = DEFAULT_CAPACITY, checksum: FrameChecksum | None = None,
                            on_unverified_straddle: Literal["exclude", "raise"] = "exclude",
                            now_ms: int | None = None) -> tuple[Catalog, ArchiveOpenReport]:
@@ -52,13 +57,17 @@ def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0
 
     For the archive service, after it has claimed the directory with the mark file. Every valid
     recording with stop position -1 gets the stop position recovered from its last segment
-    (`recovery.recover_recording`; bytes after it are zeroed) and stop timestamp ``now``.
+    (`recovery.recover_recording`; bytes after it are zeroed) and stop timestamp ``now``;
+    maintenance a crash interrupted is repaired (`recovery.repair_archive`). ``file_sync`` is
+    the segment files' sync level, ``catalog_file_sync`` the catalog's (None: ``file_sync``).
     ``checksum`` is the record checksum (`checksum.FrameChecksum`) used for the page-straddle
-    check. Returns the catalog and a report, which is also logged.
+    check. Returns the catalog and a report; each recovery and repair is logged as it happens,
+    then the rest of the report.
     """
     directory = Path(archive_dir)
     created = not (directory / CATALOG_FILE_NAME).exists()
-    catalog = Catalog.open(directory, file_sync=file_sync, capacity=capacity, checksum=checksum)
+    catalog = Catalog.open(directory, file_sync=file_sync if catalog_file_sync is None else catalog_file_sync,
+                           capacity=capacity, checksum=checksum)
     try:
         now = _now_ms() if now_ms is None else now_ms
         reports: list[recovery.RecoveryReport] = []
@@ -73,18 +82,18 @@ def open_archive_directory(archive_dir: str | os.PathLike, *, file_sync: int = 0
                 checksum=checksum, on_unverified_straddle=on_unverified_straddle, files=files)
             recovery.apply_recovery(recovered, file_sync=file_sync)
             catalog.recording_stopped(d.recording_id, recovered.stop_position, now)
+            log.log(logging.INFO if recovered.is_clean else logging.WARNING,
+                    "crash recovery: %s", recovered.describe())
             reports.append(recovered)
         for repair in recovery.repair_archive(catalog, directory, file_sync=file_sync):
-            log.warning("%s: maintenance interrupted by a crash repaired: %s", directory, repair)
+            log.warning("crash recovery: %s: maintenance interrupted by a crash repaired: %s", directory, repair)
         report = ArchiveOpenReport(created, tuple(catalog.problems), tuple(reports),
                                    tuple(_orphan_segment_files(directory, catalog)))
     except BaseException:
         catalog.close()
         raise
-    if report.is_clean:
-        log.info("%s: %s", directory, report.describe())
-    else:
-        log.warning("%s: %s", directory, report.describe())
+    log.log(logging.INFO if report.is_clean else logging.WARNING,
+            "%s: %s", directory, report.describe(with_recordings=False))
     return catalog, report
 
 

@@ -51,6 +51,7 @@ import numpy as np
 from aeron_spark.archive.codecs import catalog_layout as layout
 from aeron_spark.archive.codecs import descriptor_body
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, NULL_TIMESTAMP, RecordingDescriptor
+from aeron_spark.archive.configuration import DEFAULT_CATALOG_FILE_SYNC, FILE_SYNC_LEVELS
 from aeron_spark.archive.storage.catalog_entries import (  # re-exported: the public import path
     DELETED, INVALID, MAX_DESCRIPTOR_LENGTH, MAX_STRINGS_LENGTH, MIN_DESCRIPTOR_LENGTH, VALID, CatalogEntry, CatalogError,
     CatalogProblem, DescriptorChecksum, DescriptorDecodingError, DescriptorEncodingError, OldCatalogVersionError,
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHIVE_FILE_VERSION", "CATALOG_FILE_NAME", "DEFAULT_CAPACITY", "DELETED", "DESCRIPTOR_HEADER_LENGTH",
-    "FILE_SYNC_LEVELS", "INVALID", "MAX_DESCRIPTOR_LENGTH", "MAX_STRINGS_LENGTH", "MIN_DESCRIPTOR_LENGTH",
+    "INVALID", "MAX_DESCRIPTOR_LENGTH", "MAX_STRINGS_LENGTH", "MIN_DESCRIPTOR_LENGTH",
     "REPLACE_FILE_NAME", "VALID", "ArchiveOpenReport", "Catalog", "CatalogEntry", "CatalogError",
     "CatalogProblem", "DescriptorChecksum", "DescriptorDecodingError", "DescriptorEncodingError",
     "OldCatalogVersionError", "UnknownRecordingError", "decode_recording_descriptor",
@@ -93,7 +94,6 @@ _RECORDING_ID = descriptor_body.RECORDING_ID_OFFSET
 _I64 = struct.Struct("<q")
 _I32 = struct.Struct("<i")
 
-FILE_SYNC_LEVELS = (0, 1, 2)
 _WALK_CHUNK = 1024 * 1024
 
 
@@ -124,7 +124,7 @@ class Catalog:
     # ---- opening
 
     @classmethod
-    def open(cls, archive_dir: str | os.PathLike, *, file_sync: int = 0, read_only: bool = False,
+    def open(cls, archive_dir: str | os.PathLike, *, file_sync: int = DEFAULT_CATALOG_FILE_SYNC, read_only: bool = False,
              capacity: int = DEFAULT_CAPACITY, checksum: DescriptorChecksum | None = None) -> "Catalog":
         """Opens (or, for writing, creates) ``archive_dir/archive.catalog``.
 

@@ -40,6 +40,7 @@ from typing import Literal
 import numpy as np
 
 from aeron_spark.archive.storage.checksum import FrameChecksum, frame_checksum_matches
+from aeron_spark.archive.configuration import DEFAULT_FILE_SYNC
 from aeron_spark.archive.storage.segment import (
     DELETE_SUFFIX, SegmentFile, list_segment_files, segment_file_path, truncate_segment_file)
 from aeron_spark.driver_integration.frame import (
@@ -431,7 +432,7 @@ def recover_recording(archive_dir: str | os.PathLike, recording_id: int, start_p
                           walk.stop_reason, tuple(findings))
 
 
-def apply_recovery(report: RecoveryReport, *, file_sync: int = 0) -> bool:
+def apply_recovery(report: RecoveryReport, *, file_sync: int = DEFAULT_FILE_SYNC) -> bool:
     """Zero the last segment after the recovered stop (keeping its length); True if it did."""
     if report.last_segment is None or not report.has_stale_data_after_stop:
         return False
@@ -455,7 +456,7 @@ class Repair:
 
 
 def repair_recording(archive_dir: str | os.PathLike, descriptor, valid: bool, *,
-                     file_sync: int = 0, files: ArchiveFiles | None = None) -> list[Repair]:
+                     file_sync: int = DEFAULT_FILE_SYNC, files: ArchiveFiles | None = None) -> list[Repair]:
     """Brings a recording's files to what its catalog entry says, after a crash in maintenance.
 
     ``.rec.del`` files (a delete in progress) are renamed back when the valid entry still needs
@@ -525,7 +526,7 @@ def repair_recording(archive_dir: str | os.PathLike, descriptor, valid: bool, *,
     return repairs
 
 
-def repair_archive(catalog, archive_dir: str | os.PathLike, *, file_sync: int = 0) -> list[Repair]:
+def repair_archive(catalog, archive_dir: str | os.PathLike, *, file_sync: int = DEFAULT_FILE_SYNC) -> list[Repair]:
     """`repair_recording` for every readable catalog entry; run at start, after active recovery."""
     repairs: list[Repair] = []
     files = ArchiveFiles(archive_dir)

@@ -29,9 +29,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aeron_spark.archive.configuration import DEFAULT_FILE_SYNC, DEFAULT_SEGMENT_DIRECT_IO, FILE_SYNC_LEVELS
+from aeron_spark.archive.storage.checksum import FrameChecksum, stamp_checksums
 from aeron_spark.archive.storage.direct_io import (
     PageAppender, disable_direct_io, enable_direct_io, is_unsupported_direct_write)
-from aeron_spark.archive.storage.checksum import FrameChecksum, stamp_checksums
 from aeron_spark.archive.storage.fault_injection import fault_point
 from aeron_spark.driver_integration.frame import (
     FRAME_ALIGNMENT, FRAME_LENGTH_OFFSET, HDR_TYPE_PAD, HEADER_LENGTH, TERM_OFFSET_OFFSET, TYPE_OFFSET,
@@ -41,11 +42,10 @@ from aeron_spark.driver_integration.position import (
     start_term_base_position, validate_segment_length)
 
 DELETE_SUFFIX = ".del"
-FILE_SYNC_LEVELS = (0, 1, 2)
 _INT32 = struct.Struct("<i")
 _UINT16 = struct.Struct("<H")
 log = logging.getLogger(__name__)
-_default_direct_io = False  # buffered, as Aeron; O_DIRECT on request (see set_default_direct_io)
+_default_direct_io = DEFAULT_SEGMENT_DIRECT_IO  # O_DIRECT on request (see set_default_direct_io)
 
 
 def set_default_direct_io(enabled: bool) -> None:
@@ -150,7 +150,7 @@ def delete_segment_files_from(archive_dir: str | os.PathLike, recording_id: int,
 
 
 def truncate_segment_file(path: str | os.PathLike, offset: int, segment_length: int,
-                          *, file_sync: int = 0) -> None:
+                          *, file_sync: int = DEFAULT_FILE_SYNC) -> None:
     """Zero the file from ``offset`` on, keeping its full length (truncate, then restore length)."""
     if not 0 <= offset <= segment_length:
         raise SegmentError(f"truncate offset {offset} is outside the segment [0, {segment_length}] "
@@ -223,7 +223,7 @@ class SegmentWriter:
     """
 
     def __init__(self, archive_dir: str | os.PathLike, recording_id: int, start_position: int,
-                 term_length: int, segment_length: int, *, file_sync: int = 0,
+                 term_length: int, segment_length: int, *, file_sync: int = DEFAULT_FILE_SYNC,
                  checksum: FrameChecksum | None = None, position: int | None = None,
                  direct_io: bool | None = None) -> None:
         validate_segment_length(segment_length, term_length)
