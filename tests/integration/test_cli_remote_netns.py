@@ -17,7 +17,6 @@ import base64
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,8 +26,7 @@ import pytest
 
 from aeron_spark.driver_integration.media_driver import default_base_directory
 from aeron_spark.driver_integration.process_driver import EMBEDDED_DIR_PREFIX, is_driver_active
-# The sidecar serving <address>:8010 in a namespace, stopped by its PID (one helper for both netns tests).
-from tests.integration.test_response_channels_netns import CONTROL_PORT, sidecar_in
+from tests.support.netns import CONTROL_PORT, require_network_namespaces, run_in_namespace, sidecar_in, veth_namespaces
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -59,53 +57,18 @@ with ArchiveClient.from_mark_file(archive_dir) as client:
 """
 
 
-def _run(*args: str) -> None:
-    subprocess.run(args, check=True, capture_output=True, text=True, timeout=30)
-
-
-def _netns_usable() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("ip") is None:
-        return "needs the ip command"
-    probe = f"aeron-cprobe-{os.getpid()}"
-    try:
-        _run("ip", "netns", "add", probe)
-    except (subprocess.CalledProcessError, OSError) as error:
-        return f"network namespaces unusable here: {error}"
-    finally:
-        subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
-
-
 @pytest.fixture(scope="module")
 def archive_namespace() -> Iterator[tuple[str, str]]:
     """(the archive's namespace, its address); the root namespace reaches it over a veth pair."""
-    reason = _netns_usable()
-    if reason is not None:
-        pytest.fail(f"the remote CLI test cannot run: {reason}")
-    tag = os.getpid() % 250 + 1
-    namespace = f"aeron-carch-{os.getpid()}"
-    archive_ip, root_ip = f"10.214.{tag}.1", f"10.214.{tag}.2"
-    veth_archive, veth_root = f"ca{os.getpid() % 100000}", f"cr{os.getpid() % 100000}"
-    try:
-        _run("ip", "netns", "add", namespace)
-        _run("ip", "-n", namespace, "link", "set", "lo", "up")
-        _run("ip", "link", "add", veth_root, "type", "veth", "peer", "name", veth_archive, "netns", namespace)
-        _run("ip", "-n", namespace, "addr", "add", f"{archive_ip}/24", "dev", veth_archive)
-        _run("ip", "addr", "add", f"{root_ip}/24", "dev", veth_root)
-        _run("ip", "-n", namespace, "link", "set", veth_archive, "up")
-        _run("ip", "link", "set", veth_root, "up")
-        yield namespace, archive_ip
-    finally:
-        subprocess.run(["ip", "link", "del", veth_root], capture_output=True)  # removes its peer too
-        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+    require_network_namespaces("the remote CLI test")
+    with veth_namespaces("10.214", "aeron-carch", None) as (archive, _root):
+        assert archive.namespace is not None
+        yield archive.namespace, archive.address
 
 
 def record_in(namespace: str, archive_dir: Path) -> dict:
-    result = subprocess.run(
-        ["ip", "netns", "exec", namespace, sys.executable, "-c", RECORD_SCRIPT, str(archive_dir),
-         str(MESSAGES), str(RECORDED_STREAM_ID)], capture_output=True, text=True, timeout=60)
+    result = run_in_namespace(namespace, [sys.executable, "-c", RECORD_SCRIPT, str(archive_dir), str(MESSAGES),
+                                          str(RECORDED_STREAM_ID)], timeout=60)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -14,116 +14,44 @@ naming what is missing otherwise - a skipped proof proves nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import signal
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from aeron_spark.archive.cli.sidecar_process import serve_command
-from aeron_spark.archive.cli.serve_command import READY_PREFIX
+from tests.support.netns import (
+    CONTROL_PORT, in_namespace, require_network_namespaces, run_command, run_in_namespace, sidecar_in, veth_namespaces)
 
 pytestmark = pytest.mark.timeout(180)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-SUBNET = 10_213
-CONTROL_PORT, RESPONSE_PORT, RECORD_PORT = 8010, 8011, 8020
-
-
-def _run(*args: str, input: str | None = None) -> None:
-    subprocess.run(args, check=True, capture_output=True, text=True, input=input, timeout=30)
-
-
-def _netns_usable() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, nftables)"
-    for tool in ("ip", "nft"):
-        if shutil.which(tool) is None:
-            return f"needs the {tool} command"
-    probe = f"aeron-probe-{os.getpid()}"
-    try:
-        _run("ip", "netns", "add", probe)
-        _run("ip", "netns", "exec", probe, "nft", "list", "tables")
-    except (subprocess.CalledProcessError, OSError) as error:
-        return f"network namespaces or nftables unusable here: {error}"
-    finally:
-        subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
+RESPONSE_PORT, RECORD_PORT = 8011, 8020
+#: The client's host admits only replies to what it sent (and its own loopback).
+CLIENT_FIREWALL = (
+    "table inet edge {\n"
+    "  chain input {\n"
+    "    type filter hook input priority 0; policy drop;\n"
+    "    iif lo accept\n"
+    "    ct state established,related accept\n"
+    "  }\n"
+    "}\n")
 
 
 @pytest.fixture(scope="module")
 def namespaces() -> Iterator[tuple[str, str, str, str]]:
     """(archive namespace, its address, client namespace, its address)."""
-    reason = _netns_usable()
-    if reason is not None:
-        pytest.fail(f"the response-channel firewall test cannot run: {reason}")
-    tag = os.getpid() % 250 + 1
-    archive_ns, client_ns = f"aeron-arch-{os.getpid()}", f"aeron-cli-{os.getpid()}"
-    archive_ip, client_ip = f"10.213.{tag}.1", f"10.213.{tag}.2"
-    veth_a, veth_c = f"va{os.getpid() % 100000}", f"vc{os.getpid() % 100000}"
-    try:
-        for ns in (archive_ns, client_ns):
-            _run("ip", "netns", "add", ns)
-            _run("ip", "-n", ns, "link", "set", "lo", "up")
-        _run("ip", "link", "add", veth_a, "netns", archive_ns, "type", "veth", "peer", "name", veth_c,
-             "netns", client_ns)
-        _run("ip", "-n", archive_ns, "addr", "add", f"{archive_ip}/24", "dev", veth_a)
-        _run("ip", "-n", client_ns, "addr", "add", f"{client_ip}/24", "dev", veth_c)
-        _run("ip", "-n", archive_ns, "link", "set", veth_a, "up")
-        _run("ip", "-n", client_ns, "link", "set", veth_c, "up")
-        # The client's host admits only replies to what it sent (and its own loopback).
-        _run("ip", "netns", "exec", client_ns, "nft", "-f", "-", input=(
-            "table inet edge {\n"
-            "  chain input {\n"
-            "    type filter hook input priority 0; policy drop;\n"
-            "    iif lo accept\n"
-            "    ct state established,related accept\n"
-            "  }\n"
-            "}\n"))
-        yield archive_ns, archive_ip, client_ns, client_ip
-    finally:
-        for ns in (archive_ns, client_ns):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
-@contextlib.contextmanager
-def sidecar_in(namespace: str, address: str, archive_dir: Path) -> Iterator[list[str]]:
-    command = ["ip", "netns", "exec", namespace, *serve_command(
-        archive_dir, "--control-channel", f"aeron:udp?endpoint={address}:{CONTROL_PORT}",
-        "--segment-length", "64k", "--log-level", "INFO")]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    errors: list[str] = []
-    threading.Thread(target=lambda: errors.extend(process.stderr), daemon=True).start()
-    try:
-        ready = threading.Event()
-
-        def read() -> None:
-            for line in process.stdout:
-                if line.startswith(READY_PREFIX):
-                    ready.set()
-        threading.Thread(target=read, daemon=True).start()
-        assert ready.wait(60), "".join(errors[-40:])
-        yield errors
-    finally:
-        process.send_signal(signal.SIGTERM)  # `ip netns exec` execs the sidecar: this is its PID
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    require_network_namespaces("the response-channel firewall test", nft=True)
+    with veth_namespaces("10.213", "aeron-arch", "aeron-cli") as (archive, client):
+        assert archive.namespace is not None and client.namespace is not None
+        run_command(*in_namespace(client.namespace, ["nft", "-f", "-"]), input=CLIENT_FIREWALL)
+        yield archive.namespace, archive.address, client.namespace, client.address
 
 
 def client_in(namespace: str, *args: str, timeout: float = 60) -> dict:
-    result = subprocess.run(
-        ["ip", "netns", "exec", namespace, sys.executable, "-m", "tests.support.response_channel_client", *args],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=timeout)
+    result = run_in_namespace(namespace, [sys.executable, "-m", "tests.support.response_channel_client", *args],
+                              cwd=REPOSITORY, timeout=timeout)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     assert lines, result.stdout[-2000:] + result.stderr[-3000:]
     return json.loads(lines[-1])
