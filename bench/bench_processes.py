@@ -64,15 +64,33 @@ def build_bench_client(installation: PeerInstallation) -> Path:
     stamp = out / "stamp"
     if stamp.is_file() and stamp.read_text() == digest.hexdigest():
         return out / "classes"
-    javac = shutil.which("javac")
-    if javac is None:
-        raise FileNotFoundError("javac (JDK >= 11) is needed to build the benchmark's Java client")
+    javac = _find_javac()
     shutil.rmtree(out, ignore_errors=True)
     (out / "classes").mkdir(parents=True)
-    subprocess.run([javac, "--release", "11", "-cp", str(installation.aeron_jar), "-d", str(out / "classes"),
-                    *map(str, sources)], check=True, capture_output=True, text=True)
+    compiled = subprocess.run([javac, "--release", "11", "-cp", str(installation.aeron_jar), "-d",
+                               str(out / "classes"), *map(str, sources)], capture_output=True, text=True)
+    if compiled.returncode != 0:
+        raise JavacError(f"{javac} failed to build the benchmark's Java client (exit code {compiled.returncode}); "
+                         f"it needs a JDK 17 (javac --release 11):\n{compiled.stderr.strip()[-3000:]}")
     stamp.write_text(digest.hexdigest())
     return out / "classes"
+
+
+class JavacError(RuntimeError):
+    """``javac`` is missing or could not build the benchmark's Java client; the message says what to install."""
+
+
+def _find_javac() -> str:
+    """JAVA_HOME's javac, else the PATH's (JAVA_HOME may name a runtime without one, as
+    tests/interop/peer/fetch-modern-java-peer also allows)."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.access(os.path.join(java_home, "bin", "javac"), os.X_OK):
+        return os.path.join(java_home, "bin", "javac")
+    javac = shutil.which("javac")
+    if javac is None:
+        raise JavacError("javac not found (a JDK 17, in JAVA_HOME or on the PATH): it compiles the benchmark's "
+                         "Java client; install a JDK 17 (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless)")
+    return javac
 
 
 PYTHON_BENCH_CLIENT = Path(__file__).resolve().parent / "python_bench_client.py"
