@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aeron_spark.archive import configuration as defaults
 from aeron_spark.archive.configuration import SHUTDOWN_RECORDINGS_TIMEOUT_S
@@ -45,6 +45,11 @@ from aeron_spark.archive.service.replayer import Replayer
 from aeron_spark.archive.storage import recovery
 from aeron_spark.archive.storage.archive_opening import open_archive_directory
 from aeron_spark.archive.storage.checksum import FrameChecksum, checksum_from_name
+
+if TYPE_CHECKING:  # imported where they start: the service module loads without the driver
+    from aeron_spark.archive.service.counters import IoCounters
+    from aeron_spark.driver_integration.client import AeronClient
+    from aeron_spark.driver_integration.media_driver import MediaDriver
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +95,8 @@ class ArchiveService:
 
     def __init__(self, options: ArchiveServiceOptions) -> None:
         self.options = options
-        self.driver: Any = None
-        self.aeron: Any = None
+        self.driver: MediaDriver | None = None
+        self.aeron: AeronClient | None = None
         self.mark_file: ArchiveMarkFile | None = None
         self.error_log: MarkFileErrorLog | None = None
         self.catalog: Catalog | None = None
@@ -130,11 +135,13 @@ class ArchiveService:
             driver_options = MediaDriverOptions(dir=o.driver_dir)
             if o.driver_term_buffer_length is not None:
                 driver_options = driver_options.with_overrides(term_buffer_length=o.driver_term_buffer_length)
-            self.driver = MediaDriver(driver_options)
-            log.info("embedded media driver started in %s", self.driver.dir)
-        aeron_dir = o.aeron_dir if o.aeron_dir is not None else str(self.driver.dir)
-        self.aeron = AeronClient(aeron_dir)
-        self.archive_id = o.archive_id if o.archive_id is not None else _client_id(self.aeron)
+            driver = self.driver = MediaDriver(driver_options)
+            log.info("embedded media driver started in %s", driver.dir)
+            aeron_dir = str(driver.dir)
+        else:
+            aeron_dir = o.aeron_dir
+        aeron = self.aeron = AeronClient(aeron_dir)
+        self.archive_id = o.archive_id if o.archive_id is not None else aeron.client_id
         self.mark_file = ArchiveMarkFile.create(
             directory, archive_id=self.archive_id,
             control_channel=o.control_channel or "", control_stream_id=o.control_stream_id,
@@ -150,9 +157,9 @@ class ArchiveService:
         self.catalog, opened = open_archive_directory(directory, file_sync=o.file_sync,
                                                       catalog_file_sync=o.catalog_file_sync, checksum=checksum)
         self.recovered = list(opened.recovered)
-        counters_reader = _counters_reader(self.aeron)
-        self.recorder = Recorder(_io_counters(self.aeron, self.archive_id, "recorder"), error_handler=errors)
-        self.replayer = Replayer(_io_counters(self.aeron, self.archive_id, "replayer"), error_handler=errors)
+        counters_reader = aeron.counters_reader
+        self.recorder = Recorder(_io_counters(aeron, self.archive_id, "recorder"), error_handler=errors)
+        self.replayer = Replayer(_io_counters(aeron, self.archive_id, "replayer"), error_handler=errors)
         control_channels = []
         if o.control_channel:
             control_channels.append((o.control_channel, o.control_stream_id))
@@ -169,13 +176,13 @@ class ArchiveService:
             max_concurrent_replays=o.max_concurrent_replays,
             connect_timeout_ms=o.connect_timeout_ms, session_idle_timeout_ms=o.session_idle_timeout_ms)
         self.conductor = ArchiveConductor(
-            aeron=self.aeron, catalog=self.catalog, settings=settings, recorder=self.recorder,
+            aeron=aeron, catalog=self.catalog, settings=settings, recorder=self.recorder,
             replayer=self.replayer, control_channels=control_channels,
             authenticator=o.authenticator, recording_events=events, mark_file=self.mark_file,
             counters_reader=counters_reader, error_handler=errors)
         self._start_agents([self.conductor, self.recorder, self.replayer])
 
-    def _start_agents(self, agents: list[Any]) -> None:
+    def _start_agents(self, agents: list[ArchiveConductor | Recorder | Replayer]) -> None:
         """One `AgentRunner` thread per agent (Aeron's DEDICATED threading), named by its role;
         an error a duty cycle raises is logged, counted and recorded in the mark file."""
         o = self.options
@@ -240,17 +247,7 @@ class ArchiveService:
         self.close()
 
 
-def _client_id(aeron: Any) -> int:
-    value = getattr(aeron, "client_id")
-    return int(value() if callable(value) else value)
-
-
-def _counters_reader(aeron: Any) -> Any:
-    value = getattr(aeron, "counters_reader")
-    return value() if callable(value) else value
-
-
-def _io_counters(aeron: Any, archive_id: int, role: str) -> Any:
+def _io_counters(aeron: AeronClient, archive_id: int, role: str) -> IoCounters | None:
     from aeron_spark.archive.service.counters import IoCounters
 
     try:

@@ -197,7 +197,7 @@ class ArchiveConductor:
             work += 1
         return work
 
-    def on_control_message(self, data: bytes, image_key: Any) -> None:
+    def on_control_message(self, data: bytes, image_key: object) -> None:
         """One request as received on a control Image (``image_key`` names that Image)."""
         self.demuxer.on_control_message(data, image_key)
 

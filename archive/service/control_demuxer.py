@@ -52,7 +52,7 @@ from aeron_spark.archive.service.aeron_port import AeronPort, close_quietly, is_
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.service.conductor_events import ControlImageUnavailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
-from aeron_spark.archive.service.control_session import ControlSession, SessionState
+from aeron_spark.archive.service.control_session import ControlSession, Outbound, SessionState
 from aeron_spark.archive.service.failure_log import FailureLog
 from aeron_spark.archive.service.replay_tokens import NULL_TOKEN, ReplayTokens
 from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError
@@ -140,7 +140,7 @@ class ControlDemuxer:
             except Exception:  # noqa: BLE001 - the handler must not stop the duty cycle either
                 log.warning("the error handler failed", exc_info=True)
 
-    def on_control_message(self, data: bytes, image_key: Any, *, image_correlation_id: int = NULL_VALUE) -> None:
+    def on_control_message(self, data: bytes, image_key: object, *, image_correlation_id: int = NULL_VALUE) -> None:
         """One request as received on a control Image (``image_key`` names that Image;
         ``image_correlation_id`` is the media driver's correlation id of it, which response
         channels need)."""
@@ -164,7 +164,7 @@ class ControlDemuxer:
             return
         session = self._sessions.get(control_session_id)
         if session is None:
-            self._answer_unknown_session(message, image_key, now)
+            self._answer_unknown_session(message, control_session_id, image_key, now)
             return
         if session.request_image_key != image_key:
             log.warning("request %s for controlSessionId=%d arrived on another request image; "
@@ -179,7 +179,7 @@ class ControlDemuxer:
         elif session.accept_request(now):
             self._dispatch(session, message)
 
-    def _on_token_replay(self, message: codecs.ReplayRequest | codecs.BoundedReplayRequest, image_key: Any,
+    def _on_token_replay(self, message: codecs.ReplayRequest | codecs.BoundedReplayRequest, image_key: object,
                          image_correlation_id: int, now: int) -> None:
         """A replay over a response channel: it comes on a request Image of its own, and its token
         (not that Image) names the session (see the module docstring)."""
@@ -215,7 +215,7 @@ class ControlDemuxer:
                                          self._clock())
         session.send_ok(message.correlation_id, token)
 
-    def _dispatch(self, session: ControlSession, message: Any) -> None:
+    def _dispatch(self, session: ControlSession, message: Any) -> None:  # a request: its handler's own type
         correlation_id = message.correlation_id
         try:
             self._handlers[type(message)](session, message)
@@ -238,7 +238,7 @@ class ControlDemuxer:
             session.send_error(correlation_id, f"{type(message).__name__} failed: "
                                                f"{type(error).__name__}: {error}")
 
-    def _answer_undecodable(self, error: CodecError, image_key: Any, now: int) -> None:
+    def _answer_undecodable(self, error: CodecError, image_key: object, now: int) -> None:
         session = self._sessions.get(error.control_session_id) if error.control_session_id is not None else None
         if session is None or session.request_image_key != image_key:
             session = self._latest_session_on(image_key)
@@ -260,7 +260,7 @@ class ControlDemuxer:
         if session.accept_request(now):
             session.send_error(correlation_id, f"{what}: {error}")
 
-    def _answer_unexpected(self, message: Any, image_key: Any, now: int) -> None:
+    def _answer_unexpected(self, message: codecs.ControlMessage, image_key: object, now: int) -> None:
         session = self._latest_session_on(image_key)
         correlation_id = getattr(message, "correlation_id", None)
         text = (f"{type(message).__name__} (templateId={message.TEMPLATE_ID}) is not a request "
@@ -270,8 +270,9 @@ class ControlDemuxer:
         else:
             self.failures.failed(("unexpected", type(message).__name__), "%s", text)
 
-    def _answer_unknown_session(self, message: Any, image_key: Any, now: int) -> None:
-        text = (f"unknown controlSessionId={message.control_session_id} in "
+    def _answer_unknown_session(self, message: codecs.ControlMessage, control_session_id: int, image_key: object,
+                                now: int) -> None:
+        text = (f"unknown controlSessionId={control_session_id} in "
                 f"{type(message).__name__}")
         session = self._latest_session_on(image_key)
         correlation_id = getattr(message, "correlation_id", None)
@@ -281,14 +282,14 @@ class ControlDemuxer:
             self.failures.failed(("unknown session", type(message).__name__),
                                  "%s; dropped (no session on this request image to tell)", text)
 
-    def _latest_session_on(self, image_key: Any) -> ControlSession | None:
+    def _latest_session_on(self, image_key: object) -> ControlSession | None:
         found = None
         for session in self._sessions.values():
             if session.request_image_key == image_key and not session.is_done:
                 found = session
         return found
 
-    def on_request_image_unavailable(self, image_key: Any) -> None:
+    def on_request_image_unavailable(self, image_key: object) -> None:
         """The request Image ``image_key`` went away: its sessions end."""
         for session in self._sessions.values():
             if session.request_image_key == image_key:
@@ -296,7 +297,7 @@ class ControlDemuxer:
 
     # ------------------------------------------------------------------ sessions
 
-    def _on_connect(self, message: codecs.ConnectRequest | codecs.AuthConnectRequest, image_key: Any,
+    def _on_connect(self, message: codecs.ConnectRequest | codecs.AuthConnectRequest, image_key: object,
                     image_correlation_id: int, now: int) -> None:
         try:
             response_channel = response_publication_channel(message.response_channel, image_correlation_id)
@@ -364,7 +365,7 @@ class ControlDemuxer:
                 and session.outbox_length < MAX_OUTBOX_FOR_LISTING:
             work += listing.do_work()
 
-        def offer(message: Any) -> int:
+        def offer(message: Outbound) -> int:
             data = codecs.encode(message)
             if max_length is not None and len(data) > max_length:
                 raise ValueError(f"{type(message).__name__} of {len(data)} bytes exceeds the response "

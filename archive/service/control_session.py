@@ -38,7 +38,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aeron_spark.archive.configuration import (
     DEFAULT_CONNECT_TIMEOUT_MS,
@@ -65,6 +65,9 @@ from aeron_spark.archive.codecs.codec import EncodedMessage
 from aeron_spark.archive.codecs.descriptor_body import descriptor_message
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration.publication import OfferResult
+
+if TYPE_CHECKING:  # listing_sessions imports this module
+    from aeron_spark.archive.service.listing_sessions import RecordingListingSession
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +157,7 @@ class ControlSession:
         self.abort_reason: str | None = None
         #: the listing in progress (a `listing_sessions.RecordingListingSession`; one per session,
         #: a second listing request gets ACTIVE_LISTING), continued by the control demuxer
-        self.active_listing: Any = None
+        self.active_listing: RecordingListingSession | None = None
         self._state = SessionState.INIT
         self._activity_deadline_ms: int | None = now_ms + connect_timeout_ms
         self._resend_deadline_ms = now_ms - 1  # the first connect response goes at once

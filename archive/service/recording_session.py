@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from aeron_spark.archive.codecs.constants import ArchiveErrorCode
 from aeron_spark.archive.configuration import DEFAULT_FILE_IO_MAX_LENGTH
@@ -66,7 +66,7 @@ class BlockWriter(Protocol):
     @property
     def position(self) -> int: ...
 
-    def append(self, block) -> None: ...
+    def append(self, block: memoryview) -> None: ...
 
     def close(self) -> None: ...
 
@@ -103,7 +103,7 @@ def _error_for(exception: BaseException, recording_id: int) -> RecordingError:
                                      f"{type(exception).__name__}: {exception}")
 
 
-def _no_writer_yet(block: Any) -> None:
+def _no_writer_yet(block: memoryview) -> None:
     raise RuntimeError("a block arrived before the recording's segment writer was made")
 
 
@@ -113,7 +113,7 @@ class RecordingSession:
 
     def __init__(self, *, recording_id: int, image: RecordedImage,
                  writer_factory: Callable[[], BlockWriter], position_counter: PositionCounter,
-                 correlation_id: int = 0, owner: Any = None,
+                 correlation_id: int = 0, owner: object = None,
                  file_io_max_length: int = DEFAULT_FILE_IO_MAX_LENGTH,
                  listener: RecordingListener | None = None,
                  nano_clock: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -129,7 +129,7 @@ class RecordingSession:
         self.io_stats = IoStats()  # the Recorder replaces it with its shared one
         self._writer_factory = writer_factory
         self._writer: BlockWriter | None = None
-        self._append: Callable[[Any], None] = _no_writer_yet
+        self._append: Callable[[memoryview], None] = _no_writer_yet
         self._counter = position_counter
         self._nano_clock = nano_clock
         self._state = RecordingState.INIT

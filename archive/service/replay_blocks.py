@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aeron_spark.archive.service.replay_plan import RecordingLayout
+from aeron_spark.archive.storage.checksum import FrameChecksum
 from aeron_spark.archive.storage.segment import SegmentReader, segment_file_path
 from aeron_spark.driver_integration.frame import (
     FRAME_ALIGNMENT, HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, SESSION_ID_OFFSET, STREAM_ID_OFFSET,
@@ -47,7 +48,7 @@ class PreparedBlock:
 
 
 def prepare_block(buffer: np.ndarray, length: int, remaining: int, session_id: int, stream_id: int,
-                  *, checksum=None, block_position: int = 0, vectorized: bool = True,
+                  *, checksum: FrameChecksum | None = None, block_position: int = 0, vectorized: bool = True,
                   term_offset: int | None = None, term_id: int | None = None) -> PreparedBlock:
     """Choose the frames of ``buffer[:length]`` (read from the recording at ``block_position``)
     to replay now, and rewrite their session and stream ids in place.
@@ -119,7 +120,8 @@ def prepare_block(buffer: np.ndarray, length: int, remaining: int, session_id: i
 
 
 def _prepare_fixed_size(buffer: np.ndarray, length: int, remaining: int, session_id: int, stream_id: int,
-                        checksum, block_position: int, term_offset: int, term_id: int) -> PreparedBlock | None:
+                        checksum: FrameChecksum | None, block_position: int, term_offset: int,
+                        term_id: int) -> PreparedBlock | None:
     """The common case (fixed-size messages): DATA frames of one length, back to back from
     offset 0. One strided view over the block checks every header's frame length, type, term
     offset and term id and rewrites the ids; None (the general path decides) when any frame

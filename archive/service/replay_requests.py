@@ -143,12 +143,11 @@ class ReplayRequests:
     def on_replay_ready(self, replay: ReplaySession) -> None:
         if replay.replay_session_id in self._unanswered:
             self._unanswered.discard(replay.replay_session_id)
-            control: ControlSession = replay.owner
-            control.send_ok(replay.correlation_id, replay.replay_session_id)
+            _control_session_of(replay).send_ok(replay.correlation_id, replay.replay_session_id)
 
     def on_replay_ended(self, replay: ReplaySession) -> None:
         self._replays.pop(replay.replay_session_id, None)
-        control: ControlSession = replay.owner
+        control = _control_session_of(replay)
         if replay.error is not None:
             # after an OK this is the replay's asynchronous error (as Aeron's), else its answer
             self._unanswered.discard(replay.replay_session_id)
@@ -160,3 +159,10 @@ class ReplayRequests:
                                f"stopped before it started: {replay.end_reason or 'aborted'}")
         log.info("replay %d of recording %d ended: %s", replay.replay_session_id,
                  replay.recording_id, replay.end_reason or "done")
+
+
+def _control_session_of(replay: ReplaySession) -> ControlSession:
+    """The control session that asked for the replay: every replay these requests start has one."""
+    if replay.owner is None:
+        raise RuntimeError(f"replay {replay.replay_session_id} was started without its control session")
+    return replay.owner

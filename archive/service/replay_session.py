@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -46,9 +46,13 @@ from aeron_spark.archive.service.limit_counter import ReplayLimit
 from aeron_spark.archive.service.replay_blocks import (
     is_recorded_frame_start, open_segments, prepare_block, segment_exists)
 from aeron_spark.archive.service.replay_plan import INT64_MAX, RecordingLayout, ReplayPlan
+from aeron_spark.archive.storage.checksum import FrameChecksum
 from aeron_spark.driver_integration.frame import FRAME_ALIGNMENT, HEADER_LENGTH, aligned_frame_length
 from aeron_spark.driver_integration.position import compute_term_id_from_position, position_bits_to_shift
 from aeron_spark.driver_integration.publication import OfferResult
+
+if TYPE_CHECKING:  # the session only hands its owner back to the conductor's replay requests
+    from aeron_spark.archive.service.control_session import ControlSession
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +107,10 @@ class ReplayListener(Protocol):
 class ReplaySession:
     def __init__(self, *, replay_session_id: int, recording: RecordingLayout, plan: ReplayPlan,
                  publication: ReplayPublication, archive_dir: str | os.PathLike,
-                 limit: ReplayLimit | None = None, correlation_id: int = 0, owner: Any = None,
+                 limit: ReplayLimit | None = None, correlation_id: int = 0,
+                 owner: ControlSession | None = None,
                  replay_buffer_length: int = DEFAULT_REPLAY_BUFFER_LENGTH, file_io_max_length: int = 0,
-                 connect_timeout_ns: int = DEFAULT_CONNECT_TIMEOUT_NS, checksum=None,
+                 connect_timeout_ns: int = DEFAULT_CONNECT_TIMEOUT_NS, checksum: FrameChecksum | None = None,
                  listener: ReplayListener | None = None, vectorized: bool = True,
                  clock_ns: Callable[[], int] = time.monotonic_ns,
                  nano_clock: Callable[[], int] = time.perf_counter_ns) -> None:

@@ -11,6 +11,7 @@ import inspect
 import io
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,39 @@ def test_the_client_connects_with_the_configuration_defaults() -> None:
     assert parameters["response_channel"].default == defaults.DEFAULT_RESPONSE_CHANNEL
     assert parameters["response_stream_id"].default == defaults.DEFAULT_RESPONSE_STREAM_ID
     assert parameters["timeout"].default == defaults.DEFAULT_TIMEOUT_S
+
+
+def test_the_sessions_and_storage_default_to_the_configuration() -> None:
+    from aeron_spark.archive.cli.sidecar_process import SidecarProcess
+    from aeron_spark.archive.service.control_session import ControlSession
+    from aeron_spark.archive.service.recording_session import RecordingSession
+    from aeron_spark.archive.service.replay_plan import plan_replay
+    from aeron_spark.archive.service.replay_session import ReplaySession
+    from aeron_spark.archive.storage.catalog import Catalog
+    from aeron_spark.archive.storage.segment import default_direct_io
+
+    def default(function: Callable[..., object], name: str) -> object:
+        return inspect.signature(function).parameters[name].default
+
+    control = ControlSession
+    assert default(control, "connect_timeout_ms") == defaults.DEFAULT_CONNECT_TIMEOUT_MS
+    assert default(control, "liveness_check_interval_ms") == defaults.DEFAULT_SESSION_LIVENESS_CHECK_INTERVAL_MS
+    assert default(control, "idle_timeout_ms") == defaults.DEFAULT_SESSION_IDLE_TIMEOUT_MS
+    assert default(ReplaySession, "connect_timeout_ns") == defaults.DEFAULT_CONNECT_TIMEOUT_MS * 1_000_000
+    assert default(ReplaySession, "replay_buffer_length") == defaults.DEFAULT_REPLAY_BUFFER_LENGTH
+    assert default(plan_replay, "replay_buffer_length") == defaults.DEFAULT_REPLAY_BUFFER_LENGTH
+    assert default(RecordingSession, "file_io_max_length") == defaults.DEFAULT_FILE_IO_MAX_LENGTH
+    assert default(Catalog.open, "file_sync") == defaults.DEFAULT_CATALOG_FILE_SYNC
+    assert default_direct_io() is defaults.DEFAULT_SEGMENT_DIRECT_IO
+    assert default(SidecarProcess.start, "timeout_s") == defaults.DEFAULT_SIDECAR_START_TIMEOUT_S
+    assert default(SidecarProcess.stop, "grace_s") == defaults.DEFAULT_SIDECAR_STOP_GRACE_S
+
+
+@pytest.mark.parametrize("level", [-1, 3])
+def test_a_file_sync_level_outside_the_configured_ones_is_refused_naming_them(tmp_path: Path, level: int) -> None:
+    from aeron_spark.archive.storage.catalog import Catalog
+
+    with pytest.raises(ValueError, match=r"file_sync must be one of \(0, 1, 2\)"):
+        Catalog.open(tmp_path, file_sync=level)
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["serve", "--dir", str(tmp_path), "--file-sync", str(level)])
