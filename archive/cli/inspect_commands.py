@@ -211,8 +211,8 @@ _FRAME_TYPES = {frame.HDR_TYPE_PAD: "PAD", frame.HDR_TYPE_DATA: "DATA"}
 def configure_verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
                         help="verify only this recording")
-    parser.add_argument("--checksum", nargs="?", const="CRC-32C", default=None, metavar="NAME",
-                        help="also check each DATA frame's checksum (default algorithm CRC-32C)")
+    parser.add_argument("--checksum", nargs="?", const=checksum.CRC32C.name, default=None, metavar="NAME",
+                        help=f"also check each DATA frame's checksum (default algorithm {checksum.CRC32C.name})")
     parser.add_argument("--dry-run", action="store_true",
                         help="report only: change nothing even when no archive is running")
 
@@ -298,8 +298,8 @@ def _verify_catalog(catalog: Catalog, args: argparse.Namespace, output: Output,
 def configure_checksum(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recording_id", nargs="?", type=recording_id_argument, metavar="ID",
                         help="only this recording")
-    parser.add_argument("--checksum", default="CRC-32C", metavar="NAME",
-                        help="checksum algorithm (default CRC-32C)")
+    parser.add_argument("--checksum", default=checksum.CRC32C.name, metavar="NAME",
+                        help=f"checksum algorithm (default {checksum.CRC32C.name})")
 
 
 def checksum_command(args: argparse.Namespace, output: Output) -> int:

@@ -10,8 +10,9 @@ file offset still advances by the whole pad) and, with a record checksum, DATA f
 their checksum in the session-id field.
 
 Files are allocated with ``posix_fallocate`` (full length, blocks reserved: a full disk fails
-at file creation, not mid-block). By default the writer uses O_DIRECT where the file system
-allows it (``direct_io.py``): each block is copied (and checksum-stamped) once into a reused,
+at file creation, not mid-block). On request (``direct_io=True``, or the process default
+``set_default_direct_io``; off by default, as Aeron) the writer uses O_DIRECT where the file
+system allows it (``direct_io.py``): each block is copied (and checksum-stamped) once into a reused,
 page-aligned buffer after the current partial page, and whole pages are written. Buffered
 ``pwrite`` into fresh page-cache pages runs at only ~0.3 GB/s on this VM (first touch of memory),
 O_DIRECT at ~1.7 GB/s (measured-limits.md). Buffered mode (``direct_io=False``, or a file system
@@ -218,7 +219,8 @@ class SegmentWriter:
 
     ``direct_io``: True writes with O_DIRECT through a page-aligned staging buffer when the file
     system supports it (else silently buffered); False always uses buffered ``pwrite``; None
-    (default) follows :func:`default_direct_io` (True unless the process set it otherwise).
+    (default) follows :func:`default_direct_io` (the configuration's ``DEFAULT_SEGMENT_DIRECT_IO``,
+    off, unless the process set it otherwise).
     :attr:`direct_io` tells which mode is in use.
     """
 
