@@ -28,7 +28,7 @@ from aeron_spark.driver_integration.media_driver import default_base_directory
 from aeron_spark.driver_integration.process_driver import EMBEDDED_DIR_PREFIX, is_driver_active
 from tests.support.netns import CONTROL_PORT, require_network_namespaces, run_in_namespace, sidecar_in, veth_namespaces
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "aeron-archive"
 UNUSED_PORT = 8099
