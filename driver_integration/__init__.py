@@ -5,6 +5,7 @@ client through cffi (publications, subscriptions, images, counters), plus log ma
 from ._capi import aeron_version
 from .client import AeronClient
 from .counters import Counter, CounterColumns, CountersReader, CounterState
+from .destinations import DestinationRequest
 from .errors import AeronError, ResourceClosedError
 from .image import BlockHandler, FrameHeader, Header, Image, MessageHandler
 from .media_driver import MediaDriver, MediaDriverOptions
@@ -22,6 +23,7 @@ __all__ = [
     "CounterColumns",
     "CounterState",
     "CountersReader",
+    "DestinationRequest",
     "DriverUnavailable",
     "ExclusivePublication",
     "FrameHeader",

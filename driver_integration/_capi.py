@@ -56,6 +56,7 @@ typedef struct aeron_client_registering_resource_stct aeron_async_add_publicatio
 typedef struct aeron_client_registering_resource_stct aeron_async_add_exclusive_publication_t;
 typedef struct aeron_client_registering_resource_stct aeron_async_add_subscription_t;
 typedef struct aeron_client_registering_resource_stct aeron_async_add_counter_t;
+typedef struct aeron_client_registering_resource_stct aeron_async_destination_t;
 typedef struct aeron_image_fragment_assembler_stct aeron_image_fragment_assembler_t;
 typedef struct aeron_fragment_assembler_stct aeron_fragment_assembler_t;
 typedef struct aeron_driver_context_stct aeron_driver_context_t;
@@ -229,6 +230,15 @@ int aeron_subscription_close(aeron_subscription_t *subscription, aeron_notificat
                              void *on_close_complete_clientd);
 int aeron_subscription_try_resolve_channel_endpoint_port(aeron_subscription_t *subscription, char *uri,
                                                          size_t uri_len);
+int aeron_subscription_resolved_endpoint(aeron_subscription_t *subscription, const char *address,
+                                         size_t address_len);
+
+/* multi-destination subscription (control-mode=manual): destinations added and removed by hand */
+int aeron_subscription_async_add_destination(aeron_async_destination_t **async, aeron_t *client,
+                                             aeron_subscription_t *subscription, const char *uri);
+int aeron_subscription_async_remove_destination(aeron_async_destination_t **async, aeron_t *client,
+                                                aeron_subscription_t *subscription, const char *uri);
+int aeron_subscription_async_destination_poll(aeron_async_destination_t *async);
 
 /* image */
 int aeron_image_constants(aeron_image_t *image, aeron_image_constants_t *constants);
@@ -240,6 +250,7 @@ int aeron_image_poll(aeron_image_t *image, aeron_fragment_handler_t handler, voi
 int aeron_image_block_poll(aeron_image_t *image, aeron_block_handler_t handler, void *clientd,
                            size_t block_length_limit);
 bool aeron_image_is_closed(aeron_image_t *image);
+int aeron_image_active_transport_count(aeron_image_t *image);
 
 /* fragment assemblers (reassemble BEGIN..END fragments into whole messages, in C) */
 int aeron_image_fragment_assembler_create(aeron_image_fragment_assembler_t **assembler,

@@ -278,6 +278,14 @@ class Image:
         return bool(lib.aeron_image_is_end_of_stream(self._live_pointer()))
 
     @property
+    def active_transport_count(self) -> int:
+        """How many transports delivered to this image within the image liveness timeout: 2 while
+        both a replay and the live stream feed one image of a multi-destination subscription; 0
+        before any datagram arrived, and for IPC images."""
+        return check(lib.aeron_image_active_transport_count(self._live_pointer()),
+                     f"aeron_image_active_transport_count (session {self.session_id})")
+
+    @property
     def end_of_stream_position(self) -> int:
         """Position of the end of stream, or INT64_MAX while the publisher is still open."""
         return lib.aeron_image_end_of_stream_position(self._live_pointer())

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ._capi import ffi, function_pointer, lib
 from .channel_uri import MAX_URI_LENGTH, SPY_PREFIX
+from .destinations import DestinationRequest, start_destination_request
 from .errors import AeronError, check, closed_error
 from .image import Image, MessageHandler, _ImageHandle, _on_message, _PollState
 
@@ -35,6 +36,8 @@ ImageCallback = Callable[[Image], object]
 _FRAGMENT_ASSEMBLER_HANDLER = function_pointer("aeron_fragment_assembler_handler")
 # Room for the channel plus a resolved endpoint longer than the ``host:0`` it replaces.
 _RESOLVED_CHANNEL_SLACK = 128
+# A formatted socket address (``[IPv6%scope]:port``) fits with room to spare.
+_SOCKET_ADDRESS_LENGTH = 256
 
 
 class _SubscriptionState:
@@ -189,6 +192,35 @@ class Subscription:
                 raise AeronError(f"the media driver did not resolve the endpoint port of subscription "
                                  f"{self.channel} (stream {self.stream_id}) within {timeout_s}s")
             time.sleep(0.001)
+
+    def resolved_endpoint(self) -> str | None:
+        """The first local socket address (``host:port``) the driver bound for this subscription,
+        None while it has bound none. On a multi-destination subscription that is its first
+        destination's: how a destination added with port 0 learns its port."""
+        buffer = ffi.new("char[]", _SOCKET_ADDRESS_LENGTH)
+        found = check(lib.aeron_subscription_resolved_endpoint(self._live(), buffer, _SOCKET_ADDRESS_LENGTH),
+                      f"aeron_subscription_resolved_endpoint ({self.channel})")
+        return ffi.string(buffer).decode() if found > 0 else None
+
+    # -- multi-destination (control-mode=manual): see ``destinations`` -------------------------
+    def add_destination_async(self, destination: str) -> DestinationRequest:
+        """Asks the driver to add ``destination`` (a UDP channel with an endpoint) as another
+        transport of this multi-destination subscription; poll the request until it is done."""
+        return start_destination_request(self._client._live(), self._live(), change="add",
+                                         destination=destination, channel=self.channel)
+
+    def remove_destination_async(self, destination: str) -> DestinationRequest:
+        """Asks the driver to remove ``destination`` (the URI it was added with)."""
+        return start_destination_request(self._client._live(), self._live(), change="remove",
+                                         destination=destination, channel=self.channel)
+
+    def add_destination(self, destination: str) -> None:
+        """`add_destination_async`, waiting (the client's timeout) for the driver to apply it."""
+        self.add_destination_async(destination).wait(self._client.timeout)
+
+    def remove_destination(self, destination: str) -> None:
+        """`remove_destination_async`, waiting (the client's timeout) for the driver to apply it."""
+        self.remove_destination_async(destination).wait(self._client.timeout)
 
     def close(self) -> None:
         """Release every Image obtained from this subscription, then close it; idempotent."""
