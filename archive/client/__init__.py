@@ -23,6 +23,7 @@ from aeron_spark.archive.client.archive_client import (
     ReplaySubscription,
     SourceLocation,
 )
+from aeron_spark.archive.client.replay_merge import MergeState, ReplayMerge, ReplayMergeError
 from aeron_spark.archive.client.secret_credentials import SecretCredentials, UnsupportedChallenge
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_RESPONSE_CHANNEL",
     "DEFAULT_RESPONSE_STREAM_ID",
     "DEFAULT_TIMEOUT_S",
+    "MergeState",
     "NULL_POSITION",
     "ArchiveClient",
     "ArchiveError",
@@ -41,6 +43,8 @@ __all__ = [
     "RecordingSignal",
     "RecordingSignalEvent",
     "RecordingSubscriptionDescriptor",
+    "ReplayMerge",
+    "ReplayMergeError",
     "ReplaySubscription",
     "SecretCredentials",
     "SourceLocation",

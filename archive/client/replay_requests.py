@@ -7,10 +7,20 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import cast
 
 from aeron_spark.archive import codecs
 from aeron_spark.archive.client.client_session import ArchiveSession, RequestBuilder, idle_backoff
+from aeron_spark.archive.client.replay_merge import (
+    DEFAULT_PROGRESS_TIMEOUT_S,
+    DEFAULT_REPLAY_CHANNEL,
+    DEFAULT_REPLAY_DESTINATION,
+    MULTI_DESTINATION_CHANNEL,
+    MergeArchive,
+    MergeState,
+    ReplayMerge,
+)
 from aeron_spark.archive.client.replay_subscription import ReplaySubscription, replay_image_session_id
 from aeron_spark.archive.client.response_routing import ArchiveError, ArchiveTimeoutError
 from aeron_spark.archive.client.transport import RequestPublication, is_response_channel, subscribe_resolved
@@ -192,3 +202,37 @@ class ReplayRequests(ArchiveSession):
         if response is not None:
             raise ArchiveError.from_response(response, "ReplayRequest")
 
+    # ------------------------------------------------------------------------------ replay merge
+    def replay_merge(self, recording_id: int, *, live_destination: str, stream_id: int | None = None,
+                     subscription: Subscription | None = None, start_position: int | None = None,
+                     replay_channel: str = DEFAULT_REPLAY_CHANNEL,
+                     replay_destination: str = DEFAULT_REPLAY_DESTINATION,
+                     progress_timeout_s: float = DEFAULT_PROGRESS_TIMEOUT_S,
+                     state_timeouts_s: Mapping[MergeState, float] | None = None) -> ReplayMerge:
+        """A `ReplayMerge` of ``recording_id`` into its live stream (see `replay_merge` module):
+        poll it until ``is_merged``, then keep polling it for the live stream; close it when done.
+
+        ``subscription``: a multi-destination subscription of yours (``control-mode=manual``), left
+        open by the merge; by default one on ``aeron:udp?control-mode=manual`` and ``stream_id`` (the
+        live stream's) is made on this client's Aeron and closed with the merge. While it runs the
+        merge sends its requests on this client: make no other call on it meanwhile."""
+        self._require_open()
+        owns = subscription is None
+        if subscription is None:
+            if stream_id is None:
+                raise ValueError("replay_merge needs stream_id (the live stream's) or a subscription")
+            subscription = self.aeron.add_subscription(MULTI_DESTINATION_CHANNEL, stream_id)
+        elif stream_id is not None and stream_id != subscription.stream_id:
+            raise ValueError(f"stream_id {stream_id} differs from the subscription's stream "
+                             f"{subscription.stream_id}: the replay goes to the subscription's stream")
+        try:
+            # ArchiveClient, which this is a base of, also has RecordingRequests' positions and listing.
+            archive = cast(MergeArchive, self)
+            return ReplayMerge(archive, subscription, recording_id=recording_id, live_destination=live_destination,
+                               start_position=start_position, replay_channel=replay_channel,
+                               replay_destination=replay_destination, progress_timeout_s=progress_timeout_s,
+                               state_timeouts_s=state_timeouts_s, owns_subscription=owns)
+        except BaseException:
+            if owns and not subscription.is_closed:
+                subscription.close()
+            raise
