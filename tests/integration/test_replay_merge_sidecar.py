@@ -23,6 +23,7 @@ from tests.support.replay_merge_run import (
     EXPECTED_STATES,
     first_visits,
     merge_while_publishing,
+    position_of,
     recorded_live_stream,
 )
 from tests.support.sidecar import Sidecar, running_sidecar
@@ -69,6 +70,21 @@ def test_replay_merge_from_position_0_delivers_every_message_once_in_order_and_m
     while not any(stopped in line for line in sidecar.stderr_lines):
         assert time.monotonic() < deadline, f"the sidecar never logged {stopped!r}"
         time.sleep(0.01)
+
+
+def test_replay_merge_from_the_middle_of_the_recording_starts_there(
+        archive: ArchiveClient, aeron_client: AeronClient) -> None:
+    with recorded_live_stream(archive, aeron_client, 9104) as stream:
+        stream.publish(1500)
+        stream.await_recorded()
+        start = position_of(1000)  # in the third 64 KiB term
+        with archive.replay_merge(stream.recording_id, stream_id=stream.stream_id, start_position=start,
+                                  live_destination=stream.live_destination,
+                                  replay_destination=f"aeron:udp?endpoint=localhost:{free_udp_port()}") as merge:
+            assert merge.state is MergeState.GET_RECORDING_POSITION  # a concrete replay port: nothing to resolve
+            run = merge_while_publishing(merge, stream, 500, first_index=1000)
+            assert merge.is_merged and merge.image is not None and merge.image.join_position == start
+    assert run.indices == list(range(1000, stream.published))
 
 
 def test_an_unknown_recording_fails_in_get_recording_position(archive: ArchiveClient) -> None:

@@ -28,6 +28,15 @@ TERM_LENGTH = 64 * 1024
 _INDEX = struct.Struct("<q")
 
 
+#: Whole messages per term (a term's tail is padding): SIZE bytes framed to 160.
+PER_TERM = TERM_LENGTH // 160
+
+
+def position_of(index: int) -> int:
+    """Where message ``index`` starts in the recording (position 0 is message 0)."""
+    return (index // PER_TERM) * TERM_LENGTH + (index % PER_TERM) * 160
+
+
 def payload(index: int) -> bytes:
     return _INDEX.pack(index) + bytes(SIZE - _INDEX.size)
 
@@ -105,14 +114,15 @@ class MergeRun:
         self.positions.append(header.position)
 
 
-def merge_while_publishing(merge: ReplayMerge, stream: RecordedLiveStream, live_messages: int,
-                           timeout: float = 60.0) -> MergeRun:
+def merge_while_publishing(merge: ReplayMerge, stream: RecordedLiveStream, live_messages: int, *,
+                           first_index: int = 0, timeout: float = 60.0) -> MergeRun:
     """Polls ``merge`` while ``live_messages`` more go live, a few per poll, until it merged and every
-    message published arrived; then a few more on the merged live stream alone."""
+    message published from ``first_index`` (where the merge starts) arrived; then a few more on the
+    merged live stream alone."""
     run = MergeRun()
     total = stream.published + live_messages
     deadline = time.monotonic() + timeout
-    while not (merge.is_merged and len(run.indices) >= total):
+    while not (merge.is_merged and len(run.indices) >= total - first_index):
         for _ in range(4):
             if stream.published < total:
                 stream.try_publish_one()
@@ -126,7 +136,7 @@ def merge_while_publishing(merge: ReplayMerge, stream: RecordedLiveStream, live_
     # After the merge the live stream alone goes on, still once each and in order.
     after = stream.published + 50
     stream.publish(50)
-    while len(run.indices) < after:
+    while len(run.indices) < after - first_index:
         if not merge.poll(run.on_message, 64):
             assert time.monotonic() < deadline, f"{len(run.indices)} of {after} messages after the merge"
             time.sleep(0.0005)
