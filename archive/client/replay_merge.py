@@ -199,11 +199,15 @@ class MergeStateMachine:
             self._enter(MergeState.CATCHUP, now, progress=False)
             return LiveJoinStep.ADD_LIVE
         if self.is_live_added and target - position <= 0 and active_transports >= 2:
-            self.is_replay_active = False
-            self._enter(MergeState.MERGED, now)
-            return LiveJoinStep.MERGE
+            return LiveJoinStep.MERGE  # merged once the glue dropped the replay (`on_merged`)
         self._enter(MergeState.CATCHUP, now, progress=False)
         return LiveJoinStep.WAIT
+
+    def on_merged(self, now: float) -> None:
+        """The replay destination is removed and the replay stopped: the Image is live alone."""
+        self._expect(MergeState.ATTEMPT_LIVE_JOIN)
+        self.is_replay_active = False
+        self._enter(MergeState.MERGED, now)
 
     def check_progress(self, now: float) -> None:
         """Raises (and fails the merge) once the state's timeout passed without progress."""
@@ -342,7 +346,6 @@ class ReplayMerge:
         self.recording_id = recording_id
         self.live_destination = live_destination
         self.replay_destination = replay_destination
-        self._requested_start = start_position
         self.start_position = start_position
         self._owns_subscription = owns_subscription
         self._clock = clock
@@ -500,6 +503,7 @@ class ReplayMerge:
         elif step is LiveJoinStep.MERGE:
             self.subscription.remove_destination(self.replay_destination)
             self._archive.stop_replay(machine.replay_session_id)
+            machine.on_merged(now)
         return 1
 
     # -- lifetime ------------------------------------------------------------------------------

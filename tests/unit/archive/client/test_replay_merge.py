@@ -56,7 +56,9 @@ def test_the_happy_path_goes_through_every_state_in_order():
     m.on_image_position(5_000 + WINDOW, closed=False, active_transports=2, now=0.8)
     step = m.on_live_join_target(5_000 + WINDOW, position=5_000 + WINDOW, term_length=TERM,
                                  active_transports=2, now=0.9)
-    assert (step, m.state, m.is_replay_active) == (LiveJoinStep.MERGE, MergeState.MERGED, False)
+    assert (step, m.state, m.is_replay_active) == (LiveJoinStep.MERGE, MergeState.ATTEMPT_LIVE_JOIN, True)
+    m.on_merged(1.0)  # the glue removed the replay destination and stopped the replay
+    assert (m.state, m.is_replay_active) == (MergeState.MERGED, False)
     m.check_progress(100.0)  # no timeout once merged
     m.close()
     assert m.state is MergeState.CLOSED
