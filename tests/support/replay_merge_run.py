@@ -93,8 +93,10 @@ def recorded_live_stream(archive: ArchiveClient, aeron: AeronClient, stream_id: 
             while recording_id < 0 or not publication.is_connected:
                 assert time.monotonic() < deadline, "the archive did not start recording the live stream"
                 time.sleep(0.01)
-                recording_id = archive.find_last_matching_recording(
-                    0, f"control=localhost:{control_port}", stream_id, publication.session_id)
+                # A listing, not FindLastMatchingRecording: 1.15.1 refuses that one on an empty catalog.
+                recording_id = max((d.recording_id for d in archive.list_recordings_for_uri(
+                    0, None, f"control=localhost:{control_port}", stream_id)
+                    if d.session_id == publication.session_id), default=-1)
             yield RecordedLiveStream(archive, publication, control_port, stream_id, recording_channel, recording_id)
         finally:
             with contextlib.suppress(Exception):
