@@ -87,6 +87,30 @@ def test_replay_merge_from_the_middle_of_the_recording_starts_there(
     assert run.indices == list(range(1000, stream.published))
 
 
+def test_closing_a_merge_before_it_merged_stops_its_replay(
+        archive: ArchiveClient, aeron_client: AeronClient, sidecar: Sidecar) -> None:
+    with recorded_live_stream(archive, aeron_client, 9105) as stream:
+        stream.publish(200)
+        stream.await_recorded()
+        merge = archive.replay_merge(stream.recording_id, stream_id=stream.stream_id,
+                                     live_destination=stream.live_destination)
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while merge.image is None:  # the replay runs; the live stream is not added yet
+                assert time.monotonic() < deadline, f"no replay Image: {merge!r}"
+                merge.do_work()
+            replay_session_id = merge.replay_session_id
+            assert merge.state in (MergeState.CATCHUP, MergeState.ATTEMPT_LIVE_JOIN)
+        finally:
+            merge.close()
+        assert merge.state is MergeState.CLOSED and merge.subscription.is_closed
+        merge.close()  # idempotent
+        stopped = f"replay {replay_session_id} of recording {stream.recording_id} ended: stop replay"
+        while not any(stopped in line for line in sidecar.stderr_lines):
+            assert time.monotonic() < deadline, f"the sidecar never logged {stopped!r}"
+            time.sleep(0.01)
+
+
 def test_an_unknown_recording_fails_in_get_recording_position(archive: ArchiveClient) -> None:
     with archive.replay_merge(987_654, stream_id=9102,
                               live_destination=f"aeron:udp?endpoint=localhost:0|control=localhost:{free_udp_port()}",
