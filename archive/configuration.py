@@ -37,6 +37,8 @@ DEFAULT_TIMEOUT_S: Final = 10.0
 #: The least driver timeout a client's Aeron connection gets: the C client treats a driver silent
 #: for that long as dead (and its default error handler ends the process), so keep Aeron's 10 s.
 AERON_DRIVER_TIMEOUT_S: Final = 10.0
+#: How long a ReplayMerge may stay in one state without progress (Aeron's ReplayMerge, 5 s).
+DEFAULT_REPLAY_MERGE_PROGRESS_TIMEOUT_S: Final = 5.0
 
 # -- storage
 #: Recording segment file length (Aeron's aeron.archive.segment.file.length, 128 MiB).

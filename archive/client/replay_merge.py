@@ -49,13 +49,14 @@ from typing import Protocol
 
 from aeron_spark.archive.client.replay_subscription import replay_image_session_id
 from aeron_spark.archive.client.response_routing import ArchiveError
+from aeron_spark.archive.configuration import DEFAULT_REPLAY_MERGE_PROGRESS_TIMEOUT_S
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, RecordingDescriptor
 from aeron_spark.driver_integration import AeronError, Image, MessageHandler, Subscription
 from aeron_spark.driver_integration.channel_uri import ChannelUri, ChannelUriError
 from aeron_spark.driver_integration.position import INT64_MAX
 
 #: Without progress for this long a merge fails (Aeron's MERGE_PROGRESS_TIMEOUT_DEFAULT_MS).
-DEFAULT_PROGRESS_TIMEOUT_S = 5.0
+DEFAULT_PROGRESS_TIMEOUT_S = DEFAULT_REPLAY_MERGE_PROGRESS_TIMEOUT_S
 #: The live destination is added within min(term length / 4, this) of the target (Aeron's LIVE_ADD_MAX_WINDOW).
 LIVE_ADD_MAX_WINDOW = 32 * 1024 * 1024
 #: Target queries back off from this, doubling, up to the maximum (Aeron's ReplayMerge).
