@@ -73,6 +73,18 @@ DEFAULT_IDLE_STRATEGY: Final = "backoff"
 #: How long a stopping archive waits for its active recordings to write their last blocks.
 SHUTDOWN_RECORDINGS_TIMEOUT_S: Final = 10.0
 
+# -- replication into this archive (the archive is a client of the source archive)
+#: Where the source archive replays to: the replicating archive binds a free port and tells the
+#: source which one. A source on another host must reach it: give this host's address instead.
+DEFAULT_REPLICATION_CHANNEL: Final = "aeron:udp?endpoint=localhost:0"
+#: Where the source archive answers the replicating archive's control requests (same rule).
+DEFAULT_REPLICATION_RESPONSE_CHANNEL: Final = "aeron:udp?endpoint=localhost:0"
+#: How long a replication waits for each answer of the source archive and for the replay's Image
+#: (Aeron's message timeout).
+DEFAULT_REPLICATION_ACTION_TIMEOUT_MS: Final = 10_000
+#: How long a finishing replication waits for its local recording to stop before REPLICATE_END.
+DEFAULT_REPLICATION_STOP_TIMEOUT_MS: Final = 5_000
+
 # -- a sidecar run as a child process (cli.sidecar_process)
 #: How long a started sidecar may take to print its ready line.
 DEFAULT_SIDECAR_START_TIMEOUT_S: Final = 60.0

@@ -17,8 +17,8 @@ The conductor owns the parts of the control plane and runs their duty cycle on i
 4. offers the coalesced RecordingProgress events (`recording_events_publisher`);
 5. updates the mark file's activity timestamp every second.
 
-Not served (answered ERROR GENERIC "... is not supported by this archive"): replication (50, 62,
-66; StopReplication gets UNKNOWN_REPLICATION). UpdateChannel (107) is served by
+Replication into this archive (50, 62, 66 and StopReplication 51) is served by
+`replication_requests`; its sessions advance in step 3 as well. UpdateChannel (107) is served by
 `maintenance_requests` (the catalog entry rewritten by `Catalog.replace_channels`). ReplayToken
 (105) is served by the control demuxer (replays over response channels). The per-session
 ``control-session`` counters (types 102/113) are not allocated. See docs/protocol.md for the
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aeron_spark.archive import codecs
-from aeron_spark.archive.codecs import ArchiveErrorCode, BooleanType
+from aeron_spark.archive.codecs import BooleanType
 from aeron_spark.archive.service.aeron_port import AeronPort
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator, Authenticator
 from aeron_spark.archive.service.conductor_events import (
@@ -61,7 +61,7 @@ from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.recording_session import RecordingSession
 from aeron_spark.archive.service.replay_requests import ReplayRequests
 from aeron_spark.archive.service.replay_session import ReplaySession
-from aeron_spark.archive.service.request_errors import ArchiveRequestError
+from aeron_spark.archive.service.replication_requests import ReplicationRequests
 from aeron_spark.archive.service.request_ports import RecorderPort, ReplayerPort
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
@@ -117,6 +117,10 @@ class ArchiveConductor:
         self.listings = ListingRequests(catalog=catalog, recordings=self.recordings)
         self.queries = RecordingQueries(catalog=catalog, archive_id=settings.archive_id,
                                         recordings=self.recordings)
+        self.replications = ReplicationRequests(aeron=aeron, catalog=catalog, settings=settings,
+                                                recordings=self.recordings,
+                                                next_replication_id=lambda: self.demuxer.allocate_session_id(),
+                                                clock=self._clock)
         self.demuxer = ControlDemuxer(aeron=aeron, settings=settings, authenticator=self.authenticator,
                                       control_channels=control_channels,
                                       handlers=self._request_handlers(), enqueue=enqueue,
@@ -163,6 +167,7 @@ class ArchiveConductor:
         work += self._step(self.demuxer.poll)
         now = self._clock()
         work += self._step(lambda: self.demuxer.service_sessions(now))
+        work += self._step(self.replications.do_work)
         work += self._step(self.events.flush_progress_events)
         mark_file = self.mark_file
         if mark_file is not None and now >= self._mark_deadline_ms:
@@ -242,10 +247,10 @@ class ArchiveConductor:
             c.PurgeSegmentsRequest: maintenance.purge_segments,
             c.AttachSegmentsRequest: maintenance.attach_segments,
             c.MigrateSegmentsRequest: maintenance.migrate_segments,
-            c.ReplicateRequest: _not_supported,
-            c.TaggedReplicateRequest: _not_supported,
-            c.ReplicateRequest2: _not_supported,
-            c.StopReplicationRequest: _stop_replication,
+            c.ReplicateRequest: self.replications.replicate,
+            c.TaggedReplicateRequest: self.replications.replicate,
+            c.ReplicateRequest2: self.replications.replicate,
+            c.StopReplicationRequest: self.replications.stop_replication,
             c.ReplayTokenRequest: lambda s, m: self.demuxer.issue_replay_token(s, m),
             c.UpdateChannelRequest: maintenance.update_channel,
         }
@@ -270,12 +275,17 @@ class ArchiveConductor:
         """Asks the recorder to stop everything; `do_work` then records the stop positions."""
         self.recordings.stop_all_recordings()
 
+    def _close_replications(self) -> int:
+        self.replications.close()
+        return 1
+
     def on_close(self) -> None:
         """Closes sessions, subscriptions and publications (call after the recorder stopped)."""
         if self._closed:
             return
         self._closed = True
         self._drain_events()
+        self._step(self._close_replications)
         self.demuxer.close_sessions("archive shutting down")
         self.recordings.close()
         self.demuxer.close_subscriptions()
@@ -286,13 +296,3 @@ def _update_activity(mark_file: ArchiveMarkFile, now_ms: int) -> int:
     mark_file.update_activity(now_ms)
     return 1  # counts as work
 
-
-def _not_supported(session: ControlSession,
-                   message: codecs.ReplicateRequest | codecs.TaggedReplicateRequest | codecs.ReplicateRequest2) -> None:
-    raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
-                              f"{type(message).__name__} is not supported by this archive")
-
-
-def _stop_replication(session: ControlSession, message: codecs.StopReplicationRequest) -> None:
-    raise ArchiveRequestError(ArchiveErrorCode.UNKNOWN_REPLICATION,
-                              f"unknown replication id {message.replication_id}")

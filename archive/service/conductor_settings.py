@@ -24,3 +24,5 @@ class ConductorSettings:
     session_idle_timeout_ms: int = defaults.DEFAULT_SESSION_IDLE_TIMEOUT_MS
     replay_linger_timeout_ns: int = defaults.DEFAULT_REPLAY_LINGER_TIMEOUT_NS
     replay_checksum: FrameChecksum | None = None  # verified before replaying (None: off)
+    replication_channel: str = defaults.DEFAULT_REPLICATION_CHANNEL
+    replication_response_channel: str = defaults.DEFAULT_REPLICATION_RESPONSE_CHANNEL

@@ -336,6 +336,10 @@ class ControlDemuxer:
                  ", legacy" if session.is_legacy_client else "", message.response_channel,
                  message.response_stream_id)
 
+    def allocate_session_id(self) -> int:
+        """The next id of the control sessions' counter (replication ids come from it too, as Aeron)."""
+        return self._allocate_session_id()
+
     def _allocate_session_id(self) -> int:
         session_id = self._next_session_id
         self._next_session_id = (self._next_session_id + 1) & 0x7FFF_FFFF_FFFF_FFFF

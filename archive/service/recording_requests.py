@@ -115,6 +115,16 @@ class RecordingRequests:
         """The recording subscriptions not being closed, oldest first."""
         return [e for e in self._subscriptions_by_id.values() if not e.closing]
 
+    def is_subscription_open(self, subscription_id: int) -> bool:
+        entry = self._subscriptions_by_id.get(subscription_id)
+        return entry is not None and not entry.closing
+
+    def stop_subscription_by_id(self, subscription_id: int) -> None:
+        """Stops a subscription's recordings (a replication ending); unknown ids are ignored."""
+        entry = self._subscriptions_by_id.get(subscription_id)
+        if entry is not None and not entry.closing:
+            self._stop_subscription_recordings(entry)
+
     @property
     def active_recording_ids(self) -> list[int]:
         return sorted(self._active)
@@ -132,6 +142,11 @@ class RecordingRequests:
         session.send_ok(message.correlation_id, entry.subscription_id)
 
     def extend_recording(self, session: ControlSession, message: ExtendRecording, *, auto_stop: bool) -> None:
+        self.open_extension(session, message, auto_stop=auto_stop)
+
+    def open_extension(self, session: ControlSession, message: ExtendRecording, *,
+                       auto_stop: bool) -> RecordingSubscription:
+        """ExtendRecording, returning its subscription (a replication follows it)."""
         descriptor = known_recording(self.catalog, message.recording_id)
         if message.recording_id in self._active or descriptor.is_active:
             raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_RECORDING,
@@ -145,6 +160,7 @@ class RecordingRequests:
         entry = self._add_recording_subscription(session, message, auto_stop=auto_stop,
                                                  extend_recording_id=message.recording_id)
         session.send_ok(message.correlation_id, entry.subscription_id)
+        return entry
 
     def stop_recording(self, session: ControlSession, message: StopRecordingRequest) -> None:
         try:

@@ -1,0 +1,249 @@
+"""Our sidecar as a replication destination, replicating from a second sidecar (both real processes,
+each with its own embedded media driver; the test's driver publishes and requests over UDP).
+
+Proven: a stopped recording is replicated (REPLICATE, EXTEND, SYNC, STOP, REPLICATE_END under the
+replicationId), segment bytes and descriptor positions equal the source's and the replica replays
+byte-exact; a replication up to a stop position leaves a prefix that a second replicate extends to
+the end; StopReplication of a replication and of an unknown id; kill -9 of the source while a live
+recording is being followed ends the replication with a report, the replica's catalog verifies and a
+new replicate continues from where it stopped (onto a restarted source).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aeron_spark.archive import codecs
+from aeron_spark.archive.client.archive_client import ArchiveClient
+from aeron_spark.archive.codecs import ArchiveErrorCode, ControlResponseCode, RecordingSignal, SourceLocation
+from aeron_spark.driver_integration import AeronClient
+
+from tests.support.ports import udp_channel
+from tests.support.raw_archive_client import RawArchiveClient
+from tests.support.sidecar import Sidecar, running_sidecar
+from tests.support.sidecar_streams import (
+    RECORDED_STREAM,
+    TERM,
+    TIMEOUT,
+    as_pairs,
+    await_recorded,
+    expected,
+    payloads,
+    publish,
+)
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+NULL = -1
+
+
+def record_on(sidecar: Sidecar, aeron: AeronClient, messages: list[bytes], *, keep_open: bool = False):
+    """Records ``messages`` published over UDP from the test's driver; returns (recording id,
+    Published, publication or None, channel)."""
+    channel = f"{udp_channel()}|term-length={TERM}"
+    with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron, timeout=TIMEOUT) as archive:
+        subscription_id = archive.start_recording(channel, RECORDED_STREAM, SourceLocation.REMOTE)
+        publication = aeron.add_exclusive_publication(channel, RECORDED_STREAM)
+        recording_id = archive.await_recording_signal(RecordingSignal.START,
+                                                      subscription_id=subscription_id).recording_id
+        published = publish(publication, messages)
+        await_recorded(archive, recording_id, published.end)
+        if keep_open:
+            return recording_id, published, publication, channel
+        archive.stop_recording(channel, RECORDED_STREAM)
+        archive.await_recording_signal(RecordingSignal.STOP, recording_id=recording_id)
+    publication.close()
+    return recording_id, published, None, channel
+
+
+def replicate_request(src: Sidecar, src_recording_id: int, *, dst_recording_id: int = NULL,
+                      stop_position: int = NULL):
+    return lambda s, c: codecs.ReplicateRequest2(
+        s, c, src_recording_id, dst_recording_id, stop_position, NULL, NULL, 10, NULL, NULL,
+        src.control_channel, "", "", b"", "")
+
+
+def signals_until_end(client: RawArchiveClient, replication_id: int, timeout: float = 60.0) -> list[tuple]:
+    """(signal, position) of the replication's signals up to REPLICATE_END, and its ERRORs."""
+    seen: list[tuple] = []
+    while True:
+        message = client.await_message(
+            lambda m: getattr(m, "correlation_id", None) == replication_id
+            and isinstance(m, (codecs.RecordingSignalEvent, codecs.ControlResponse)),
+            "replication signal", timeout)
+        if isinstance(message, codecs.ControlResponse):
+            seen.append(("OK" if message.code == ControlResponseCode.OK else "ERROR", message.relevant_id))
+            continue
+        seen.append((RecordingSignal(message.signal).name, message.position, message.recording_id))
+        if message.signal == RecordingSignal.REPLICATE_END:
+            return seen
+
+
+def segment_bytes(archive_dir: Path, recording_id: int) -> dict[str, bytes]:
+    return {p.name.split("-", 1)[1]: p.read_bytes() for p in sorted(archive_dir.glob(f"{recording_id}-*.rec"))}
+
+
+def descriptor_of(client: RawArchiveClient, recording_id: int):
+    descriptors, _ = client.list_recordings()
+    return next(d for d in descriptors if d.recording_id == recording_id)
+
+
+def verify_catalog(archive_dir: Path) -> None:
+    script = Path(sys.executable).parent / "aeron-archive"
+    result = subprocess.run([str(script), "verify", "--dir", str(archive_dir)], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture
+def source(tmp_path: Path):
+    with running_sidecar(tmp_path / "source") as sidecar:
+        yield sidecar
+
+
+@pytest.fixture
+def destination(tmp_path: Path):
+    with running_sidecar(tmp_path / "destination") as sidecar:
+        yield sidecar
+
+
+@pytest.fixture
+def dst_client(destination: Sidecar, aeron_client: AeronClient):
+    client = RawArchiveClient(aeron_client, destination.control_channel, 10)
+    try:
+        assert client.connect().code == ControlResponseCode.OK
+        yield client
+    finally:
+        client.close_session()
+        client.close()
+
+
+def test_replicates_a_stopped_recording_byte_exact(source: Sidecar, destination: Sidecar, dst_client: RawArchiveClient,
+                                                   aeron_client: AeronClient) -> None:
+    src_id, published, _, _ = record_on(source, aeron_client, payloads(200, seed=11))
+    answer = dst_client.call(replicate_request(source, src_id))
+    assert answer.code == ControlResponseCode.OK, answer
+    replication_id = answer.relevant_id
+    signals = signals_until_end(dst_client, replication_id)
+    names = [s[0] for s in signals]
+    assert names == ["REPLICATE", "OK", "EXTEND", "SYNC", "STOP", "REPLICATE_END"], signals
+    dst_id = signals[0][2]
+    assert signals[0][1] == 0 and signals[2][1] == 0  # REPLICATE and EXTEND at the source start
+    assert signals[3][1] == published.end and signals[4][1] == published.end
+
+    dst = descriptor_of(dst_client, dst_id)
+    with ArchiveClient.connect(control_channel=source.control_channel, aeron=aeron_client, timeout=TIMEOUT) as src:
+        [src_descriptor] = [d for d in src.list_recordings() if d.recording_id == src_id]
+    for name in ("start_position", "stop_position", "initial_term_id", "term_buffer_length", "mtu_length",
+                 "segment_file_length", "session_id", "stream_id", "original_channel", "start_timestamp"):
+        assert getattr(dst, name) == getattr(src_descriptor, name), name
+    assert segment_bytes(destination.archive_dir, dst_id) == segment_bytes(source.archive_dir, src_id)
+
+    with ArchiveClient.connect(control_channel=destination.control_channel, aeron=aeron_client,
+                               timeout=TIMEOUT) as replica:
+        with replica.replay(dst_id, 0, published.end, udp_channel(), 2001) as replay:
+            assert as_pairs(list(replay.messages(idle_timeout=TIMEOUT))) == expected(published)
+    verify_catalog(destination.archive_dir)
+
+
+def test_stop_position_prefix_then_a_second_replicate_extends_it(source: Sidecar, destination: Sidecar,
+                                                                 dst_client: RawArchiveClient,
+                                                                 aeron_client: AeronClient) -> None:
+    src_id, published, _, _ = record_on(source, aeron_client, payloads(200, seed=12))
+    middle = published.starts[100]
+    replication_id = dst_client.call(replicate_request(source, src_id, stop_position=middle)).relevant_id
+    signals = signals_until_end(dst_client, replication_id)
+    assert [s[0] for s in signals] == ["REPLICATE", "OK", "EXTEND", "STOP", "REPLICATE_END"], signals
+    dst_id = signals[0][2]
+    assert descriptor_of(dst_client, dst_id).stop_position == middle
+    verify_catalog(destination.archive_dir)
+
+    replication_id = dst_client.call(replicate_request(source, src_id, dst_recording_id=dst_id)).relevant_id
+    signals = signals_until_end(dst_client, replication_id)
+    assert [s[0] for s in signals] == ["OK", "EXTEND", "SYNC", "STOP", "REPLICATE_END"], signals
+    assert signals[1][1] == middle
+    assert descriptor_of(dst_client, dst_id).stop_position == published.end
+    assert segment_bytes(destination.archive_dir, dst_id) == segment_bytes(source.archive_dir, src_id)
+
+    # in sync already: SYNC and REPLICATE_END, nothing recorded
+    replication_id = dst_client.call(replicate_request(source, src_id, dst_recording_id=dst_id)).relevant_id
+    assert [s[0] for s in signals_until_end(dst_client, replication_id)] == ["SYNC", "REPLICATE_END"]
+
+
+def test_refusals_name_the_problem(source: Sidecar, dst_client: RawArchiveClient, aeron_client: AeronClient) -> None:
+    answer = dst_client.call(lambda s, c: codecs.StopReplicationRequest(s, c, 42))
+    assert (answer.code, answer.relevant_id) == (ControlResponseCode.ERROR, ArchiveErrorCode.UNKNOWN_REPLICATION)
+    answer = dst_client.call(replicate_request(source, 0, dst_recording_id=77))
+    assert (answer.code, answer.relevant_id) == (ControlResponseCode.ERROR, ArchiveErrorCode.UNKNOWN_RECORDING)
+    answer = dst_client.call(lambda s, c: codecs.ReplicateRequest(s, c, 0, NULL, 10, source.control_channel,
+                                                                  "aeron:udp?endpoint=localhost:20999"))
+    assert answer.code == ControlResponseCode.ERROR and "liveDestination" in answer.error_message
+    # an unknown source recording: OK, then ERROR 5 and REPLICATE_END under the replicationId
+    replication_id = dst_client.call(replicate_request(source, 999)).relevant_id
+    signals = signals_until_end(dst_client, replication_id)
+    assert signals == [("ERROR", ArchiveErrorCode.UNKNOWN_RECORDING), ("REPLICATE_END", NULL, NULL)]
+
+
+def test_unreachable_source_is_replication_connection_failure(dst_client: RawArchiveClient) -> None:
+    nobody = Sidecar(Path("/nonexistent"))  # never started: only its free control port is used
+    replication_id = dst_client.call(replicate_request(nobody, 0)).relevant_id
+    signals = signals_until_end(dst_client, replication_id, timeout=30)
+    assert signals[0] == ("ERROR", ArchiveErrorCode.REPLICATION_CONNECTION_FAILURE), signals
+    assert signals[-1][0] == "REPLICATE_END"
+
+
+def test_live_follow_stop_replication_and_kill_of_the_source(tmp_path: Path, destination: Sidecar,
+                                                             dst_client: RawArchiveClient,
+                                                             aeron_client: AeronClient) -> None:
+    source = Sidecar(tmp_path / "source").start()
+    try:
+        src_id, first, publication, channel = record_on(source, aeron_client, payloads(100, seed=13), keep_open=True)
+        # follow the live recording, then stop the replication: a valid prefix remains
+        replication_id = dst_client.call(replicate_request(source, src_id)).relevant_id
+        extend = dst_client.await_signal(RecordingSignal.EXTEND)
+        dst_id = extend.recording_id
+        more = publish(publication, payloads(100, seed=14, start=100), first.end)
+        wait_until(lambda: _recorded(dst_client, dst_id) >= more.end, "replica to follow the live source", TIMEOUT)
+        answer = dst_client.call(lambda s, c: codecs.StopReplicationRequest(s, c, replication_id))
+        assert answer.code == ControlResponseCode.OK
+        names = [s[0] for s in signals_until_end(dst_client, replication_id)]
+        assert names[-2:] == ["STOP", "REPLICATE_END"], names
+        prefix = descriptor_of(dst_client, dst_id).stop_position
+        assert prefix == more.end
+
+        # follow again from the prefix, then kill -9 the source mid-replication
+        replication_id = dst_client.call(replicate_request(source, src_id, dst_recording_id=dst_id)).relevant_id
+        dst_client.await_signal(RecordingSignal.EXTEND)
+        later = publish(publication, payloads(50, seed=15, start=200), more.end)
+        wait_until(lambda: _recorded(dst_client, dst_id) >= later.end, "replica to follow again", TIMEOUT)
+        source.kill()
+        signals = signals_until_end(dst_client, replication_id, timeout=60)
+        assert signals[-1][0] == "REPLICATE_END" and "STOP" in [s[0] for s in signals], signals
+        reached = descriptor_of(dst_client, dst_id).stop_position
+        assert reached == later.end
+        publication.close()
+    finally:
+        source.terminate()
+        source.kill()
+    verify_catalog(destination.archive_dir)
+
+    # the source restarted on its archive (its crashed recording recovered): a new replicate continues
+    with running_sidecar(source.archive_dir) as restarted:
+        replication_id = dst_client.call(replicate_request(restarted, src_id, dst_recording_id=dst_id)).relevant_id
+        signals = signals_until_end(dst_client, replication_id)
+        assert signals[-1][0] == "REPLICATE_END" and "ERROR" not in [s[0] for s in signals], signals
+        with ArchiveClient.connect(control_channel=restarted.control_channel, aeron=aeron_client,
+                                   timeout=TIMEOUT) as src:
+            [src_descriptor] = [d for d in src.list_recordings() if d.recording_id == src_id]
+        assert descriptor_of(dst_client, dst_id).stop_position == src_descriptor.stop_position
+        assert segment_bytes(destination.archive_dir, dst_id) == segment_bytes(restarted.archive_dir, src_id)
+    verify_catalog(destination.archive_dir)
+
+
+def _recorded(client: RawArchiveClient, recording_id: int) -> int:
+    answer = client.call(lambda s, c: codecs.MaxRecordedPositionRequest(s, c, recording_id))
+    return answer.relevant_id
