@@ -133,6 +133,11 @@ class ReplicationRequests:
         if isinstance(message, ReplicateRequest2):
             replication_channel = message.replication_channel or replication_channel
             response_channel = message.src_response_channel or response_channel
+        try:
+            channel_uri.parse(message.src_control_channel)
+        except ValueError as error:
+            raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
+                                      f"invalid srcControlChannel {message.src_control_channel!r}: {error}") from None
         for name, channel in (("replicationChannel", replication_channel), ("srcResponseChannel", response_channel)):
             try:
                 uri = channel_uri.parse(channel)

@@ -378,8 +378,7 @@ class ReplicationSession:
         if synced or (stop != NULL_POSITION and position >= stop) or not recording:
             if synced:
                 self._signal(position, RecordingSignal.SYNC)
-            if not synced and not recording:
-                self.src_replay_session_id = NULL_VALUE  # the replay ended: nothing to stop at the source
+            self.src_replay_session_id = NULL_VALUE  # the replay has ended or ends now: as Aeron, no StopReplay
             self._finish("sync" if synced else "done")
             return 1
         self._drain_source_errors()
