@@ -6,7 +6,9 @@ replicationId), segment bytes and descriptor positions equal the source's and th
 byte-exact; a replication up to a stop position leaves a prefix that a second replicate extends to
 the end; StopReplication of a replication and of an unknown id; kill -9 of the source while a live
 recording is being followed ends the replication with a report, the replica's catalog verifies and a
-new replicate continues from where it stopped (onto a restarted source).
+new replicate continues from where it stopped (onto a restarted source); kill -9 of the destination
+while it follows: restarted, its catalog verifies and a new replicate continues from the recovered
+stop position.
 """
 
 from __future__ import annotations
@@ -249,3 +251,51 @@ def test_live_follow_stop_replication_and_kill_of_the_source(tmp_path: Path, des
 def _recorded(client: RawArchiveClient, recording_id: int) -> int:
     answer = client.call(lambda s, c: codecs.MaxRecordedPositionRequest(s, c, recording_id))
     return answer.relevant_id
+
+
+def test_kill_of_the_destination_mid_replication_then_a_new_replicate_continues(
+        tmp_path: Path, source: Sidecar, aeron_client: AeronClient) -> None:
+    """kill -9 of the replica while it follows a live source: restarted on its directory, its catalog
+    verifies (the crashed recording recovered to a frame boundary), and a new replicate into the
+    same recording continues from there to the source's end, byte-equal."""
+    src_id, first, publication, channel = record_on(source, aeron_client, payloads(100, seed=21), keep_open=True)
+    replica_dir = tmp_path / "replica"
+    replica = Sidecar(replica_dir).start()
+    try:
+        client = RawArchiveClient(aeron_client, replica.control_channel, 10)
+        try:
+            assert client.connect().code == ControlResponseCode.OK
+            client.call(replicate_request(source, src_id))
+            dst_id = client.await_signal(RecordingSignal.EXTEND).recording_id
+            more = publish(publication, payloads(100, seed=22, start=100), first.end)
+            wait_until(lambda: _recorded(client, dst_id) >= more.end, "replica to follow the live source", TIMEOUT)
+        finally:
+            client.close()
+        replica.kill()
+    finally:
+        replica.terminate()
+        replica.kill()
+    verify_catalog(replica_dir)
+
+    with running_sidecar(replica_dir) as restarted:
+        client = RawArchiveClient(aeron_client, restarted.control_channel, 10)
+        try:
+            assert client.connect().code == ControlResponseCode.OK
+            recovered = descriptor_of(client, dst_id).stop_position
+            assert 0 < recovered <= more.end
+            replication_id = client.call(replicate_request(source, src_id, dst_recording_id=dst_id)).relevant_id
+            extend = client.await_signal(RecordingSignal.EXTEND)
+            assert extend.position == recovered
+            last = publish(publication, payloads(50, seed=23, start=200), more.end)
+            wait_until(lambda: _recorded(client, dst_id) >= last.end, "replica to follow again", TIMEOUT)
+            publication.close()  # the publisher stops: the source recording ends, the replay ends
+            signals = signals_until_end(client, replication_id)
+            assert [s[0] for s in signals if s[0] != "OK"][-2:] == ["STOP", "REPLICATE_END"], signals
+            assert descriptor_of(client, dst_id).stop_position == last.end
+        finally:
+            client.close_session()
+            client.close()
+        with ArchiveClient.connect(control_channel=source.control_channel, aeron=aeron_client, timeout=TIMEOUT) as src:
+            wait_until(lambda: src.stop_position(src_id) == last.end, "the source recording to stop", TIMEOUT)
+        assert segment_bytes(restarted.archive_dir, dst_id) == segment_bytes(source.archive_dir, src_id)
+    verify_catalog(replica_dir)
