@@ -5,7 +5,10 @@ import archive.client (import contract), so this is the service's own connection
 codecs: a response subscription (its wildcard port resolved), an exclusive request publication to
 the source's control channel and stream, then AuthConnectRequest with the modern protocol version
 (answered by OK, or by a Challenge that is answered with the same credentials, as Aeron's
-replication does). Nothing here blocks waiting for the source: `connect_step` advances one step a
+replication does). A source that has not answered after ``legacy_fallback_ms`` (without
+credentials) also gets ConnectRequest in the 1.15.x layout: an Aeron 1.15.x archive knows only that
+one, answers without a protocol version, and is then spoken to in its layout (schema version 0)
+for the rest of the session. Nothing here blocks waiting for the source: `connect_step` advances one step a
 call, `offer` is one attempt, `poll` returns what has arrived; the session owns the deadlines.
 """
 
@@ -59,7 +62,8 @@ class SourceArchiveLink:
     """See the module docstring. `connect_step` until `is_connected`; then `offer`/`poll`."""
 
     def __init__(self, aeron: LinkAeron, *, control_channel: str, control_stream_id: int,
-                 response_channel: str, response_stream_id: int, credentials: bytes = b"") -> None:
+                 response_channel: str, response_stream_id: int, credentials: bytes = b"",
+                 clock: Callable[[], int], legacy_fallback_ms: int | None = None) -> None:
         self._aeron = aeron
         self.control_channel = control_channel
         self.control_stream_id = control_stream_id
@@ -72,6 +76,12 @@ class SourceArchiveLink:
         self._publication: ExclusivePublication | None = None
         self._resolved_response_channel: str | None = None
         self._connect_correlation_id: int | None = None
+        self._legacy_correlation_id: int | None = None
+        self._clock = clock
+        self._legacy_fallback_ms = legacy_fallback_ms if not credentials else None
+        self._connect_sent_ms = 0
+        #: The source answered the 1.15.x ConnectRequest: every request goes in schema version 0.
+        self.legacy = False
         self.control_session_id: int | None = None
         self._inbox: list[codecs.ControlMessage] = []
         self._closed = False
@@ -109,9 +119,23 @@ class SourceArchiveLink:
                 self._resolved_response_channel, self._credentials, CLIENT_INFO)
             if self._publication.offer(codecs.encode(request)) > 0:
                 self._connect_correlation_id = correlation_id
+                self._connect_sent_ms = self._clock()
                 return 1
             return 0
-        return self._await_connect_answer()
+        return self._legacy_fallback() + self._await_connect_answer()
+
+    def _legacy_fallback(self) -> int:
+        fallback = self._legacy_fallback_ms
+        if (fallback is None or self._legacy_correlation_id is not None or self._publication is None
+                or self._clock() < self._connect_sent_ms + fallback):
+            return 0
+        correlation_id = self.next_correlation_id()
+        request = codecs.ConnectRequest(correlation_id, self._response_stream_id, codecs.NULL_VERSION,
+                                        self._resolved_response_channel or "")
+        if self._publication.offer(codecs.encode(request, version=codecs.LEGACY_SCHEMA_VERSION)) > 0:
+            self._legacy_correlation_id = correlation_id
+            return 1
+        return 0
 
     def _await_connect_answer(self) -> int:
         work = self._poll_into_inbox(accept_any_session=True)
@@ -121,7 +145,13 @@ class SourceArchiveLink:
                 answer = codecs.ChallengeResponse(message.control_session_id, challenge_id, self._credentials)
                 if self._publication is not None and self._publication.offer(codecs.encode(answer)) > 0:
                     self._connect_correlation_id = challenge_id
-            elif isinstance(message, codecs.ControlResponse) and message.correlation_id == self._connect_correlation_id:
+            elif isinstance(message, codecs.ControlResponse) and message.correlation_id in (
+                    self._connect_correlation_id, self._legacy_correlation_id):
+                if message.code != ControlResponseCode.OK and message.correlation_id == self._legacy_correlation_id:
+                    # a modern archive refusing the 1.15.x connect: its answer to AuthConnect decides
+                    log.info("replication: %s refused the 1.15.x connect: %s", self.control_channel,
+                             message.error_message)
+                    continue
                 if message.code != ControlResponseCode.OK:
                     code = (ArchiveErrorCode.REPLICATION_CONNECTION_FAILURE
                             if message.relevant_id != ArchiveErrorCode.AUTHENTICATION_REJECTED
@@ -129,15 +159,18 @@ class SourceArchiveLink:
                     raise SourceLinkError(f"the source archive refused the connection: {message.error_message}",
                                           code)
                 self.control_session_id = message.control_session_id
-                log.info("replication: connected to source archive %s (control session %d)",
-                         self.control_channel, message.control_session_id)
+                self.legacy = message.correlation_id == self._legacy_correlation_id
+                log.info("replication: connected to source archive %s (control session %d%s)",
+                         self.control_channel, message.control_session_id, ", Aeron 1.15.x" if self.legacy else "")
+                break
         self._inbox.clear()
         return work
 
     def offer(self, message: codecs.ControlMessage) -> bool:
         """One attempt to send ``message``; False when back-pressured or not connected."""
         publication = self._publication
-        return publication is not None and publication.offer(codecs.encode(message)) > 0
+        version = codecs.LEGACY_SCHEMA_VERSION if self.legacy else codecs.SCHEMA_VERSION
+        return publication is not None and publication.offer(codecs.encode(message, version=version)) > 0
 
     @property
     def is_request_connected(self) -> bool:

@@ -153,7 +153,8 @@ class ReplicationRequests:
         link = SourceArchiveLink(self.aeron, control_channel=message.src_control_channel,
                                  control_stream_id=message.src_control_stream_id,
                                  response_channel=response_channel,
-                                 response_stream_id=defaults.DEFAULT_RESPONSE_STREAM_ID, credentials=credentials)
+                                 response_stream_id=defaults.DEFAULT_RESPONSE_STREAM_ID, credentials=credentials,
+                                 clock=self._clock, legacy_fallback_ms=self.settings.connect_timeout_ms // 2)
         timeouts = ReplicationTimeouts(connect_ms=self.settings.connect_timeout_ms,
                                        action_ms=defaults.DEFAULT_REPLICATION_ACTION_TIMEOUT_MS,
                                        stop_ms=defaults.DEFAULT_REPLICATION_STOP_TIMEOUT_MS)
