@@ -76,7 +76,8 @@ def test_our_sidecar_replicates_a_stopped_recording_from_java_1_15_1(
             signals = []
             while not signals or signals[-1][0] != "REPLICATE_END":
                 message = client.await_message(
-                    lambda m: isinstance(m, (codecs.RecordingSignalEvent, codecs.ControlResponse)) and m.correlation_id == answer.relevant_id,
+                    lambda m: isinstance(m, (codecs.RecordingSignalEvent, codecs.ControlResponse))
+                    and m.correlation_id == answer.relevant_id,
                     "replication signal", 60)
                 if isinstance(message, codecs.ControlResponse):
                     assert message.code == ControlResponseCode.OK, message  # the extension's OK
