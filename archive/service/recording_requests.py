@@ -37,7 +37,7 @@ from aeron_spark.archive.service.conductor_events import RecordingImageAvailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_events_publisher import RecordingEventsPublisher
-from aeron_spark.archive.service.recording_session import BlockWriter, RecordingListener, RecordingSession
+from aeron_spark.archive.service.recording_session import BlockWriter, RecordedImage, RecordingListener, RecordingSession
 from aeron_spark.archive.service.request_ports import RecorderPort, RecordingImage
 from aeron_spark.archive.service.request_errors import ArchiveRequestError, known_recording
 from aeron_spark.archive.storage.catalog import Catalog, UnknownRecordingError
@@ -114,6 +114,11 @@ class RecordingRequests:
     def open_subscriptions(self) -> list[RecordingSubscription]:
         """The recording subscriptions not being closed, oldest first."""
         return [e for e in self._subscriptions_by_id.values() if not e.closing]
+
+    def image_of(self, recording_id: int) -> RecordedImage | None:
+        """The Image an active recording records (a replication's live merge watches its transports)."""
+        active = self._active.get(recording_id)
+        return None if active is None else active.session.image
 
     def is_subscription_open(self, subscription_id: int) -> bool:
         entry = self._subscriptions_by_id.get(subscription_id)

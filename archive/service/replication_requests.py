@@ -1,8 +1,7 @@
 """Replication requests: ReplicateRequest (50), TaggedReplicateRequest (62), ReplicateRequest2 (66)
 and StopReplicationRequest (51); the replication sessions they start, driven by the conductor.
 
-A replicate request is checked (destination known and not active, no live destination: merging
-into a live stream needs a multi-destination subscription this archive does not have yet), then
+A replicate request is checked (destination known and not active, channels valid), then
 answered OK with a replicationId (from the control sessions' id counter, as Aeron), and a
 `ReplicationSession` does the rest on the conductor's duty cycle (`do_work`). The older requests
 map onto ReplicateRequest2's fields (stop position, replication channel, credentials absent).
@@ -34,6 +33,7 @@ from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.replication_link import LinkAeron, SourceArchiveLink
 from aeron_spark.archive.service.replication_session import (
     ReplicaSubscription,
+    ReplicationFailure,
     ReplicationParams,
     ReplicationSession,
     ReplicationTimeouts,
@@ -87,14 +87,39 @@ class RecordingReplicas:
     def stop_subscription(self, subscription_id: int) -> None:
         self._recordings.stop_subscription_by_id(subscription_id)
 
+    def active_transport_count(self, recording_id: int) -> int:
+        image = self._recordings.image_of(recording_id)
+        return 0 if image is None else int(getattr(image, "active_transport_count", 0))
+
 
 class _ReplicaSubscription:
+    """The recording subscription of a replication; the destination calls need driver_integration's
+    multi-destination subscriptions (a live merge only)."""
+
     def __init__(self, subscription_id: int, subscription: Any) -> None:
         self.subscription_id = subscription_id
         self._subscription = subscription
 
     def resolved_channel(self) -> str | None:
         return cast(str | None, self._subscription.resolved_channel())
+
+    def resolved_endpoint(self) -> str | None:
+        return cast(str | None, self._mds_call("resolved_endpoint")())
+
+    def add_destination(self, destination: str) -> None:
+        self._mds_call("add_destination")(destination)
+
+    def remove_destination(self, destination: str) -> None:
+        self._mds_call("remove_destination")(destination)
+
+    def _mds_call(self, name: str) -> Any:
+        call = getattr(self._subscription, name, None)
+        if call is None:
+            raise ReplicationFailure(
+                "a replication with a liveDestination needs multi-destination subscriptions "
+                f"(Subscription.{name}), which this build's media driver integration lacks; "
+                "replicate without liveDestination")
+        return call
 
 
 class ReplicationRequests:
@@ -123,12 +148,6 @@ class ReplicationRequests:
             if self.recordings.is_active(message.dst_recording_id):
                 raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_RECORDING,
                                           f"cannot replicate to active recording {message.dst_recording_id}")
-        if message.live_destination:
-            raise ArchiveRequestError(
-                ArchiveErrorCode.GENERIC,
-                f"liveDestination={message.live_destination!r} is not supported by this archive: merging a "
-                "replication into the live stream needs a multi-destination subscription; replicate without "
-                "a live destination")
         replication_channel, response_channel = self.settings.replication_channel, self.settings.replication_response_channel
         if isinstance(message, ReplicateRequest2):
             replication_channel = message.replication_channel or replication_channel

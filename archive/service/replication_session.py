@@ -18,9 +18,13 @@ REPLAY                  Replay on the source from the destination's stop positio
 AWAIT_IMAGE             until the local extension records
 REPLICATE               until the source's stop position is reached (signal SYNC), the requested
                         stop position is reached, or the replay ends (end of stream, source gone)
-CATCHUP / ATTEMPT_LIVE_JOIN  merge into the live stream (needs a multi-destination subscription)
-STOPPING                the local recording is stopped (its STOP signal goes out), the source
-                        replay stopped, the source connection closed
+CATCHUP / ATTEMPT_LIVE_JOIN  (live destination) the replay and the live stream feed one Image of a
+                        multi-destination subscription: once the replica is within a window of
+                        the source's live position the live destination is added; once it has
+                        caught up and both transports deliver, the replay destination is removed
+                        (signal MERGE) and the recording goes on with the live stream alone
+STOPPING                the local recording is stopped (its STOP signal goes out; after a merge
+                        it goes on), the source replay stopped, the source connection closed
 DONE                    REPLICATE_END sent: always the last signal
 
 Every signal and ERROR goes to the requesting control session with correlationId = replicationId.
@@ -83,11 +87,17 @@ class ReplicationSource(Protocol):
 
 
 class ReplicaSubscription(Protocol):
-    """The local recording subscription of the extension."""
+    """The local recording subscription of the extension (multi-destination for a live merge)."""
 
     subscription_id: int
 
     def resolved_channel(self) -> str | None: ...
+
+    def resolved_endpoint(self) -> str | None: ...
+
+    def add_destination(self, destination: str) -> None: ...
+
+    def remove_destination(self, destination: str) -> None: ...
 
 
 class ReplicaRecorder(Protocol):
@@ -104,6 +114,8 @@ class ReplicaRecorder(Protocol):
     def recorded_position(self, recording_id: int) -> int | None: ...
 
     def is_subscription_open(self, subscription_id: int) -> bool: ...
+
+    def active_transport_count(self, recording_id: int) -> int: ...
 
     def stop_subscription(self, subscription_id: int) -> None: ...
 
@@ -140,6 +152,13 @@ class ReplicationTimeouts:
     stop_ms: int  # how long STOPPING waits for the local recording's STOP
 
 
+#: Aeron's ReplayMerge.LIVE_ADD_MAX_WINDOW: the live destination is added within
+#: min(termLength / 4, this) of the source's live position.
+LIVE_ADD_MAX_WINDOW = 32 * 1024 * 1024
+#: Unanswered live-position requests in ATTEMPT_LIVE_JOIN before the replication fails (Aeron's).
+LIVE_JOIN_RETRY_ATTEMPTS = 3
+
+
 class ReplicationFailure(Exception):
     """Ends the replication with ERROR ``code`` to the requester."""
 
@@ -173,6 +192,12 @@ class ReplicationSession:
         self._replay_correlation_id = NULL_VALUE  # source ERRORs under it end the replication
         self._action_deadline_ms = clock() + timeouts.connect_ms
         self._started_recording = False
+        self.src_recording_position = NULL_POSITION
+        self._term_length = 0
+        self._replay_destination: str | None = None
+        self._live_added = False
+        self._merged = False
+        self._retries = LIVE_JOIN_RETRY_ATTEMPTS
         if params.dst_recording_id != NULL_VALUE:
             existing = recorder.descriptor(params.dst_recording_id)
             if existing is not None:
@@ -188,13 +213,13 @@ class ReplicationSession:
         handlers = {
             ReplicationState.CONNECT: self._connect,
             ReplicationState.REPLICATE_DESCRIPTOR: self._replicate_descriptor,
-            ReplicationState.SRC_RECORDING_POSITION: self._refuse_live_merge,
+            ReplicationState.SRC_RECORDING_POSITION: self._src_recording_position,
             ReplicationState.EXTEND: self._extend,
             ReplicationState.REPLAY: self._replay,
             ReplicationState.AWAIT_IMAGE: self._await_image,
             ReplicationState.REPLICATE: self._replicate,
-            ReplicationState.CATCHUP: self._refuse_live_merge,
-            ReplicationState.ATTEMPT_LIVE_JOIN: self._refuse_live_merge,
+            ReplicationState.CATCHUP: self._catchup,
+            ReplicationState.ATTEMPT_LIVE_JOIN: self._attempt_live_join,
             ReplicationState.STOPPING: self._stopping,
         }
         handler = handlers.get(self.state)
@@ -260,6 +285,7 @@ class ReplicationSession:
         self._active_correlation_id = NULL_VALUE
         self.src_stop_position = source.stop_position
         self._replay_stream_id = source.stream_id
+        self._term_length = source.term_buffer_length
         self._replay_session_id = (params.replication_session_id
                                    if not params.live_destination and params.replication_session_id != NULL_VALUE
                                    else source.session_id)
@@ -272,10 +298,11 @@ class ReplicationSession:
             self._signal(source.start_position, RecordingSignal.REPLICATE)
         else:
             self._check_continues(source)
+        next_state = ReplicationState.EXTEND
         if params.live_destination:
-            raise ReplicationFailure(
-                "replication with a live destination (merge into the live stream) is not supported by "
-                "this archive: it needs a multi-destination subscription; replicate without liveDestination")
+            if source.stop_position != NULL_POSITION:
+                raise ReplicationFailure("cannot live merge without active source recording")
+            next_state = ReplicationState.SRC_RECORDING_POSITION
         if source.start_position == source.stop_position or source.stop_position == self.replay_position:
             self._signal(source.stop_position, RecordingSignal.SYNC)
             self._finish("in sync")
@@ -284,7 +311,7 @@ class ReplicationSession:
             self._signal(self.replay_position, RecordingSignal.SYNC)
             self._finish("destination already at the stop position")
             return
-        self._to(ReplicationState.EXTEND, f"source stopPosition={source.stop_position}")
+        self._to(next_state, f"source stopPosition={source.stop_position}")
 
     def _check_continues(self, source: RecordingDescriptor) -> None:
         """An existing destination must be a prefix of the source: same log parameters, and the
@@ -307,21 +334,39 @@ class ReplicationSession:
                 ArchiveErrorCode.INVALID_EXTENSION)
         self.replay_position = dst.stop_position
 
-    def _refuse_live_merge(self) -> int:
-        raise ReplicationFailure("replication with a live destination is not supported by this archive")
+    def _src_recording_position(self) -> int:
+        if self._active_correlation_id == NULL_VALUE:
+            return self._send(lambda session, correlation: codecs.RecordingPositionRequest(
+                session, correlation, self.params.src_recording_id), "ask the source's recording position")
+        for message in self._responses():
+            if isinstance(message, codecs.ControlResponse) and message.code == ControlResponseCode.OK:
+                self._active_correlation_id = NULL_VALUE
+                if message.relevant_id == NULL_POSITION:
+                    raise ReplicationFailure("cannot live merge without active source recording")
+                self.src_recording_position = message.relevant_id
+                self._to(ReplicationState.EXTEND, f"srcRecordingPosition={message.relevant_id}")
+                return 1
+        self._check_action_deadline("failed to get the source's recording position")
+        return 0
 
     def _extend(self) -> int:
         params = self.params
         uri = channel_uri.parse(params.replication_channel)
+        endpoint = uri.get("endpoint")
         uri.set("rejoin", "false")
         uri.set("session-id", str(self._replay_session_id))
-        if params.channel_tag_id != NULL_VALUE or params.subscription_tag_id != NULL_VALUE:
-            channel_tag = params.channel_tag_id if params.channel_tag_id != NULL_VALUE else self.replication_id
-            subscription_tag = (params.subscription_tag_id if params.subscription_tag_id != NULL_VALUE
-                                else self.replication_id)
-            uri.set("tags", f"{channel_tag},{subscription_tag}")
+        tagged = params.channel_tag_id != NULL_VALUE or params.subscription_tag_id != NULL_VALUE
+        if tagged or params.live_destination:  # Aeron's default tags: the replicationId
+            uri.set("tags", f"{_or(params.channel_tag_id, self.replication_id)},"
+                            f"{_or(params.subscription_tag_id, self.replication_id)}")
+        if params.live_destination:  # a multi-destination subscription: replay and live feed one Image
+            uri.remove("endpoint")
+            uri.set("control-mode", "manual")
         self._subscription = self._recorder.extend(self.replication_id, self.dst_recording_id, uri.build(),
                                                    self._replay_stream_id)
+        if params.live_destination:
+            self._replay_destination = f"aeron:udp?endpoint={endpoint}"
+            self._subscription.add_destination(self._replay_destination)
         self._arm_deadline()
         self._to(ReplicationState.REPLAY, f"recording subscription {self._subscription.subscription_id}")
         return 1
@@ -330,15 +375,10 @@ class ReplicationSession:
         subscription = self._subscription
         assert subscription is not None
         if self._active_correlation_id == NULL_VALUE:
-            resolved = subscription.resolved_channel()
-            if resolved is None:
+            replay_channel = self._replay_channel(subscription)
+            if replay_channel is None:
                 self._check_action_deadline("failed to resolve the replication subscription's endpoint")
                 return 0
-            uri = channel_uri.parse(resolved)
-            uri.set("session-id", str(self._replay_session_id))
-            for param in ("rejoin", "tags"):
-                uri.remove(param)
-            replay_channel = uri.build()
             stop = self.params.stop_position
             length = NULL_VALUE if stop == NULL_POSITION else stop - self.replay_position
             return self._send(lambda session, correlation: codecs.ReplayRequest(
@@ -355,10 +395,35 @@ class ReplicationSession:
         self._check_action_deadline("failed to get acknowledgement of the replay request")
         return 0
 
+    def _replay_channel(self, subscription: ReplicaSubscription) -> str | None:
+        """Where the source replays to: the replication channel with the port our subscription
+        bound (for ``:0``) and the replay's session id; for a live merge, linger 0 and no end of
+        stream (the Image must outlive the replay). None until the driver has bound the port."""
+        if self._replay_destination is None:
+            resolved = subscription.resolved_channel()
+            if resolved is None:
+                return None
+            uri = channel_uri.parse(resolved)
+            for param in ("rejoin", "tags"):
+                uri.remove(param)
+        else:
+            endpoint = subscription.resolved_endpoint()
+            if endpoint is None:
+                return None
+            uri = channel_uri.parse(self.params.replication_channel)
+            configured = uri.get("endpoint") or ""
+            if configured.endswith(":0"):
+                uri.set("endpoint", f"{configured.rsplit(':', 1)[0]}:{endpoint.rsplit(':', 1)[1]}")
+            uri.set("linger", "0")
+            uri.set("eos", "false")
+        uri.set("session-id", str(self._replay_session_id))
+        return uri.build()
+
     def _await_image(self) -> int:
         if self._recorder.is_recording(self.dst_recording_id):
             self._started_recording = True
-            self._to(ReplicationState.REPLICATE, "replay image recording")
+            live = self._replay_destination is not None
+            self._to(ReplicationState.CATCHUP if live else ReplicationState.REPLICATE, "replay image recording")
             return 1
         if not self._subscription_open():
             self._finish("recording subscription closed")
@@ -384,8 +449,60 @@ class ReplicationSession:
         self._drain_source_errors()
         return 0
 
+    def _catchup(self) -> int:
+        position = self._recorder.recorded_position(self.dst_recording_id)
+        if position is None:
+            raise ReplicationFailure("replication image closed unexpectedly")
+        if position >= self.src_recording_position:
+            self._to(ReplicationState.ATTEMPT_LIVE_JOIN,
+                     f"position {position} >= srcRecordingPosition {self.src_recording_position}")
+            return 1
+        self._drain_source_errors()
+        return 0
+
+    def _attempt_live_join(self) -> int:
+        if self._active_correlation_id == NULL_VALUE:
+            return self._send(lambda session, correlation: codecs.RecordingPositionRequest(
+                session, correlation, self.params.src_recording_id), "ask the source's recording position")
+        for message in self._responses():
+            if isinstance(message, codecs.ControlResponse) and message.code == ControlResponseCode.OK:
+                self._active_correlation_id = NULL_VALUE
+                self._retries = LIVE_JOIN_RETRY_ATTEMPTS
+                if message.relevant_id == NULL_POSITION:
+                    raise ReplicationFailure("cannot live merge without active source recording")
+                self.src_recording_position = message.relevant_id
+                self._try_merge()
+                return 1
+        if self._recorder.recorded_position(self.dst_recording_id) is None:
+            raise ReplicationFailure("replication image closed unexpectedly")
+        if self._clock() >= self._action_deadline_ms:
+            self._retries -= 1
+            if self._retries == 0:
+                raise ReplicationFailure("failed to get the source's recording position")
+            self._active_correlation_id = NULL_VALUE
+        return 0
+
+    def _try_merge(self) -> None:
+        subscription = self._subscription
+        position = self._recorder.recorded_position(self.dst_recording_id)
+        if subscription is None or position is None or self._replay_destination is None:
+            raise ReplicationFailure("replication image closed unexpectedly")
+        behind = self.src_recording_position - position
+        if not self._live_added and behind <= min(self._term_length >> 2, LIVE_ADD_MAX_WINDOW):
+            subscription.add_destination(self.params.live_destination)
+            self._live_added = True
+        elif (self._live_added and behind <= 0
+              and self._recorder.active_transport_count(self.dst_recording_id) >= 2):
+            subscription.remove_destination(self._replay_destination)
+            self._replay_destination = None
+            self._subscription = None  # the recording goes on with the live stream: not stopped
+            self._merged = True
+            self._signal(position, RecordingSignal.MERGE)
+            self._finish("merge")
+
     def _stopping(self) -> int:
-        if self._recorder.is_recording(self.dst_recording_id) and self._clock() < self._action_deadline_ms:
+        if (not self._merged and self._recorder.is_recording(self.dst_recording_id)
+                and self._clock() < self._action_deadline_ms):
             return 0  # STOP (sent when the recorder has stopped) goes before REPLICATE_END
         self._subscription = None
         self._signal(NULL_POSITION, RecordingSignal.REPLICATE_END)
@@ -474,3 +591,7 @@ class ReplicationSession:
     def _to(self, state: ReplicationState, reason: str) -> None:
         log.info("replication %d: %s -> %s (%s)", self.replication_id, self.state.value, state.value, reason)
         self.state = state
+
+
+def _or(value: int, default: int) -> int:
+    return default if value == NULL_VALUE else value

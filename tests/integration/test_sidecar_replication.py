@@ -181,9 +181,16 @@ def test_refusals_name_the_problem(source: Sidecar, dst_client: RawArchiveClient
     assert (answer.code, answer.relevant_id) == (ControlResponseCode.ERROR, ArchiveErrorCode.UNKNOWN_REPLICATION)
     answer = dst_client.call(replicate_request(source, 0, dst_recording_id=77))
     assert (answer.code, answer.relevant_id) == (ControlResponseCode.ERROR, ArchiveErrorCode.UNKNOWN_RECORDING)
-    answer = dst_client.call(lambda s, c: codecs.ReplicateRequest(s, c, 0, NULL, 10, source.control_channel,
-                                                                  "aeron:udp?endpoint=localhost:20999"))
-    assert answer.code == ControlResponseCode.ERROR and "liveDestination" in answer.error_message
+    answer = dst_client.call(lambda s, c: codecs.ReplicateRequest2(
+        s, c, 0, NULL, NULL, NULL, NULL, 10, NULL, NULL, source.control_channel, "", "aeron:udp?endpoint=localhost:0",
+        b"", "aeron:udp?control-mode=response|control=localhost:20998"))
+    assert answer.code == ControlResponseCode.ERROR and "srcResponseChannel" in answer.error_message
+    # a live destination needs an active source recording (Aeron's error, after REPLICATE)
+    src_id, _, _, _ = record_on(source, aeron_client, payloads(10, seed=20))
+    replication_id = dst_client.call(lambda s, c: codecs.ReplicateRequest(
+        s, c, src_id, NULL, 10, source.control_channel, "aeron:udp?endpoint=localhost:20999")).relevant_id
+    signals = signals_until_end(dst_client, replication_id)
+    assert [s[0] for s in signals] == ["REPLICATE", "ERROR", "REPLICATE_END"], signals
     # an unknown source recording: OK, then ERROR 5 and REPLICATE_END under the replicationId
     replication_id = dst_client.call(replicate_request(source, 999)).relevant_id
     signals = signals_until_end(dst_client, replication_id)

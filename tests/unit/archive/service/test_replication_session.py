@@ -37,6 +37,7 @@ class FakeSource:
 
     descriptor: RecordingDescriptor | None = SOURCE
     connect_after: int | None = 2  # steps; None: never connects
+    live_position: int = -1  # RecordingPosition's answer
     request_connected: bool = True
     sent: list[codecs.ControlMessage] = field(default_factory=list)
     inbox: list[codecs.ControlMessage] = field(default_factory=list)
@@ -72,6 +73,9 @@ class FakeSource:
             else:
                 self.inbox.append(codecs.RecordingDescriptorMessage.from_descriptor(
                     self.descriptor, control_session_id=SRC_SESSION, correlation_id=message.correlation_id))
+        elif isinstance(message, codecs.RecordingPositionRequest):
+            self.inbox.append(codecs.ControlResponse(SRC_SESSION, message.correlation_id, self.live_position,
+                                                     ControlResponseCode.OK, 0, ""))
         elif isinstance(message, codecs.ReplayRequest):
             self.inbox.append(codecs.ControlResponse(SRC_SESSION, message.correlation_id, REPLAY_SESSION_ID,
                                                      ControlResponseCode.OK, 0, ""))
@@ -89,9 +93,19 @@ class FakeSource:
 class FakeSubscription:
     subscription_id: int
     resolved: str | None = "aeron:udp?endpoint=localhost:45678|rejoin=false|session-id=321"
+    destinations: list[tuple[str, str]] = field(default_factory=list)
 
     def resolved_channel(self) -> str | None:
         return self.resolved
+
+    def resolved_endpoint(self) -> str | None:
+        return "127.0.0.1:45679"
+
+    def add_destination(self, destination: str) -> None:
+        self.destinations.append(("add", destination))
+
+    def remove_destination(self, destination: str) -> None:
+        self.destinations.append(("remove", destination))
 
 
 @dataclass
@@ -105,6 +119,7 @@ class FakeRecorder:
     open_subscriptions: set[int] = field(default_factory=set)
     stopped_subscriptions: list[int] = field(default_factory=list)
     subscription: FakeSubscription = field(default_factory=lambda: FakeSubscription(555))
+    transports: int = 1
 
     def add_replica(self, source: RecordingDescriptor) -> int:
         recording_id = len(self.descriptors)
@@ -131,6 +146,9 @@ class FakeRecorder:
 
     def stop_subscription(self, subscription_id: int) -> None:
         self.stopped_subscriptions.append(subscription_id)
+
+    def active_transport_count(self, recording_id: int) -> int:
+        return self.transports
 
     def stop_recording(self, recording_id: int) -> None:
         """What the recorder does when it has stopped: the catalog gets the stop position."""
@@ -342,3 +360,53 @@ def test_tags_go_on_the_replication_subscription() -> None:
     session, _, recorder, _, _ = make(channel_tag_id=7, subscription_tag_id=-1)
     run(session)
     assert f"tags=7,{REPLICATION_ID}" in recorder.extended[0][2]
+
+
+LIVE = "aeron:udp?endpoint=localhost:46000"
+
+
+def test_a_live_destination_merges_into_the_live_stream() -> None:
+    """Aeron's order: REPLICATE, then the source's live position, an MDS extension with the replay
+    destination, a replay that neither lingers nor ends the stream, CATCHUP, the live destination
+    added within the window, the replay destination removed once caught up with two transports:
+    MERGE, REPLICATE_END; the recording is not stopped (it goes on with the live stream)."""
+    source = FakeSource(descriptor=dataclasses.replace(SOURCE, stop_position=-1), live_position=40_000)
+    session, source, recorder, requester, _ = make(source=source, live_destination=LIVE)
+    run(session)
+    assert [type(m).__name__ for m in source.sent] == ["ListRecordingRequest", "RecordingPositionRequest",
+                                                       "ReplayRequest"]
+    channel = recorder.extended[0][2]
+    assert "control-mode=manual" in channel and "endpoint" not in channel
+    assert f"tags={REPLICATION_ID},{REPLICATION_ID}" in channel
+    assert recorder.subscription.destinations == [("add", "aeron:udp?endpoint=localhost:0")]
+    replay = source.sent[-1]
+    assert isinstance(replay, codecs.ReplayRequest) and replay.length == -1
+    for expected in ("endpoint=localhost:45679", "linger=0", "eos=false", "session-id=321"):
+        assert expected in replay.replay_channel
+    recorder.recording.add(0)
+    recorder.position = 10_000
+    run(session, 2)
+    assert session.state is ReplicationState.CATCHUP
+    recorder.position = 40_000  # caught up with the position asked first; the source moved on
+    source.live_position = 50_000
+    run(session, 2)
+    assert session.state is ReplicationState.ATTEMPT_LIVE_JOIN
+    run(session, 4)
+    assert recorder.subscription.destinations[-1] == ("add", LIVE)  # 10_000 behind <= 64 KiB / 4
+    recorder.position = 50_000
+    run(session, 4)
+    assert session.state is ReplicationState.ATTEMPT_LIVE_JOIN  # one transport: not yet
+    recorder.transports = 2
+    run(session, 4)
+    assert recorder.subscription.destinations[-1] == ("remove", "aeron:udp?endpoint=localhost:0")
+    assert session.is_done and recorder.stopped_subscriptions == []
+    assert [e[0] for e in requester.sent] == ["REPLICATE", "MERGE", "REPLICATE_END"]
+    assert requester.sent[1] == ("MERGE", REPLICATION_ID, 0, -1, 50_000)
+    assert isinstance(source.sent[-1], codecs.StopReplayRequest)  # the replay is no longer needed
+
+
+def test_a_live_destination_needs_an_active_source() -> None:
+    session, _, _, requester, _ = make(live_destination=LIVE)
+    run(session)
+    assert [e[0] for e in requester.sent] == ["REPLICATE", "ERROR", "REPLICATE_END"]
+    assert requester.sent[1][3] == "cannot live merge without active source recording"
