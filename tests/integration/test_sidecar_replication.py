@@ -8,13 +8,16 @@ the end; StopReplication of a replication and of an unknown id; kill -9 of the s
 recording is being followed ends the replication with a report, the replica's catalog verifies and a
 new replicate continues from where it stopped (onto a restarted source); kill -9 of the destination
 while it follows: restarted, its catalog verifies and a new replicate continues from the recovered
-stop position.
+stop position; a live destination merges (MERGE) and the replica goes on recording the live stream
+with no gap and no duplicate (needs driver_integration's multi-destination subscriptions: skipped,
+naming them, in a build without).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,8 +25,9 @@ from aeron_spark.archive import codecs
 from aeron_spark.archive.client.archive_client import ArchiveClient
 from aeron_spark.archive.codecs import ArchiveErrorCode, ControlResponseCode, RecordingSignal, SourceLocation
 from aeron_spark.driver_integration import AeronClient
+from aeron_spark.driver_integration.subscription import Subscription
 
-from tests.support.ports import udp_channel
+from tests.support.ports import free_udp_port, udp_channel
 from tests.support.raw_archive_client import RawArchiveClient
 from tests.support.sidecar import Sidecar, running_sidecar
 from tests.support.sidecar_streams import (
@@ -306,3 +310,65 @@ def test_kill_of_the_destination_mid_replication_then_a_new_replicate_continues(
             wait_until(lambda: src.stop_position(src_id) == last.end, "the source recording to stop", TIMEOUT)
         assert segment_bytes(restarted.archive_dir, dst_id) == segment_bytes(source.archive_dir, src_id)
     verify_catalog(replica_dir)
+
+
+def test_live_destination_merges_into_the_live_stream_with_no_gap_and_no_duplicate(
+        source: Sidecar, destination: Sidecar, dst_client: RawArchiveClient, aeron_client: AeronClient) -> None:
+    """The source records a dynamic-MDC live stream; our replica replicates it with a live destination
+    on the same stream: it replays, catches up, adds the live destination, drops the replay (MERGE,
+    REPLICATE_END) and goes on recording the live stream alone. When the publisher stops, the replica
+    stops where the source stops, and its segments equal the source's byte for byte."""
+    if not hasattr(Subscription, "add_destination"):
+        pytest.skip("driver_integration has no multi-destination subscriptions in this build")
+    control_port = free_udp_port()
+    live = f"aeron:udp?control=localhost:{control_port}|control-mode=dynamic|term-length={TERM}"
+    publication = aeron_client.add_exclusive_publication(live, RECORDED_STREAM)
+    recording_channel = (f"aeron:udp?endpoint=localhost:0|control=localhost:{control_port}"
+                         f"|session-id={publication.session_id}")
+    try:
+        with ArchiveClient.connect(control_channel=source.control_channel, aeron=aeron_client,
+                                   timeout=TIMEOUT) as src:
+            subscription_id = src.start_recording(recording_channel, RECORDED_STREAM, SourceLocation.REMOTE)
+            src_id = src.await_recording_signal(RecordingSignal.START, subscription_id=subscription_id).recording_id
+            published = publish(publication, payloads(300, seed=31))
+            await_recorded(src, src_id, published.end)
+            live_destination = f"aeron:udp?endpoint=localhost:0|control=localhost:{control_port}"
+            replication_id = dst_client.call(lambda s, c: codecs.ReplicateRequest2(
+                s, c, src_id, NULL, NULL, NULL, NULL, 10, NULL, NULL, source.control_channel, live_destination,
+                "", b"", "")).relevant_id
+            messages = list(published.messages)
+            signals: list[tuple] = []
+            index = 300
+            deadline = time.monotonic() + 60
+            while not signals or signals[-1][0] != "REPLICATE_END":
+                assert time.monotonic() < deadline, f"no merge: {signals}"
+                message = payloads(1, seed=32 + index, start=index)[0][:200]
+                publication.offer_with_retry(message, timeout=TIMEOUT)
+                messages.append(message)
+                index += 1
+                for event in dst_client.drain(0.002):
+                    if isinstance(event, codecs.RecordingSignalEvent) and event.correlation_id == replication_id:
+                        signals.append((RecordingSignal(event.signal).name, event.position, event.recording_id))
+                    elif isinstance(event, codecs.ControlResponse) and event.correlation_id == replication_id:
+                        assert event.code == ControlResponseCode.OK, event
+            assert [s[0] for s in signals] == ["REPLICATE", "EXTEND", "MERGE", "REPLICATE_END"], signals
+            dst_id = signals[0][2]
+            for extra in range(100):  # the replica goes on with the live stream alone
+                message = payloads(1, seed=99, start=index + extra)[0][:200]
+                publication.offer_with_retry(message, timeout=TIMEOUT)
+                messages.append(message)
+            end = publication.position
+            await_recorded(src, src_id, end)
+            wait_until(lambda: _recorded(dst_client, dst_id) >= end, "the merged replica to record live", TIMEOUT)
+            publication.close()
+            stop = dst_client.await_signal(RecordingSignal.STOP, recording_id=dst_id, timeout=30)
+            assert stop.correlation_id == replication_id and stop.position == end
+            wait_until(lambda: src.stop_position(src_id) == end, "the source recording to stop", TIMEOUT)
+    finally:
+        publication.close()
+    assert descriptor_of(dst_client, dst_id).stop_position == end
+    assert segment_bytes(destination.archive_dir, dst_id) == segment_bytes(source.archive_dir, src_id)
+    with ArchiveClient.connect(control_channel=destination.control_channel, aeron=aeron_client,
+                               timeout=TIMEOUT) as replica:
+        with replica.replay(dst_id, 0, end, udp_channel(), 2003) as replay:
+            assert [bytes(m.payload) for m in replay.messages(idle_timeout=TIMEOUT)] == messages
