@@ -191,7 +191,6 @@ class ReplicationSession:
         self._active_correlation_id = NULL_VALUE
         self._replay_correlation_id = NULL_VALUE  # source ERRORs under it end the replication
         self._action_deadline_ms = clock() + timeouts.connect_ms
-        self._started_recording = False
         self.src_recording_position = NULL_POSITION
         self._term_length = 0
         self._replay_destination: str | None = None
@@ -202,15 +201,7 @@ class ReplicationSession:
             existing = recorder.descriptor(params.dst_recording_id)
             if existing is not None:
                 self.replay_position = existing.stop_position
-
-    @property
-    def is_done(self) -> bool:
-        return self.state is ReplicationState.DONE
-
-    # ------------------------------------------------------------------ duty cycle
-
-    def do_work(self) -> int:
-        handlers = {
+        self._handlers: dict[ReplicationState, Callable[[], int]] = {
             ReplicationState.CONNECT: self._connect,
             ReplicationState.REPLICATE_DESCRIPTOR: self._replicate_descriptor,
             ReplicationState.SRC_RECORDING_POSITION: self._src_recording_position,
@@ -222,7 +213,15 @@ class ReplicationSession:
             ReplicationState.ATTEMPT_LIVE_JOIN: self._attempt_live_join,
             ReplicationState.STOPPING: self._stopping,
         }
-        handler = handlers.get(self.state)
+
+    @property
+    def is_done(self) -> bool:
+        return self.state is ReplicationState.DONE
+
+    # ------------------------------------------------------------------ duty cycle
+
+    def do_work(self) -> int:
+        handler = self._handlers.get(self.state)
         if handler is None:
             return 0
         try:
@@ -421,7 +420,6 @@ class ReplicationSession:
 
     def _await_image(self) -> int:
         if self._recorder.is_recording(self.dst_recording_id):
-            self._started_recording = True
             live = self._replay_destination is not None
             self._to(ReplicationState.CATCHUP if live else ReplicationState.REPLICATE, "replay image recording")
             return 1
