@@ -8,7 +8,10 @@ Replay to its own replication endpoint) and records the replay locally. Proven:
   positions and log parameters equal the source's, its segment bytes equal the Java archive's and
   it replays the same messages;
 * a live recording: the Java archive keeps recording while our replica follows it; after the
-  publisher stops and the source recording stops, the replica's stop position equals the source's.
+  publisher stops and the source recording stops, the replica's stop position equals the source's;
+* kill -9 of the Java archive while our replica follows it: ERROR 14, STOP, REPLICATE_END; our
+  catalog verifies; after the Java archive restarts on its directory, a replicate into the same
+  recording continues to the recovered source's stop position with the same messages.
 
 Every process (our sidecar, the Java archive, the peer JVMs) is stopped by PID by the fixture or
 call that started it. See docs/interop.md.
@@ -16,6 +19,10 @@ call that started it. See docs/interop.md.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aeron_spark.archive import codecs
 from aeron_spark.archive.client.archive_client import ArchiveClient
+from aeron_spark.archive.codecs import ArchiveErrorCode, ControlResponseCode, RecordingSignal
 from aeron_spark.driver_integration import AeronClient
 
 from tests.interop.peer.modern_peer import (
@@ -37,6 +46,7 @@ from tests.interop.peer.modern_peer import (
     running_modern_java_archive,
 )
 from tests.support.ports import free_udp_port, udp_channel
+from tests.support.raw_archive_client import RawArchiveClient
 from tests.support.sidecar import Sidecar, running_sidecar
 
 pytestmark = pytest.mark.timeout(300)
@@ -44,6 +54,9 @@ pytestmark = pytest.mark.timeout(300)
 SIZE = 100
 FRAMED = framed_length(SIZE)
 TIMEOUT_S = 30.0
+#: How old a killed Java archive's mark file activity must be before another archive may use the
+#: directory (Java refuses "active mark file detected" until then; the driver timeout, 10 s, plus slack).
+JAVA_MARK_FILE_TIMEOUT_S = 12.0
 REPLICATED_FIELDS = ("startPosition", "stopPosition", "streamId", "termBufferLength", "segmentFileLength",
                      "mtuLength", "initialTermId", "sessionId", "startTimestamp", "originalChannel")
 
@@ -164,3 +177,72 @@ def test_our_sidecar_follows_a_live_recording_on_java(archives: Archives, aeron_
     assert {f: replica[f] for f in REPLICATED_FIELDS} == {f: source[f] for f in REPLICATED_FIELDS}
     assert replayed_digest(archives.on_sidecar, result.dst_recording_id, 5022) == \
         (total, expected_digest(0, total, SIZE))
+
+
+def test_kill_of_the_java_source_mid_replication_then_a_new_replicate_continues(
+        archives: Archives, modern_peer: ModernPeerInstallation, aeron_client: AeronClient,
+        tmp_path: Path) -> None:
+    """A Java archive of its own records a live stream our replica follows; kill -9 of that Java
+    archive: our sidecar reports it (ERROR 14, STOP, REPLICATE_END), its catalog verifies, and a
+    replicate from the Java archive restarted on its directory continues the replica to the
+    recovered source's stop position."""
+    channel, stream_id = f"{udp_channel(free_udp_port())}|term-length=65536", 5031
+    archive_dir = tmp_path / "java-source"
+    with running_modern_java_archive(modern_peer, tmp_path, archive_dir=archive_dir) as java:
+        java.client.start_recording(channel, stream_id, source_location="remote")
+        publication = aeron_client.add_exclusive_publication(channel, stream_id)
+        try:
+            wait_until(lambda: publication.is_connected, "the Java archive's recording subscription to connect")
+            recording_id = max(d["recordingId"] for d in java.client.list_recordings()
+                               if d["streamId"] == stream_id and d["sessionId"] == publication.session_id)
+            for payload in payloads(0, 500, SIZE):
+                publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
+            client = RawArchiveClient(aeron_client, archives.sidecar.control_channel, 10)
+            try:
+                assert client.connect().code == ControlResponseCode.OK
+                replication_id = client.call(lambda s, c: codecs.ReplicateRequest2(
+                    s, c, recording_id, -1, -1, -1, -1, java.control_stream_id, -1, -1, java.control_channel,
+                    "", "", b"", "")).relevant_id
+                dst_id = client.await_signal(RecordingSignal.EXTEND, timeout=30).recording_id
+                wait_until(lambda: _max_recorded(client, dst_id) >= publication.position,
+                           "our replica to follow the Java recording")
+                os.kill(java.server.pid, signal.SIGKILL)
+                events = []
+                while not events or events[-1] != "REPLICATE_END":
+                    message = client.await_message(
+                        lambda m: getattr(m, "correlation_id", None) == replication_id
+                        and isinstance(m, (codecs.RecordingSignalEvent, codecs.ControlResponse)), "report", 60)
+                    if isinstance(message, codecs.ControlResponse):
+                        events.append("OK" if message.code == ControlResponseCode.OK else
+                                      f"ERROR {message.relevant_id}")
+                    else:
+                        events.append(RecordingSignal(message.signal).name)
+                assert [e for e in events if e not in ("OK", "REPLICATE")] == [
+                    f"ERROR {ArchiveErrorCode.REPLICATION_CONNECTION_FAILURE}", "STOP", "REPLICATE_END"], events
+                reached = _max_recorded(client, dst_id)
+            finally:
+                client.close_session()
+                client.close()
+        finally:
+            publication.close()
+    verify = subprocess.run([str(Path(sys.executable).parent / "aeron-archive"), "verify", "--dir",
+                             str(archives.sidecar.archive_dir)], capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+    # The killed archive's mark file stays "active" until its activity timestamp is old enough.
+    mark_file = archive_dir / "archive-mark.dat"
+    time.sleep(max(0.0, mark_file.stat().st_mtime + JAVA_MARK_FILE_TIMEOUT_S - time.time()))
+    with running_modern_java_archive(modern_peer, tmp_path / "restarted", archive_dir=archive_dir) as java:
+        source = descriptor(java.client, recording_id)
+        assert source["stopPosition"] >= reached
+        result = archives.on_sidecar.replicate(recording_id, java.control_channel, dst_recording_id=dst_id)
+        assert "REPLICATE_END" == result.signal_names[-1] and "REPLICATE" not in result.signal_names
+        replica = descriptor(archives.on_sidecar, dst_id)
+        assert replica["stopPosition"] == source["stopPosition"]
+        assert replayed_digest(archives.on_sidecar, dst_id, 5032) == \
+            replayed_digest(java.client, recording_id, 5033)
+
+
+def _max_recorded(client: RawArchiveClient, recording_id: int) -> int:
+    return client.call(lambda s, c: codecs.MaxRecordedPositionRequest(s, c, recording_id)).relevant_id
