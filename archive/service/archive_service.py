@@ -77,6 +77,10 @@ class ArchiveServiceOptions:
     max_concurrent_replays: int = defaults.DEFAULT_MAX_CONCURRENT_REPLAYS
     connect_timeout_ms: int = defaults.DEFAULT_CONNECT_TIMEOUT_MS
     session_idle_timeout_ms: int = defaults.DEFAULT_SESSION_IDLE_TIMEOUT_MS
+    #: Where a source archive replays to when a replicate request names no replication channel, and
+    #: where it answers this archive's control requests (a remote source must reach this host there).
+    replication_channel: str = defaults.DEFAULT_REPLICATION_CHANNEL
+    replication_response_channel: str = defaults.DEFAULT_REPLICATION_RESPONSE_CHANNEL
     authenticator: Authenticator | None = None
     driver_dir: str | None = None  # embedded driver directory (default: a fresh unique one)
     driver_term_buffer_length: int | None = None
@@ -174,7 +178,8 @@ class ArchiveService:
             replay_buffer_length=o.replay_buffer_length,
             max_concurrent_recordings=o.max_concurrent_recordings,
             max_concurrent_replays=o.max_concurrent_replays,
-            connect_timeout_ms=o.connect_timeout_ms, session_idle_timeout_ms=o.session_idle_timeout_ms)
+            connect_timeout_ms=o.connect_timeout_ms, session_idle_timeout_ms=o.session_idle_timeout_ms,
+            replication_channel=o.replication_channel, replication_response_channel=o.replication_response_channel)
         self.conductor = ArchiveConductor(
             aeron=aeron, catalog=self.catalog, settings=settings, recorder=self.recorder,
             replayer=self.replayer, control_channels=control_channels,
