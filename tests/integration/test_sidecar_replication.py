@@ -372,3 +372,25 @@ def test_live_destination_merges_into_the_live_stream_with_no_gap_and_no_duplica
                                timeout=TIMEOUT) as replica:
         with replica.replay(dst_id, 0, end, udp_channel(), 2003) as replay:
             assert [bytes(m.payload) for m in replay.messages(idle_timeout=TIMEOUT)] == messages
+
+
+def test_a_replica_shut_down_mid_replication_exits_cleanly_and_verifies(
+        tmp_path: Path, source: Sidecar, aeron_client: AeronClient) -> None:
+    """SIGTERM of the replica while it follows a live source: it stops the replication (its
+    recording stopped, the source connection closed), exits 0, and its catalog verifies."""
+    src_id, first, publication, _ = record_on(source, aeron_client, payloads(50, seed=41), keep_open=True)
+    replica = Sidecar(tmp_path / "replica").start()
+    try:
+        client = RawArchiveClient(aeron_client, replica.control_channel, 10)
+        try:
+            assert client.connect().code == ControlResponseCode.OK
+            client.call(replicate_request(source, src_id))
+            dst_id = client.await_signal(RecordingSignal.EXTEND).recording_id
+            wait_until(lambda: _recorded(client, dst_id) >= first.end, "replica to follow", TIMEOUT)
+        finally:
+            client.close()
+        assert replica.terminate() == 0, replica.log_tail()
+    finally:
+        replica.kill()
+        publication.close()
+    verify_catalog(tmp_path / "replica")
