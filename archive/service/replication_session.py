@@ -334,19 +334,30 @@ class ReplicationSession:
         self.replay_position = dst.stop_position
 
     def _src_recording_position(self) -> int:
+        asked = self._ask_source_live_position()
+        if asked is None:
+            self._check_action_deadline("failed to get the source's recording position")
+            return 0
+        if asked:
+            return 1
+        self._to(ReplicationState.EXTEND, f"srcRecordingPosition={self.src_recording_position}")
+        return 1
+
+    def _ask_source_live_position(self) -> bool | None:
+        """RecordingPosition of the source recording: True when the request went out, False when the
+        answer arrived (in ``src_recording_position``), None while waiting or back-pressured."""
         if self._active_correlation_id == NULL_VALUE:
-            return self._send(lambda session, correlation: codecs.RecordingPositionRequest(
+            sent = self._send(lambda session, correlation: codecs.RecordingPositionRequest(
                 session, correlation, self.params.src_recording_id), "ask the source's recording position")
+            return True if sent else None
         for message in self._responses():
             if isinstance(message, codecs.ControlResponse) and message.code == ControlResponseCode.OK:
                 self._active_correlation_id = NULL_VALUE
                 if message.relevant_id == NULL_POSITION:
                     raise ReplicationFailure("cannot live merge without active source recording")
                 self.src_recording_position = message.relevant_id
-                self._to(ReplicationState.EXTEND, f"srcRecordingPosition={message.relevant_id}")
-                return 1
-        self._check_action_deadline("failed to get the source's recording position")
-        return 0
+                return False
+        return None
 
     def _extend(self) -> int:
         params = self.params
@@ -459,18 +470,12 @@ class ReplicationSession:
         return 0
 
     def _attempt_live_join(self) -> int:
-        if self._active_correlation_id == NULL_VALUE:
-            return self._send(lambda session, correlation: codecs.RecordingPositionRequest(
-                session, correlation, self.params.src_recording_id), "ask the source's recording position")
-        for message in self._responses():
-            if isinstance(message, codecs.ControlResponse) and message.code == ControlResponseCode.OK:
-                self._active_correlation_id = NULL_VALUE
+        asked = self._ask_source_live_position()
+        if asked is not None:
+            if not asked:
                 self._retries = LIVE_JOIN_RETRY_ATTEMPTS
-                if message.relevant_id == NULL_POSITION:
-                    raise ReplicationFailure("cannot live merge without active source recording")
-                self.src_recording_position = message.relevant_id
                 self._try_merge()
-                return 1
+            return 1
         if self._recorder.recorded_position(self.dst_recording_id) is None:
             raise ReplicationFailure("replication image closed unexpectedly")
         if self._clock() >= self._action_deadline_ms:
