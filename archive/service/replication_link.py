@@ -152,12 +152,8 @@ class SourceArchiveLink:
                     log.info("replication: %s refused the 1.15.x connect: %s", self.control_channel,
                              message.error_message)
                     continue
-                if message.code != ControlResponseCode.OK:
-                    code = (ArchiveErrorCode.REPLICATION_CONNECTION_FAILURE
-                            if message.relevant_id != ArchiveErrorCode.AUTHENTICATION_REJECTED
-                            else ArchiveErrorCode.AUTHENTICATION_REJECTED)
-                    raise SourceLinkError(f"the source archive refused the connection: {message.error_message}",
-                                          code)
+                if message.code != ControlResponseCode.OK:  # Aeron reports any refused connect as 14
+                    raise SourceLinkError(f"the source archive refused the connection: {message.error_message}")
                 self.control_session_id = message.control_session_id
                 self.legacy = message.correlation_id == self._legacy_correlation_id
                 log.info("replication: connected to source archive %s (control session %d%s)",

@@ -9,6 +9,8 @@ Replay to its own replication endpoint) and records the replay locally. Proven:
   it replays the same messages;
 * a live recording: the Java archive keeps recording while our replica follows it; after the
   publisher stops and the source recording stops, the replica's stop position equals the source's;
+* ReplicateRequest2's source credentials: a Java archive accepting only ``user:pass`` is replicated
+  from with them and refuses the replication without them (ERROR 14);
 * kill -9 of the Java archive while our replica follows it: ERROR 14, STOP, REPLICATE_END; our
   catalog verifies; after the Java archive restarts on its directory, a replicate into the same
   recording continues to the recovered source's stop position with the same messages.
@@ -246,3 +248,37 @@ def test_kill_of_the_java_source_mid_replication_then_a_new_replicate_continues(
 
 def _max_recorded(client: RawArchiveClient, recording_id: int) -> int:
     return client.call(lambda s, c: codecs.MaxRecordedPositionRequest(s, c, recording_id)).relevant_id
+
+
+def test_source_credentials_reach_a_java_archive_that_authenticates(
+        archives: Archives, modern_peer: ModernPeerInstallation, aeron_client: AeronClient, tmp_path: Path) -> None:
+    """ReplicateRequest2's encodedCredentials go to the source in AuthConnectRequest: a Java archive
+    that accepts only ``user:pass`` (Aeron's SimpleAuthenticator) is replicated from with them, and
+    refuses the replication without them (ERROR 14 REPLICATION_CONNECTION_FAILURE, as Aeron)."""
+    with running_modern_java_archive(modern_peer, tmp_path, credentials="user:pass") as java:
+        recorded = ModernPeerClient(modern_peer, java.endpoint, credentials="user:pass").record(
+            udp_channel(free_udp_port()), 5041, 200, SIZE)
+        client = RawArchiveClient(aeron_client, archives.sidecar.control_channel, 10)
+        try:
+            assert client.connect().code == ControlResponseCode.OK
+            outcomes = []
+            for credentials in (b"", b"user:pass"):
+                replication_id = client.call(lambda s, c: codecs.ReplicateRequest2(
+                    s, c, recorded.recording_id, -1, -1, -1, -1, java.control_stream_id, -1, -1,
+                    java.control_channel, "", "", credentials, "")).relevant_id
+                events: list[Any] = []
+                while not events or events[-1] != "REPLICATE_END":
+                    message = client.await_message(
+                        lambda m: getattr(m, "correlation_id", None) == replication_id
+                        and isinstance(m, (codecs.RecordingSignalEvent, codecs.ControlResponse)), "signal", 60)
+                    if isinstance(message, codecs.ControlResponse):
+                        events.append("OK" if message.code == ControlResponseCode.OK else
+                                      ("ERROR", message.relevant_id))
+                    else:
+                        events.append(RecordingSignal(message.signal).name)
+                outcomes.append(events)
+        finally:
+            client.close_session()
+            client.close()
+    assert outcomes[0] == [("ERROR", ArchiveErrorCode.REPLICATION_CONNECTION_FAILURE), "REPLICATE_END"]
+    assert outcomes[1] == ["REPLICATE", "OK", "EXTEND", "SYNC", "STOP", "REPLICATE_END"], outcomes
