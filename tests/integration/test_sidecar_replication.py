@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aeron_spark.archive import codecs
@@ -394,3 +395,25 @@ def test_a_replica_shut_down_mid_replication_exits_cleanly_and_verifies(
         replica.kill()
         publication.close()
     verify_catalog(tmp_path / "replica")
+
+
+@pytest.mark.parametrize("request_name", ["ReplicateRequest", "TaggedReplicateRequest"])
+def test_the_older_replicate_requests_replicate_too(source: Sidecar, destination: Sidecar,
+                                                    dst_client: RawArchiveClient, aeron_client: AeronClient,
+                                                    request_name: str) -> None:
+    """ReplicateRequest (50) and TaggedReplicateRequest (62) run as ReplicateRequest2 without stop
+    position, replication channel or credentials; the tags go on the replication subscription."""
+    src_id, published, _, _ = record_on(source, aeron_client, payloads(60, seed=51))
+    if request_name == "ReplicateRequest":
+        factory: Any = lambda s, c: codecs.ReplicateRequest(  # noqa: E731
+            s, c, src_id, NULL, 10, source.control_channel, "")
+    else:
+        factory = lambda s, c: codecs.TaggedReplicateRequest(  # noqa: E731
+            s, c, src_id, NULL, 9001, 9002, 10, source.control_channel, "")
+    replication_id = dst_client.call(factory).relevant_id
+    signals = signals_until_end(dst_client, replication_id)
+    assert [s[0] for s in signals] == ["REPLICATE", "OK", "EXTEND", "SYNC", "STOP", "REPLICATE_END"], signals
+    dst_id = signals[0][2]
+    assert segment_bytes(destination.archive_dir, dst_id) == segment_bytes(source.archive_dir, src_id)
+    if request_name == "TaggedReplicateRequest":
+        assert any("tags=9001,9002" in line for line in destination.stderr_lines)
