@@ -228,6 +228,7 @@ def test_live_follow_stop_replication_and_kill_of_the_source(tmp_path: Path, des
         assert names[-2:] == ["STOP", "REPLICATE_END"], names
         prefix = descriptor_of(dst_client, dst_id).stop_position
         assert prefix == more.end
+        verify_catalog(destination.archive_dir)  # the prefix is valid (read-only, the replica running)
 
         # follow again from the prefix, then kill -9 the source mid-replication
         replication_id = dst_client.call(replicate_request(source, src_id, dst_recording_id=dst_id)).relevant_id
