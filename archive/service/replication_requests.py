@@ -33,7 +33,6 @@ from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.replication_link import LinkAeron, SourceArchiveLink
 from aeron_spark.archive.service.replication_session import (
     ReplicaSubscription,
-    ReplicationFailure,
     ReplicationParams,
     ReplicationSession,
     ReplicationTimeouts,
@@ -93,8 +92,8 @@ class RecordingReplicas:
 
 
 class _ReplicaSubscription:
-    """The recording subscription of a replication; the destination calls need driver_integration's
-    multi-destination subscriptions (a live merge only)."""
+    """The recording subscription of a replication (driver_integration's Subscription; the
+    destination calls are its multi-destination ones, for a live merge)."""
 
     def __init__(self, subscription_id: int, subscription: Any) -> None:
         self.subscription_id = subscription_id
@@ -104,22 +103,13 @@ class _ReplicaSubscription:
         return cast(str | None, self._subscription.resolved_channel())
 
     def resolved_endpoint(self) -> str | None:
-        return cast(str | None, self._mds_call("resolved_endpoint")())
+        return cast(str | None, self._subscription.resolved_endpoint())
 
     def add_destination(self, destination: str) -> None:
-        self._mds_call("add_destination")(destination)
+        self._subscription.add_destination(destination)
 
     def remove_destination(self, destination: str) -> None:
-        self._mds_call("remove_destination")(destination)
-
-    def _mds_call(self, name: str) -> Any:
-        call = getattr(self._subscription, name, None)
-        if call is None:
-            raise ReplicationFailure(
-                "a replication with a liveDestination needs multi-destination subscriptions "
-                f"(Subscription.{name}), which this build's media driver integration lacks; "
-                "replicate without liveDestination")
-        return call
+        self._subscription.remove_destination(destination)
 
 
 class ReplicationRequests:

@@ -9,8 +9,7 @@ recording is being followed ends the replication with a report, the replica's ca
 new replicate continues from where it stopped (onto a restarted source); kill -9 of the destination
 while it follows: restarted, its catalog verifies and a new replicate continues from the recovered
 stop position; a live destination merges (MERGE) and the replica goes on recording the live stream
-with no gap and no duplicate (needs driver_integration's multi-destination subscriptions: skipped,
-naming them, in a build without).
+with no gap and no duplicate.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from aeron_spark.archive import codecs
 from aeron_spark.archive.client.archive_client import ArchiveClient
 from aeron_spark.archive.codecs import ArchiveErrorCode, ControlResponseCode, RecordingSignal, SourceLocation
 from aeron_spark.driver_integration import AeronClient
-from aeron_spark.driver_integration.subscription import Subscription
 
 from tests.support.ports import free_udp_port, udp_channel
 from tests.support.raw_archive_client import RawArchiveClient
@@ -320,8 +318,6 @@ def test_live_destination_merges_into_the_live_stream_with_no_gap_and_no_duplica
     on the same stream: it replays, catches up, adds the live destination, drops the replay (MERGE,
     REPLICATE_END) and goes on recording the live stream alone. When the publisher stops, the replica
     stops where the source stops, and its segments equal the source's byte for byte."""
-    if not hasattr(Subscription, "add_destination"):
-        pytest.skip("driver_integration has no multi-destination subscriptions in this build")
     control_port = free_udp_port()
     live = f"aeron:udp?control=localhost:{control_port}|control-mode=dynamic|term-length={TERM}"
     publication = aeron_client.add_exclusive_publication(live, RECORDED_STREAM)
