@@ -43,6 +43,13 @@ log = logging.getLogger(__name__)
 _LENGTH_UNITS = {"k": defaults.KIB, "m": defaults.MIB, "g": defaults.GIB}
 
 
+def _udp_channel(text: str) -> str:
+    """A UDP channel URI (replication crosses hosts: IPC cannot carry it)."""
+    if not text.startswith("aeron:udp"):
+        raise argparse.ArgumentTypeError(f"expected a UDP channel aeron:udp?endpoint=<host>:<port>, got {text!r}")
+    return text
+
+
 def _power_of_two_length(text: str) -> int:
     number, unit = text.lower(), 1
     if number[-1:] in _LENGTH_UNITS:
@@ -91,6 +98,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recording-events-stream-id", type=_stream_id,
                         default=defaults.DEFAULT_RECORDING_EVENTS_STREAM_ID,
                         help=f"recording events stream id (default {defaults.DEFAULT_RECORDING_EVENTS_STREAM_ID})")
+    parser.add_argument("--replication-channel", type=_udp_channel, default=defaults.DEFAULT_REPLICATION_CHANNEL,
+                        help="where a source archive replays to when this archive replicates from it and the request "
+                             "names no replication channel; a source on another host must reach it: give this host's "
+                             f"address (default {defaults.DEFAULT_REPLICATION_CHANNEL})")
+    parser.add_argument("--replication-response-channel", type=_udp_channel,
+                        default=defaults.DEFAULT_REPLICATION_RESPONSE_CHANNEL,
+                        help="where a source archive answers this archive's control requests while it replicates "
+                             f"(same rule; default {defaults.DEFAULT_REPLICATION_RESPONSE_CHANNEL})")
     parser.add_argument("--archive-id", type=int, default=None,
                         help="archive id (default: the Aeron client id)")
     parser.add_argument("--segment-length", type=_power_of_two_length, default=defaults.DEFAULT_SEGMENT_LENGTH,
@@ -177,7 +192,9 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
         connect_timeout_ms=args.connect_timeout_ms,
         session_idle_timeout_ms=args.session_idle_timeout_ms, authenticator=authenticator,
         idle_strategy=args.idle_strategy, recorder_idle_strategy=args.recorder_idle_strategy,
-        replayer_idle_strategy=args.replayer_idle_strategy)
+        replayer_idle_strategy=args.replayer_idle_strategy,
+        replication_channel=args.replication_channel,
+        replication_response_channel=args.replication_response_channel)
 
 
 def ready_line(service: ArchiveService) -> str:

@@ -41,3 +41,20 @@ def test_serve_options_and_their_defaults(tmp_path: Path):
     err = io.StringIO()
     assert tool.main(["serve", "--dir", str(tmp_path), "--file-sync", "3"], stderr=err) == 2
     assert "--file-sync" in err.getvalue()
+
+
+def test_replication_channels_are_serve_options(tmp_path: Path):
+    """Where a source archive replays to and answers while this archive replicates: UDP only."""
+    from aeron_spark.archive.cli import serve_command
+    from aeron_spark.archive.cli import main as tool
+
+    defaults = serve_command.options_from_args(tool.build_parser().parse_args(["serve", "--dir", str(tmp_path)]))
+    assert defaults.replication_channel == defaults.replication_response_channel == "aeron:udp?endpoint=localhost:0"
+    args = tool.build_parser().parse_args([
+        "serve", "--dir", str(tmp_path), "--replication-channel", "aeron:udp?endpoint=10.0.0.5:0",
+        "--replication-response-channel", "aeron:udp?endpoint=10.0.0.5:0"])
+    options = serve_command.options_from_args(args)
+    assert options.replication_channel == options.replication_response_channel == "aeron:udp?endpoint=10.0.0.5:0"
+    errors = io.StringIO()
+    assert tool.main(["serve", "--dir", str(tmp_path), "--replication-channel", "aeron:ipc"], stderr=errors) == 2
+    assert "--replication-channel" in errors.getvalue() and "UDP channel" in errors.getvalue()
