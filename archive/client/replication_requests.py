@@ -1,0 +1,195 @@
+"""`ReplicationRequests`: asking an archive (the *destination*) to replicate a recording from another
+archive (the *source*), stopping a replication, and following one through its recording signals.
+
+Replication runs inside the destination archive (Aeron's ``ReplicationSession``): it connects to
+the source as a client, lists the source recording, records locally what the source replays to its
+replication channel, follows an active source recording, and optionally merges into the live
+stream. This client only starts it, stops it and reads the signals it sends, which carry the
+replication id as their correlation id: REPLICATE (a new destination recording: its id), EXTEND
+(the local recording started), SYNC (caught up with the source's stop position), MERGE (switched to
+the live destination), STOP (the local recording stopped), REPLICATE_END (always last). A failure
+of the replication arrives as an ERROR response whose correlation id is the replication id; it is
+raised as `ArchiveError` by `poll_replication` / `await_replication`.
+
+A base of `ArchiveClient`; requests go through the `ArchiveSession`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from aeron_spark.archive import codecs
+from aeron_spark.archive.client.client_session import ArchiveSession, idle_backoff
+from aeron_spark.archive.client.response_routing import ArchiveError, ArchiveTimeoutError
+from aeron_spark.archive.codecs import RecordingSignal, RecordingSignalEvent
+from aeron_spark.archive.codecs.constants import NULL_VALUE
+from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION
+from aeron_spark.archive.configuration import DEFAULT_CONTROL_STREAM_ID
+
+#: The signals after which a plain replication has nothing more to say: the replica caught up
+#: (SYNC) or the replication ended for whatever reason (REPLICATE_END, always its last signal).
+REPLICATION_DONE: tuple[RecordingSignal, ...] = (RecordingSignal.SYNC, RecordingSignal.REPLICATE_END)
+
+
+@dataclass(frozen=True)
+class ReplicationParams:
+    """The optional parts of a replicate request, with Aeron's defaults (``NULL_VALUE``: let the
+    destination decide). Checked on creation: a bad value raises ValueError naming it."""
+
+    dst_recording_id: int = NULL_VALUE  # a recording of the destination to extend; -1: a new one
+    stop_position: int = NULL_POSITION  # where to stop; -1: follow the source for as long as it records
+    live_destination: str | None = None  # the live stream's destination to merge into (MERGE)
+    replication_channel: str | None = None  # None: the destination archive's configured one
+    channel_tag_id: int = NULL_VALUE
+    subscription_tag_id: int = NULL_VALUE
+    file_io_max_length: int = NULL_VALUE  # the source replay's largest file read; -1: its default
+    replication_session_id: int = NULL_VALUE  # the replica's session id; -1: the source recording's
+    src_credentials: bytes | None = None  # sent in the destination's connect to the source
+    src_response_channel: str | None = None  # the source answers the destination on a response channel
+
+    def __post_init__(self) -> None:
+        if self.dst_recording_id < NULL_VALUE:
+            raise ValueError(f"dst_recording_id {self.dst_recording_id} is invalid: expected a recording "
+                             f"id >= 0, or -1 for a new recording")
+        if self.stop_position < NULL_POSITION:
+            raise ValueError(f"stop_position {self.stop_position} is invalid: expected a position >= 0, "
+                             f"or -1 to follow the source recording")
+        if self.file_io_max_length != NULL_VALUE and self.file_io_max_length <= 0:
+            raise ValueError(f"file_io_max_length {self.file_io_max_length} is invalid: expected a "
+                             f"positive number of bytes, or -1 for the source archive's default")
+        if self.live_destination is not None and self.src_response_channel is not None:
+            # Aeron's archive refuses the pair too; said here before a request is spent on it.
+            raise ValueError("live_destination and src_response_channel exclude each other: a "
+                             "replication over a response channel cannot merge into a live stream")
+
+
+class ReplicationRequests(ArchiveSession):
+    """Replicate, stop a replication and follow its signals (see the module docstring)."""
+
+    def replicate(self, src_recording_id: int, src_control_channel: str,
+                  src_control_stream_id: int = DEFAULT_CONTROL_STREAM_ID, *,
+                  dst_recording_id: int = NULL_VALUE, stop_position: int = NULL_POSITION,
+                  live_destination: str | None = None, replication_channel: str | None = None,
+                  channel_tag_id: int = NULL_VALUE, subscription_tag_id: int = NULL_VALUE,
+                  file_io_max_length: int = NULL_VALUE, replication_session_id: int = NULL_VALUE,
+                  src_credentials: bytes | None = None,
+                  src_response_channel: str | None = None) -> int:
+        """Asks the archive this client is connected to (the destination) to replicate
+        ``src_recording_id`` from the archive at ``src_control_channel``/``src_control_stream_id``
+        (ReplicateRequest2, as Aeron's ``AeronArchive.replicate`` with ``ReplicationParams``).
+        Returns the replication id: the correlation id of the replication's signals, and what
+        `stop_replication` takes. The replication itself runs in the destination; follow it with
+        `await_replication` or `poll_replication`."""
+        params = ReplicationParams(
+            dst_recording_id=dst_recording_id, stop_position=stop_position, live_destination=live_destination,
+            replication_channel=replication_channel, channel_tag_id=channel_tag_id,
+            subscription_tag_id=subscription_tag_id, file_io_max_length=file_io_max_length,
+            replication_session_id=replication_session_id, src_credentials=src_credentials,
+            src_response_channel=src_response_channel)
+        return self.replicate_with(src_recording_id, src_control_channel, src_control_stream_id, params)
+
+    def replicate_with(self, src_recording_id: int, src_control_channel: str, src_control_stream_id: int,
+                       params: ReplicationParams) -> int:
+        """`replicate` with its options as one `ReplicationParams`."""
+        if src_recording_id < 0:
+            raise ValueError(f"src_recording_id {src_recording_id} is invalid: expected a recording id >= 0")
+        if not src_control_channel.startswith("aeron:"):
+            raise ValueError(f"src_control_channel {src_control_channel!r} is invalid: expected the source "
+                             f"archive's control channel, an aeron: URI such as aeron:udp?endpoint=host:8010")
+        # ReplicateRequest2 is schema version 6 (Aeron 1.33); 1.15.x has no replication at all.
+        self._require_modern("ReplicateRequest2")
+        return self._call(lambda s, c: codecs.ReplicateRequest2(
+            s, c, src_recording_id, params.dst_recording_id, params.stop_position, params.channel_tag_id,
+            params.subscription_tag_id, src_control_stream_id, params.file_io_max_length,
+            params.replication_session_id, src_control_channel, params.live_destination or "",
+            params.replication_channel or "", params.src_credentials or b"", params.src_response_channel or ""))
+
+    def stop_replication(self, replication_id: int) -> None:
+        """Stops a running replication (the destination then stops its local recording and sends
+        STOP and REPLICATE_END). An unknown or finished one raises ArchiveError with ``error_code``
+        UNKNOWN_REPLICATION."""
+        self._require_modern("StopReplicationRequest")
+        self._call(lambda s, c: codecs.StopReplicationRequest(s, c, replication_id))
+
+    def try_stop_replication(self, replication_id: int) -> bool:
+        """`stop_replication`; False (instead of raising) when the replication had already ended."""
+        try:
+            self.stop_replication(replication_id)
+        except ArchiveError as error:
+            if error.error_code != codecs.ArchiveErrorCode.UNKNOWN_REPLICATION:
+                raise
+            return False
+        return True
+
+    def poll_replication(self, replication_id: int) -> list[RecordingSignalEvent]:
+        """Reads what has arrived (without waiting) and takes the queued signals of this
+        replication, in order (other signals stay queued). Raises ArchiveError when the
+        destination reported the replication failed (its ERROR for the replication id: the source
+        unreachable is error code REPLICATION_CONNECTION_FAILURE)."""
+        self._require_open()
+        while self._poll_once() > 0:
+            pass
+        return self._take_replication_signals(replication_id)
+
+    def _take_replication_signals(self, replication_id: int, limit: int | None = None) -> list[RecordingSignalEvent]:
+        """The queued signals of this replication (at most ``limit``), or raises its failure once
+        none are left: signals sent before an error are handed over first."""
+        taken: list[RecordingSignalEvent] = []
+        while limit is None or len(taken) < limit:
+            found = self._router.take_signal(lambda s: s.correlation_id == replication_id)
+            if found is None:
+                break
+            taken.append(found)
+        if not taken:
+            failure = self._router.take_error_response(replication_id)
+            if failure is not None:
+                raise ArchiveError.from_response(failure, f"replication {replication_id}")
+        return taken
+
+    def await_replication(self, replication_id: int,
+                          until: Iterable[RecordingSignal | str] = REPLICATION_DONE, *,
+                          timeout: float | None = None) -> Iterator[RecordingSignalEvent]:
+        """Yields the signals of replication ``replication_id`` as they arrive, in order, and
+        returns after yielding one of ``until`` (signals or their names, default SYNC or
+        REPLICATE_END) or REPLICATE_END (nothing follows it). ``timeout`` (default the client's):
+        seconds allowed between two signals; ArchiveTimeoutError after that. A failed replication
+        raises ArchiveError."""
+        wanted = {_signal(name) for name in until} | {RecordingSignal.REPLICATE_END}
+        wait = self.timeout if timeout is None else timeout
+        if not wait > 0:
+            raise ValueError(f"timeout {wait} is invalid: must be a positive number of seconds")
+        deadline = time.monotonic() + wait
+        idle = 0
+        while True:
+            self._require_open()
+            while self._poll_once() > 0:
+                pass
+            # One at a time: what follows the awaited signal stays queued for the next reader.
+            signals = self._take_replication_signals(replication_id, limit=1)
+            for signal in signals:
+                yield signal
+                if signal.signal in wanted:
+                    return
+            now = time.monotonic()
+            if signals:
+                deadline, idle = now + wait, 0
+                continue
+            if now > deadline:
+                names = ", ".join(sorted(s.name for s in wanted))
+                raise ArchiveTimeoutError(
+                    f"no signal of replication {replication_id} within {wait} s from {self.description} "
+                    f"(waiting for {names})", request="replication signal", correlation_id=replication_id)
+            idle = idle_backoff(idle)
+
+
+def _signal(value: RecordingSignal | str) -> RecordingSignal:
+    """A signal from itself or its name, or ValueError naming the accepted names."""
+    if isinstance(value, RecordingSignal):
+        return value
+    try:
+        return RecordingSignal[str(value).upper()]
+    except KeyError:
+        raise ValueError(f"until {value!r} is invalid: expected recording signals among "
+                         f"{[s.name for s in RecordingSignal]}") from None
