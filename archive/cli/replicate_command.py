@@ -9,7 +9,8 @@ recording to the destination's replication channel); this command sends the requ
 copied, the destination's position against the source's (read from the source archive with a
 control session of its own; left out when the source cannot be reached from here) and the rate.
 
-It ends when the replication does (REPLICATE_END), or at SYNC / MERGE with ``--until``. Ctrl-C
+It ends when the replication does (REPLICATE_END, and the STOP of the replica's recording that the
+Java archive sends after it), or at SYNC / MERGE with ``--until``. Ctrl-C
 (SIGINT) stops the replication in the destination (StopReplication), waits for its REPLICATE_END
 and exits 130, leaving a valid prefix that a later ``replicate --dst-recording-id`` extends.
 
@@ -274,24 +275,32 @@ def _follow(args: argparse.Namespace, output: Output, client: ArchiveClient, met
     seen: list[str] = []
     next_progress = time.monotonic() + args.progress_interval
     stopping_since: float | None = None
+    ended: tuple[RecordingSignalEvent, float] | None = None  # REPLICATE_END and when it came
     while True:
         for event in client.poll_replication(replication_id):
             meter.on_signal(event)
             seen.append(_signal_name(event.signal))
             output.line(signal_line(event))
-            if event.signal == RecordingSignal.REPLICATE_END or (event.signal == until and stopping_since is None):
-                return _finish(output, meter, seen, event, stopped=stopping_since is not None)
+            if event.signal == RecordingSignal.REPLICATE_END:
+                ended = (event, time.monotonic())
+            elif event.signal == until and stopping_since is None:
+                return _finish(output, meter, seen, event, stopped=False)
         now = time.monotonic()
-        if interrupted[0] and stopping_since is None:
+        if ended is not None:
+            # Java stops the replica's recording (STOP, its final position) after REPLICATE_END.
+            awaits_stop = "EXTEND" in seen and "STOP" not in seen
+            if not awaits_stop or now - ended[1] > args.timeout:
+                return _finish(output, meter, seen, ended[0], stopped=stopping_since is not None)
+        elif interrupted[0] and stopping_since is None:
             stopping_since = now
             output.err.write(f"replicate: interrupted: stopping replication {replication_id}\n")
             if not client.try_stop_replication(replication_id):
                 return _finish(output, meter, seen, None, stopped=True)  # it had just ended
-        if stopping_since is not None and now - stopping_since > args.timeout:
+        elif stopping_since is not None and now - stopping_since > args.timeout:
             output.error(f"replication {replication_id} did not end within {args.timeout} s of "
                          f"StopReplication (--timeout)")
             return EXIT_INTERRUPTED
-        if args.progress_interval > 0 and now >= next_progress:
+        if args.progress_interval > 0 and now >= next_progress and ended is None:
             output.err.write(format_progress(meter.read(now)) + "\n")
             output.err.flush()
             next_progress = now + args.progress_interval

@@ -120,8 +120,8 @@ def test_progress_without_the_source_or_a_recording_yet() -> None:
 def test_a_replication_is_followed_to_its_end(destination: FakeArchive) -> None:
     def replicate(m):
         return [destination.ok(m, REPLICATION_ID), event(RecordingSignal.REPLICATE),
-                event(RecordingSignal.EXTEND), event(RecordingSignal.SYNC, 4096), event(RecordingSignal.STOP, 4096),
-                event(RecordingSignal.REPLICATE_END, -1)]
+                event(RecordingSignal.EXTEND), event(RecordingSignal.SYNC, 4096),
+                event(RecordingSignal.REPLICATE_END, -1), event(RecordingSignal.STOP, 4096)]  # Java's order
     destination.handlers[codecs.ReplicateRequest2.TEMPLATE_ID] = replicate
 
     code, out, err = run_tool("replicate", *CONNECTION, "--src-control-channel", SOURCE,
@@ -134,7 +134,7 @@ def test_a_replication_is_followed_to_its_end(destination: FakeArchive) -> None:
         (5, SOURCE, 12, 4096, "aeron:udp?endpoint=replica-host:0", -1)
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[0] == {"event": "replication-started", "replicationId": REPLICATION_ID, "srcRecordingId": 5}
-    assert [line["signal"] for line in lines[1:-1]] == ["REPLICATE", "EXTEND", "SYNC", "STOP", "REPLICATE_END"]
+    assert [line["signal"] for line in lines[1:-1]] == ["REPLICATE", "EXTEND", "SYNC", "REPLICATE_END", "STOP"]
     assert lines[-1]["event"] == "replicated" and lines[-1]["dstRecordingId"] == 3
     assert (lines[-1]["position"], lines[-1]["endedWith"], lines[-1]["stopped"]) == (4096, "REPLICATE_END", False)
     assert "does not answer this host" in err  # the source's position is unknown here
