@@ -3,8 +3,8 @@ recordings from another archive (the source: a second Java archive, or our sidec
 analytics replica is fed (docs/deployment.md, "The analytics replica"):
 
 * a stopped recording: the signals in Aeron's order (REPLICATE, EXTEND, SYNC at the source's stop
-  position, REPLICATE_END, then the STOP of the replica's recording, which Java sends after it), the replica's descriptor positions and segment bytes equal the
-  source's, its replay is byte-exact;
+  position, REPLICATE_END, then the STOP of the replica's recording, which Java sends after it),
+  the replica's descriptor positions and segment bytes equal the source's, its replay is byte-exact;
 * up to a ``stop_position``;
 * an ACTIVE source recording followed live, stopped mid-way by ``stop_replication`` (a valid
   prefix), then extended by a second replicate into the same destination recording once the
