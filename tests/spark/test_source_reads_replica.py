@@ -2,7 +2,11 @@
 archive (the source, a real Java archive) records a live stream; a second archive (the replica)
 replicates that recording while it is being recorded; a Spark streaming query reading the REPLICA,
 started while the replication runs, ends with exactly the source's rows: every message once, in
-order, byte for byte, up to the source's stop position.
+order, byte for byte, up to the source's stop position. And the source's data-loss rules hold on a
+replica that is re-synchronised: truncated below what a query has read (an operator cutting a
+replica back), it is reported as data loss (failOnDataLoss=true fails the query naming it), and with
+failOnDataLoss=false the query goes on once a new replicate has extended the replica again, still
+reading every message once.
 
 The replica archive is a parameter of the test. Today it is the real Java archive (Aeron 1.51,
 its own Java media driver; Spark's workers reach it over UDP and, not sharing its driver, read the
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from aeron_spark.archive.client.archive_client import ArchiveClient, RecordingSignal
+from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, RecordingSignal
 from aeron_spark.archive.codecs import SourceLocation
 from aeron_spark.driver_integration import AeronClient
 
@@ -104,6 +108,15 @@ def wait_until(condition, what: str, timeout: float = WAIT_S) -> None:
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
 
+def recording_of(client: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
+    """The recording of a publication's session, once the archive has it in its catalog (a
+    publication connects to the recording subscription before the recording is catalogued)."""
+    found: list[int] = []
+    wait_until(lambda: found.append(client.find_last_matching_recording(0, channel, stream_id, session_id))
+               or found[-1] >= 0, f"the recording of session {session_id}")
+    return found[-1]
+
+
 
 def rows_of(spark, table: str) -> list[tuple[int, int, bytes]]:
     return sorted((r.recording_id, r.position, bytes(r.payload))
@@ -127,7 +140,7 @@ def test_a_streaming_query_on_the_replica_reads_exactly_the_source(spark_source,
     query = None
     try:
         wait_until(lambda: publication.is_connected, "the source's recording subscription")
-        recording_id = source.client.find_last_matching_recording(0, channel, stream_id, publication.session_id)
+        recording_id = recording_of(source.client, channel, stream_id, publication.session_id)
         publish(BATCHES[0])
 
         # The replica follows the ACTIVE source recording (no stop position).
@@ -177,3 +190,100 @@ def test_a_streaming_query_on_the_replica_reads_exactly_the_source(spark_source,
     assert indices == list(range(total))
     digest = hashlib.sha256(b"".join(row[2] for row in rows)).hexdigest()
     assert digest == expected_digest(0, total, SIZE)  # byte for byte the source's payloads
+
+
+# ---------------------------------------------------------------------------------------------
+# A replica re-synchronised: stopped, truncated below what the query read, replicated again
+
+
+def replicate_again(replica: Replica, recording_id: int, source_channel: str, replica_id: int) -> None:
+    """Extends ``replica_id`` from its stop position to the source's end. The source's replay
+    publication of the previous replication lingers (5 s in Aeron) with the session id the new
+    replay needs; the source refuses the replay until it is gone, so it is asked again then."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        replication_id = replica.client.replicate(recording_id, source_channel, dst_recording_id=replica_id)
+        try:
+            ended = list(replica.client.await_replication(replication_id, until=("REPLICATE_END",), timeout=WAIT_S))
+        except ArchiveError as error:
+            if "clashing sessionId" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+            continue
+        assert ended[0].signal == RecordingSignal.EXTEND and ended[-1].signal == RecordingSignal.REPLICATE_END
+        return
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False], ids=["failOnDataLoss", "skip-lost-ranges"])
+def test_a_replica_truncated_below_what_the_query_read_follows_the_data_loss_rules(
+        spark_source, source: Source, replica: Replica, tmp_path: Path, fail_on_data_loss: bool) -> None:
+    channel, stream_id = udp_channel(), 7111 if fail_on_data_loss else 7112
+    source.client.start_recording(channel, stream_id, SourceLocation.REMOTE)
+    publication = source.client.aeron.add_exclusive_publication(channel, stream_id)
+    published = 0
+
+    def publish(count: int) -> None:
+        nonlocal published
+        for payload in payloads(published, count, SIZE):
+            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
+        published += count
+
+    table = f"replica_resync_{replica.kind}_{'fail' if fail_on_data_loss else 'skip'}"
+    query = None
+    try:
+        wait_until(lambda: publication.is_connected, "the source's recording subscription")
+        recording_id = recording_of(source.client, channel, stream_id, publication.session_id)
+        publish(1_000)
+        read_end = 1_000 * FRAMED
+        wait_until(lambda: source.client.recording_position(recording_id) >= read_end, "the source to record")
+        # The replica follows the live source, then its replication is stopped: a stopped prefix.
+        replication_id = replica.client.replicate(recording_id, source.java.control_channel)
+        started = list(replica.client.await_replication(replication_id, until=("EXTEND",), timeout=TIMEOUT_S))
+        replica_id = started[-1].recording_id
+        wait_until(lambda: replica.client.recording_position(replica_id) >= read_end, "the replica to follow")
+        replica.client.stop_replication(replication_id)
+        replica.client.await_recording_signal(RecordingSignal.STOP, correlation_id=replication_id, timeout=TIMEOUT_S)
+
+        checkpoint = tmp_path / "chk"
+        query = (spark_source.readStream.format("aeron-archive")
+                 .options(**{"archive.controlChannel": replica.control_channel},
+                          channel=channel.split("?")[1], streamId=str(stream_id), startingPositions="earliest",
+                          discoveryIntervalMs="200", failOnDataLoss=str(fail_on_data_loss).lower(),
+                          checkpointLocation=str(checkpoint))
+                 .load().writeStream.format("memory").queryName(table)
+                 .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start())
+        wait_until(lambda: len(rows_of(spark_source, table)) >= 1_000, "the query to read the replica's prefix")
+
+        # An operator cuts the replica back below what the query has read.
+        replica.client.truncate_recording(replica_id, 400 * FRAMED)
+        if fail_on_data_loss:
+            wait_until(lambda: query.exception() is not None, "the query to report the truncation")
+            failure = str(query.exception())
+            assert f"recording {replica_id} was truncated to {400 * FRAMED}, before the query's position " \
+                   f"{read_end}" in failure
+            assert "failOnDataLoss=false" in failure
+            return
+        time.sleep(1.5)  # several triggers see the replica truncated (a warning each, nothing read)
+        assert query.exception() is None
+        publish(1_000)
+    finally:
+        publication.close()
+        if query is not None and fail_on_data_loss:
+            query.stop()
+    total = published
+    try:
+        wait_until(lambda: source.client.stop_position(recording_id) == total * FRAMED, "the source to stop")
+        replicate_again(replica, recording_id, source.java.control_channel, replica_id)
+        wait_until(lambda: replica.client.stop_position(replica_id) == total * FRAMED, "the replica to catch up")
+
+        def all_rows_or_failure() -> bool:
+            assert query.exception() is None, f"the query failed: {query.exception()}"
+            return len(rows_of(spark_source, table)) >= total
+        wait_until(all_rows_or_failure, f"{total} rows from the re-synchronised replica")
+        query.processAllAvailable()
+        rows = rows_of(spark_source, table)
+    finally:
+        query.stop()
+    # What the query had read stays read once; the rest comes once from the extended replica.
+    assert [row[1] for row in rows] == [(index + 1) * FRAMED for index in range(total)]
+    assert hashlib.sha256(b"".join(row[2] for row in rows)).hexdigest() == expected_digest(0, total, SIZE)

@@ -78,6 +78,15 @@ def wait_until(condition, what: str, timeout: float = TIMEOUT_S) -> None:
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
 
+def recording_of(client: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
+    """The recording of a publication's session, once the archive has it in its catalog (a
+    publication connects to the recording subscription before the recording is catalogued)."""
+    found: list[int] = []
+    wait_until(lambda: found.append(client.find_last_matching_recording(0, channel, stream_id, session_id))
+               or found[-1] >= 0, f"the recording of session {session_id}")
+    return found[-1]
+
+
 
 def replicated_fields(descriptor: RecordingDescriptor | None) -> dict[str, int]:
     assert descriptor is not None
@@ -173,7 +182,7 @@ def test_a_live_replication_stopped_mid_way_leaves_a_prefix_a_new_replicate_exte
 
     try:
         wait_until(lambda: publication.is_connected, "the source's recording subscription")
-        recording_id = source_client.find_last_matching_recording(0, channel, stream_id, publication.session_id)
+        recording_id = recording_of(source_client, channel, stream_id, publication.session_id)
         first_end = publish(600)
 
         replication_id = replica_client.replicate(recording_id, archives.source.control_channel)
@@ -238,7 +247,7 @@ def test_our_sidecar_as_the_source_on_our_request(archives: Archives, tmp_path: 
                 publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
         finally:
             publication.close()
-        recording_id = ours.find_last_matching_recording(0, channel, stream_id, session_id)
+        recording_id = recording_of(ours, channel, stream_id, session_id)
         wait_until(lambda: ours.stop_position(recording_id) == 500 * FRAMED, "the sidecar recording to stop")
 
         _, signals = replicate_to_end(archives.replica_client, recording_id, sidecar.control_channel)

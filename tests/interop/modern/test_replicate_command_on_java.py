@@ -82,6 +82,15 @@ def wait_until(condition, what: str, timeout: float = TIMEOUT_S) -> None:
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
 
+def recording_of(client: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
+    """The recording of a publication's session, once the archive has it in its catalog (a
+    publication connects to the recording subscription before the recording is catalogued)."""
+    found: list[int] = []
+    wait_until(lambda: found.append(client.find_last_matching_recording(0, channel, stream_id, session_id))
+               or found[-1] >= 0, f"the recording of session {session_id}")
+    return found[-1]
+
+
 
 def test_replicate_a_stopped_recording(pair: Pair, tmp_path: Path) -> None:
     recorded = pair.source.client.record(udp_channel(), 6101, 2000, SIZE)
@@ -122,7 +131,7 @@ def test_ctrl_c_stops_a_live_replication_and_a_second_run_extends_it(pair: Pair,
 
     try:
         wait_until(lambda: publication.is_connected, "the source's recording subscription")
-        recording_id = source_client.find_last_matching_recording(0, channel, stream_id, publication.session_id)
+        recording_id = recording_of(source_client, channel, stream_id, publication.session_id)
         first_end = publish(800)
 
         process = subprocess.Popen(command(pair, tmp_path, "--recording-id", str(recording_id),
