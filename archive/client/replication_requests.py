@@ -7,7 +7,10 @@ replication channel, follows an active source recording, and optionally merges i
 stream. This client only starts it, stops it and reads the signals it sends, which carry the
 replication id as their correlation id: REPLICATE (a new destination recording: its id), EXTEND
 (the local recording started), SYNC (caught up with the source's stop position), MERGE (switched to
-the live destination), STOP (the local recording stopped), REPLICATE_END (always last). A failure
+the live destination), REPLICATE_END (the replication ended, for any reason) and STOP (the local
+recording stopped: its final position; the Java archive sends it after REPLICATE_END, once the
+closed replication's recording has stopped, so read it with ``await_recording_signal(STOP,
+correlation_id=replication_id)``). A failure
 of the replication arrives as an ERROR response whose correlation id is the replication id; it is
 raised as `ArchiveError` by `poll_replication` / `await_replication`.
 
@@ -107,8 +110,9 @@ class ReplicationRequests(ArchiveSession):
             params.replication_channel or "", params.src_credentials or b"", params.src_response_channel or ""))
 
     def stop_replication(self, replication_id: int) -> None:
-        """Stops a running replication (the destination then stops its local recording and sends
-        STOP and REPLICATE_END). An unknown or finished one raises ArchiveError with ``error_code``
+        """Stops a running replication (the destination then sends REPLICATE_END and stops its
+        local recording: STOP, the replica's valid prefix, which a later replicate with
+        ``dst_recording_id`` extends). An unknown or finished one raises ArchiveError with ``error_code``
         UNKNOWN_REPLICATION."""
         self._require_modern("StopReplicationRequest")
         self._call(lambda s, c: codecs.StopReplicationRequest(s, c, replication_id))
@@ -153,9 +157,10 @@ class ReplicationRequests(ArchiveSession):
                           timeout: float | None = None) -> Iterator[RecordingSignalEvent]:
         """Yields the signals of replication ``replication_id`` as they arrive, in order, and
         returns after yielding one of ``until`` (signals or their names, default SYNC or
-        REPLICATE_END) or REPLICATE_END (nothing follows it). ``timeout`` (default the client's):
-        seconds allowed between two signals; ArchiveTimeoutError after that. A failed replication
-        raises ArchiveError."""
+        REPLICATE_END) or REPLICATE_END (the replication is over; the STOP of its recording may
+        still follow, see the module docstring). Signals after the one it returned at stay queued.
+        ``timeout`` (default the client's): seconds allowed between two signals; ArchiveTimeoutError
+        after that. A failed replication raises ArchiveError."""
         wanted = {_signal(name) for name in until} | {RecordingSignal.REPLICATE_END}
         wait = self.timeout if timeout is None else timeout
         if not wait > 0:
