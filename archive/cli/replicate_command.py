@@ -290,6 +290,7 @@ def _follow(args: argparse.Namespace, output: Output, client: ArchiveClient, met
             # Java stops the replica's recording (STOP, its final position) after REPLICATE_END.
             awaits_stop = "EXTEND" in seen and "STOP" not in seen
             if not awaits_stop or now - ended[1] > args.timeout:
+                client.poll_replication(replication_id)  # raises the replication's ERROR, read before its end
                 return _finish(output, meter, seen, ended[0], stopped=stopping_since is not None)
         elif interrupted[0] and stopping_since is None:
             stopping_since = now

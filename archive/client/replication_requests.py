@@ -147,10 +147,14 @@ class ReplicationRequests(ArchiveSession):
                 break
             taken.append(found)
         if not taken:
-            failure = self._router.take_error_response(replication_id)
-            if failure is not None:
-                raise ArchiveError.from_response(failure, f"replication {replication_id}")
+            self._raise_replication_failure(replication_id)
         return taken
+
+    def _raise_replication_failure(self, replication_id: int) -> None:
+        """Raises the ERROR the archive sent for this replication, if one has been read."""
+        failure = self._router.take_error_response(replication_id)
+        if failure is not None:
+            raise ArchiveError.from_response(failure, f"replication {replication_id}")
 
     def await_replication(self, replication_id: int,
                           until: Iterable[RecordingSignal | str] = REPLICATION_DONE, *,
@@ -174,6 +178,10 @@ class ReplicationRequests(ArchiveSession):
             # One at a time: what follows the awaited signal stays queued for the next reader.
             signals = self._take_replication_signals(replication_id, limit=1)
             for signal in signals:
+                if signal.signal == RecordingSignal.REPLICATE_END:
+                    # Its ERROR comes before it on the wire, so it has been read by now: a failed
+                    # replication raises rather than ending as if it had succeeded.
+                    self._raise_replication_failure(replication_id)
                 yield signal
                 if signal.signal in wanted:
                     return

@@ -154,12 +154,13 @@ def test_a_failed_replication_exits_1_with_the_archive_message(destination: Fake
     destination.handlers[codecs.ReplicateRequest2.TEMPLATE_ID] = lambda m: [
         destination.ok(m, REPLICATION_ID), event(RecordingSignal.REPLICATE),
         codecs.ControlResponse(SESSION, REPLICATION_ID, ArchiveErrorCode.REPLICATION_CONNECTION_FAILURE, Code.ERROR,
-                               destination.version, "failed to connect to source archive")]
+                               destination.version, "failed to connect to source archive"),
+        event(RecordingSignal.REPLICATE_END, -1)]
     code, out, err = run_tool("replicate", *CONNECTION, "--src-control-channel", SOURCE, "--recording-id", "5",
                               "--progress-interval", "0")
     assert code == 1
     assert "REPLICATION_CONNECTION_FAILURE" in err and "failed to connect to source archive" in err
-    assert [json.loads(line).get("signal") for line in out.splitlines()] == [None, "REPLICATE"]
+    assert [json.loads(line).get("signal") for line in out.splitlines()] == [None, "REPLICATE", "REPLICATE_END"]
 
 
 def test_sigint_stops_the_replication_and_exits_130(destination: FakeArchive) -> None:

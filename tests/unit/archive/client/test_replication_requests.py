@@ -153,3 +153,18 @@ def test_stop_replication_and_an_already_ended_one() -> None:
         client.stop_replication(REPLICATION_ID)
     assert raised.value.error_code == ArchiveErrorCode.UNKNOWN_REPLICATION
     assert client.try_stop_replication(REPLICATION_ID) is False
+
+
+def test_await_replication_raises_the_error_read_before_its_end() -> None:
+    archive = replicating_archive()
+    client = connect(archive)
+    replication_id = client.replicate(7, SOURCE)
+    archive.push(signal(RecordingSignal.REPLICATE))
+    archive.push(codecs.ControlResponse(SESSION, replication_id, ArchiveErrorCode.GENERIC, Code.ERROR,
+                                        archive.version, "failed to create replay publication"))
+    archive.push(signal(RecordingSignal.REPLICATE_END, position=-1))
+    seen = []
+    with pytest.raises(ArchiveError, match="failed to create replay publication"):
+        for event in client.await_replication(replication_id, timeout=1.0):
+            seen.append(event.signal)
+    assert seen == [RecordingSignal.REPLICATE]  # it did not end as if it had succeeded
