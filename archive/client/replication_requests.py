@@ -26,11 +26,15 @@ from dataclasses import dataclass
 from aeron_spark.archive import codecs
 from aeron_spark.archive.client.client_session import ArchiveSession, idle_backoff
 from aeron_spark.archive.client.response_routing import ArchiveError, ArchiveTimeoutError
-from aeron_spark.archive.codecs import RecordingSignal, RecordingSignalEvent
-from aeron_spark.archive.codecs.constants import NULL_VALUE
+from aeron_spark.archive.codecs import RecordingSignal, RecordingSignalEvent, semantic_version
+from aeron_spark.archive.codecs.constants import NULL_VALUE, semantic_version_parts
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION
 from aeron_spark.archive.configuration import DEFAULT_CONTROL_STREAM_ID
 
+#: The archive protocol versions that brought ReplicateRequest2 (Aeron 1.33) and
+#: TaggedReplicateRequest (Aeron 1.24); older archives get the request they know.
+REPLICATE_REQUEST2_MIN_VERSION = semantic_version(1, 7, 0)
+TAGGED_REPLICATE_MIN_VERSION = semantic_version(1, 3, 0)
 #: The signals after which a plain replication has nothing more to say: the replica caught up
 #: (SYNC) or the replication ended for whatever reason (REPLICATE_END, always its last signal).
 REPLICATION_DONE: tuple[RecordingSignal, ...] = (RecordingSignal.SYNC, RecordingSignal.REPLICATE_END)
@@ -81,7 +85,9 @@ class ReplicationRequests(ArchiveSession):
                   src_response_channel: str | None = None) -> int:
         """Asks the archive this client is connected to (the destination) to replicate
         ``src_recording_id`` from the archive at ``src_control_channel``/``src_control_stream_id``
-        (ReplicateRequest2, as Aeron's ``AeronArchive.replicate`` with ``ReplicationParams``).
+        (ReplicateRequest2, as Aeron's ``AeronArchive.replicate`` with ``ReplicationParams``; an
+        archive before Aeron 1.33 gets ReplicateRequest or TaggedReplicateRequest, and options
+        only ReplicateRequest2 carries are refused naming them).
         Returns the replication id: the correlation id of the replication's signals, and what
         `stop_replication` takes. The replication itself runs in the destination; follow it with
         `await_replication` or `poll_replication`."""
@@ -101,13 +107,42 @@ class ReplicationRequests(ArchiveSession):
         if not src_control_channel.startswith("aeron:"):
             raise ValueError(f"src_control_channel {src_control_channel!r} is invalid: expected the source "
                              f"archive's control channel, an aeron: URI such as aeron:udp?endpoint=host:8010")
-        # ReplicateRequest2 is schema version 6 (Aeron 1.33); 1.15.x has no replication at all.
-        self._require_modern("ReplicateRequest2")
+        self._require_modern("ReplicateRequest2")  # 1.15.x has no replication at all
+        if 0 < self.archive_protocol_version < REPLICATE_REQUEST2_MIN_VERSION:
+            return self._replicate_before_1_33(src_recording_id, src_control_channel, src_control_stream_id, params)
         return self._call(lambda s, c: codecs.ReplicateRequest2(
             s, c, src_recording_id, params.dst_recording_id, params.stop_position, params.channel_tag_id,
             params.subscription_tag_id, src_control_stream_id, params.file_io_max_length,
             params.replication_session_id, src_control_channel, params.live_destination or "",
             params.replication_channel or "", params.src_credentials or b"", params.src_response_channel or ""))
+
+    def _replicate_before_1_33(self, src_recording_id: int, src_control_channel: str, src_control_stream_id: int,
+                               params: ReplicationParams) -> int:
+        """An archive older than ReplicateRequest2 gets Aeron's earlier requests, which carry only
+        the destination recording, the live destination and (TaggedReplicateRequest) the tags."""
+        newer = [name for name, value, default in (
+            ("stop_position", params.stop_position, NULL_POSITION),
+            ("replication_channel", params.replication_channel, None),
+            ("file_io_max_length", params.file_io_max_length, NULL_VALUE),
+            ("replication_session_id", params.replication_session_id, NULL_VALUE),
+            ("src_credentials", params.src_credentials, None),
+            ("src_response_channel", params.src_response_channel, None)) if value != default]
+        version = _version_text(self.archive_protocol_version)
+        if newer:
+            raise ArchiveError(f"{', '.join(newer)} need(s) ReplicateRequest2 (Aeron 1.33+, protocol "
+                               f"{_version_text(REPLICATE_REQUEST2_MIN_VERSION)}); the archive at "
+                               f"{self.description} speaks protocol {version}", request="ReplicateRequest2")
+        live = params.live_destination or ""
+        if params.channel_tag_id == NULL_VALUE and params.subscription_tag_id == NULL_VALUE:
+            return self._call(lambda s, c: codecs.ReplicateRequest(
+                s, c, src_recording_id, params.dst_recording_id, src_control_stream_id, src_control_channel, live))
+        if self.archive_protocol_version < TAGGED_REPLICATE_MIN_VERSION:
+            raise ArchiveError(f"channel_tag_id and subscription_tag_id need TaggedReplicateRequest (Aeron 1.24+); "
+                               f"the archive at {self.description} speaks protocol {version}",
+                               request="TaggedReplicateRequest")
+        return self._call(lambda s, c: codecs.TaggedReplicateRequest(
+            s, c, src_recording_id, params.dst_recording_id, params.channel_tag_id, params.subscription_tag_id,
+            src_control_stream_id, src_control_channel, live))
 
     def stop_replication(self, replication_id: int) -> None:
         """Stops a running replication (the destination then sends REPLICATE_END and stops its
@@ -206,3 +241,7 @@ def _signal(value: RecordingSignal | str) -> RecordingSignal:
     except KeyError:
         raise ValueError(f"until {value!r} is invalid: expected recording signals among "
                          f"{[s.name for s in RecordingSignal]}") from None
+
+
+def _version_text(version: int) -> str:
+    return ".".join(str(part) for part in semantic_version_parts(version))

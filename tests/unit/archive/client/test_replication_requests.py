@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from aeron_spark.archive import codecs
 from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveError, ArchiveTimeoutError
-from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal
+from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, semantic_version
 from aeron_spark.archive.codecs import ControlResponseCode as Code
 
 from tests.unit.archive.client.test_archive_client import SESSION, FakeArchive, connect
@@ -168,3 +168,29 @@ def test_await_replication_raises_the_error_read_before_its_end() -> None:
         for event in client.await_replication(replication_id, timeout=1.0):
             seen.append(event.signal)
     assert seen == [RecordingSignal.REPLICATE]  # it did not end as if it had succeeded
+
+
+def test_archives_before_1_33_get_the_replicate_request_they_know() -> None:
+    archive = FakeArchive(version=semantic_version(1, 5, 0))  # Aeron 1.28-1.31
+    for template in (codecs.ReplicateRequest.TEMPLATE_ID, codecs.TaggedReplicateRequest.TEMPLATE_ID):
+        archive.handlers[template] = lambda m: [archive.ok(m, REPLICATION_ID)]
+    client = connect(archive)
+    assert client.replicate(7, SOURCE, 11, dst_recording_id=4, live_destination="aeron:udp?endpoint=h:9") == \
+        REPLICATION_ID
+    assert client.replicate(7, SOURCE, channel_tag_id=21, subscription_tag_id=22) == REPLICATION_ID
+    (plain,) = archive.of_type(codecs.ReplicateRequest)
+    assert (plain.src_recording_id, plain.dst_recording_id, plain.src_control_stream_id, plain.src_control_channel,
+            plain.live_destination) == (7, 4, 11, SOURCE, "aeron:udp?endpoint=h:9")
+    (tagged,) = archive.of_type(codecs.TaggedReplicateRequest)
+    assert (tagged.channel_tag_id, tagged.subscription_tag_id, tagged.dst_recording_id) == (21, 22, -1)
+    with pytest.raises(ArchiveError, match=r"stop_position, replication_channel need\(s\) ReplicateRequest2 "
+                                           r"\(Aeron 1.33\+, protocol 1.7.0\); the archive at .* speaks protocol 1.5.0"):
+        client.replicate(7, SOURCE, stop_position=4096, replication_channel="aeron:udp?endpoint=r:0")
+    assert archive.of_type(codecs.ReplicateRequest2) == []
+
+
+def test_tags_need_an_archive_of_1_24_or_later() -> None:
+    archive = FakeArchive(version=semantic_version(1, 1, 0))  # Aeron 1.23
+    client = connect(archive)
+    with pytest.raises(ArchiveError, match=r"channel_tag_id and subscription_tag_id need TaggedReplicateRequest"):
+        client.replicate(7, SOURCE, channel_tag_id=21)
