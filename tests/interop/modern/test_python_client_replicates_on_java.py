@@ -9,6 +9,8 @@ analytics replica is fed (docs/deployment.md, "The analytics replica"):
 * an ACTIVE source recording followed live, stopped mid-way by ``stop_replication`` (a valid
   prefix), then extended by a second replicate into the same destination recording once the
   source stopped: the replica ends equal to the source;
+* a ``live_destination``: the replica catches up with the active source, joins the live (dynamic
+  MDC) stream (MERGE) and records it on to the source's stop position, byte-exact;
 * a source that does not answer: the destination's error (REPLICATION_CONNECTION_FAILURE) raised
   by ``await_replication``.
 
@@ -259,3 +261,49 @@ def test_our_sidecar_as_the_source_on_our_request(archives: Archives, tmp_path: 
         replayed = archives.replica.client.replay(signals[0].recording_id, replay_channel=udp_channel(),
                                                   replay_stream_id=6032)
         assert (replayed.messages, replayed.digest) == (500, expected_digest(0, 500, SIZE))
+
+
+def test_a_replication_with_a_live_destination_merges_and_records_the_live_stream(archives: Archives) -> None:
+    """``live_destination``: the replica replays the active source, joins the live (dynamic MDC)
+    stream once caught up (MERGE), and goes on recording it: no gap, no duplicate."""
+    source_client, replica_client = archives.source_client, archives.replica_client
+    control, stream_id = f"localhost:{free_udp_port()}", 6041
+    publication = source_client.aeron.add_exclusive_publication(
+        f"aeron:udp?control={control}|control-mode=dynamic", stream_id)
+    session_id = publication.session_id
+    source_client.start_recording(f"aeron:udp?endpoint=localhost:0|control={control}|session-id={session_id}",
+                                  stream_id, SourceLocation.REMOTE)
+    published = 0
+
+    def publish(count: int) -> None:
+        nonlocal published
+        for payload in payloads(published, count, SIZE):
+            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
+        published += count
+
+    try:
+        wait_until(lambda: publication.is_connected, "the source's recording subscription")
+        recording_id = recording_of(source_client, "aeron:udp", stream_id, session_id)
+        publish(500)
+        replication_id = replica_client.replicate(recording_id, archives.source.control_channel,
+                                                  live_destination=f"aeron:udp?endpoint=localhost:0|control={control}")
+        seen: list = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while RecordingSignal.MERGE not in [s.signal for s in seen]:
+            assert time.monotonic() < deadline, f"no MERGE within {TIMEOUT_S} s (signals {seen})"
+            publish(2)  # live traffic flows while the replica catches up and joins
+            seen += replica_client.poll_replication(replication_id)
+            time.sleep(0.002)
+        assert [s.signal for s in seen][:3] == [RecordingSignal.REPLICATE, RecordingSignal.EXTEND,
+                                                RecordingSignal.MERGE]
+        replica_id = seen[0].recording_id
+        publish(300)  # after the merge: recorded by the replica from the live stream only
+    finally:
+        publication.close()
+    total_end = published * FRAMED
+    wait_until(lambda: source_client.stop_position(recording_id) == total_end, "the source to stop")
+    wait_until(lambda: replica_client.stop_position(replica_id) == total_end, "the replica to stop with the live stream")
+    assert replicated_fields(replica_client.list_recording(replica_id)) == \
+        replicated_fields(source_client.list_recording(recording_id))
+    replayed = archives.replica.client.replay(replica_id, replay_channel=udp_channel(), replay_stream_id=6042)
+    assert (replayed.messages, replayed.digest) == (published, expected_digest(0, published, SIZE))
