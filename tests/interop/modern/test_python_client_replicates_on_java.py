@@ -285,8 +285,12 @@ def test_a_replication_with_a_live_destination_merges_and_records_the_live_strea
         wait_until(lambda: publication.is_connected, "the source's recording subscription")
         recording_id = recording_of(source_client, "aeron:udp", stream_id, session_id)
         publish(500)
+        # A replication channel of its own: the replica's default one (a fixed port) may still be
+        # held by the subscription of an earlier replication, and a merge adds it to a
+        # multi-destination subscription instead.
         replication_id = replica_client.replicate(recording_id, archives.source.control_channel,
-                                                  live_destination=f"aeron:udp?endpoint=localhost:0|control={control}")
+                                                  live_destination=f"aeron:udp?endpoint=localhost:0|control={control}",
+                                                  replication_channel=udp_channel(free_udp_port()))
         seen: list = []
         deadline = time.monotonic() + TIMEOUT_S
         while RecordingSignal.MERGE not in [s.signal for s in seen]:
