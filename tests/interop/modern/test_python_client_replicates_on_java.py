@@ -11,6 +11,7 @@ analytics replica is fed (docs/deployment.md, "The analytics replica"):
   source stopped: the replica ends equal to the source;
 * a ``live_destination``: the replica catches up with the active source, joins the live (dynamic
   MDC) stream (MERGE) and records it on to the source's stop position, byte-exact;
+* ``src_credentials`` for a source that authenticates (and the refusal without them);
 * a source that does not answer: the destination's error (REPLICATION_CONNECTION_FAILURE) raised
   by ``await_replication``.
 
@@ -33,6 +34,7 @@ from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 from aeron_spark.driver_integration import AeronClient
 
 from tests.interop.peer.modern_peer import (
+    ModernPeerClient,
     ModernPeerInstallation,
     RunningModernJavaArchive,
     expected_digest,
@@ -311,3 +313,28 @@ def test_a_replication_with_a_live_destination_merges_and_records_the_live_strea
         replicated_fields(source_client.list_recording(recording_id))
     replayed = archives.replica.client.replay(replica_id, replay_channel=udp_channel(), replay_stream_id=6042)
     assert (replayed.messages, replayed.digest) == (published, expected_digest(0, published, SIZE))
+
+
+def test_src_credentials_reach_a_source_that_authenticates(archives: Archives, modern_peer: ModernPeerInstallation,
+                                                           tmp_path: Path) -> None:
+    """A source archive with Aeron's SimpleAuthenticator: the replica logs in with the
+    ``src_credentials`` our client gives (ReplicateRequest2's encodedCredentials); without them the
+    source refuses the replica, and the replication reports it."""
+    with running_modern_java_archive(modern_peer, tmp_path / "secured", credentials="replica:s3cret") as secured:
+        recorded = ModernPeerClient(modern_peer, secured.endpoint, credentials="replica:s3cret").record(
+            udp_channel(), 6051, 300, SIZE)
+
+        _, signals = replicate_to_end(archives.replica_client, recorded.recording_id, secured.control_channel,
+                                      src_credentials=b"replica:s3cret")
+        assert [s.signal for s in signals] == [RecordingSignal.REPLICATE, RecordingSignal.EXTEND, RecordingSignal.SYNC,
+                                               RecordingSignal.REPLICATE_END, RecordingSignal.STOP]
+        replayed = archives.replica.client.replay(signals[0].recording_id, replay_channel=udp_channel(),
+                                                  replay_stream_id=6052)
+        assert (replayed.messages, replayed.digest) == (300, recorded.digest)
+
+        refused = archives.replica_client.replicate(recorded.recording_id, secured.control_channel)
+        with pytest.raises(ArchiveError) as failed:
+            list(archives.replica_client.await_replication(refused, timeout=TIMEOUT_S))
+        assert failed.value.correlation_id == refused
+        assert failed.value.error_code == ArchiveErrorCode.REPLICATION_CONNECTION_FAILURE
+        assert "authentication rejected" in failed.value.archive_message
