@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -90,6 +91,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="session id of the replica (default: the source recording's)")
     parser.add_argument("--file-io-max-length", type=_int, default=-1, metavar="BYTES",
                         help="largest file read of the source's replay (default: the source's own)")
+    parser.add_argument("--src-credentials-env", metavar="VAR",
+                        help="environment variable holding the credentials the replica logs in to the source "
+                             "with (ReplicateRequest2's encodedCredentials, UTF-8, sent as they are: Aeron's "
+                             "SimpleAuthenticator form, e.g. user:password); kept off the command line")
     parser.add_argument("--until", choices=tuple(UNTIL_SIGNALS), default="end",
                         help="return at this signal: end (REPLICATE_END, the default), sync (the replica "
                              "caught up with the source's stop position) or merge (joined the live stream)")
@@ -209,6 +214,10 @@ def _interrupt_flag() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _src_credentials(args: argparse.Namespace) -> bytes | None:
+    return None if args.src_credentials_env is None else os.environ[args.src_credentials_env].encode("utf-8")
+
+
 def _source_client(args: argparse.Namespace, destination: ArchiveClient, output: Output) -> ArchiveClient | None:
     """A control session with the source archive, to read its position for the progress lines;
     None (said once on stderr) when it cannot be reached from this host."""
@@ -220,7 +229,7 @@ def _source_client(args: argparse.Namespace, destination: ArchiveClient, output:
         return ArchiveClient.connect(
             control_channel=control, control_stream_id=args.src_control_stream_id, aeron=destination.aeron,
             response_channel=default_response_channel(control, bind), response_host=advertised,
-            timeout=args.timeout)
+            timeout=args.timeout, credentials=_src_credentials(args))
     except (ArchiveError, ToolError, OSError, ValueError) as error:
         output.err.write(f"replicate: the source archive at {control} does not answer this host ({error}); "
                          f"progress shows the destination only\n")
@@ -241,6 +250,9 @@ def _check(args: argparse.Namespace) -> None:
     if not args.src_control_channel.startswith("aeron:"):
         raise ToolError(f"--src-control-channel {args.src_control_channel!r} is invalid: expected an aeron: "
                         f"URI such as aeron:udp?endpoint=source-host:8010")
+    if args.src_credentials_env is not None and not os.environ.get(args.src_credentials_env):
+        raise ToolError(f"--src-credentials-env {args.src_credentials_env}: that environment variable is not set "
+                        f"or empty; export the source archive's credentials in it")
     if args.until == "merge" and args.live_destination is None:
         raise ToolError("--until merge needs --live-destination (only a replication that merges into the "
                         "live stream signals MERGE)")
@@ -255,7 +267,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
             args.recording_id, args.src_control_channel, args.src_control_stream_id,
             dst_recording_id=args.dst_recording_id, stop_position=args.stop_position,
             live_destination=args.live_destination, replication_channel=args.replication_channel,
-            file_io_max_length=args.file_io_max_length, replication_session_id=args.replication_session_id)
+            file_io_max_length=args.file_io_max_length, replication_session_id=args.replication_session_id,
+            src_credentials=_src_credentials(args))
         output.line(json.dumps({"event": "replication-started", "replicationId": replication_id,
                                 "srcRecordingId": args.recording_id}))
         source = _source_client(args, client, output)

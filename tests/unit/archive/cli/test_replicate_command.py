@@ -83,6 +83,22 @@ def test_bad_arguments_are_named_before_anything_is_sent(destination: FakeArchiv
     assert destination.connects == []  # type: ignore[attr-defined]
 
 
+def test_source_credentials_come_from_the_named_environment_variable(destination: FakeArchive,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    destination.handlers[codecs.ReplicateRequest2.TEMPLATE_ID] = lambda m: [
+        destination.ok(m, REPLICATION_ID), event(RecordingSignal.REPLICATE_END, -1)]
+    monkeypatch.delenv("REPLICA_SRC_SECRET", raising=False)
+    code, _, err = run_tool("replicate", *CONNECTION, "--src-control-channel", SOURCE, "--recording-id", "5",
+                            "--src-credentials-env", "REPLICA_SRC_SECRET")
+    assert code == EXIT_USAGE and "--src-credentials-env REPLICA_SRC_SECRET: that environment variable is not set" in err
+    monkeypatch.setenv("REPLICA_SRC_SECRET", "replica:s3cret")
+    code, _, err = run_tool("replicate", *CONNECTION, "--src-control-channel", SOURCE, "--recording-id", "5",
+                            "--src-credentials-env", "REPLICA_SRC_SECRET", "--progress-interval", "0")
+    assert code == 0, err
+    assert destination.of_type(codecs.ReplicateRequest2)[0].encoded_credentials == b"replica:s3cret"
+    assert "s3cret" not in err
+
+
 def test_a_source_channel_that_is_no_aeron_uri_is_named(destination: FakeArchive) -> None:
     code, _, err = run_tool("replicate", *CONNECTION, "--src-control-channel", "source-host:8010",
                             "--recording-id", "1")
