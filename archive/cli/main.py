@@ -7,13 +7,15 @@
   ``count-entries``, ``max-entries``, ``capacity``, ``pid``, ``dump``, ``verify``, ``checksum``);
 * `migrate_command`: ``migrate``, the in-place upgrade of an older directory to 3.1.0;
 * `serve_command`: ``serve``, the archive sidecar;
-* `client_commands`: ``recordings``, ``replay``, ``stat`` against a running archive.
+* `client_commands`: ``recordings``, ``replay``, ``stat`` against a running archive;
+* `replicate_command`: ``replicate``, a running archive replicating a recording from another one.
 
 Adding a command means adding its row here. No command module imports this one.
 
 Run as ``aeron-archive ...`` (the console script) or ``python -m aeron_spark.archive.cli.main ...``.
 Exit codes: 0 ok, 1 verification failed (client commands: the archive reported an error), 2 usage
-or bad input (client commands: 3 the archive did not answer in time).
+or bad input (client commands: 3 the archive did not answer in time; replicate: 130 stopped by
+SIGINT).
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from aeron_spark.archive.cli import client_commands, inspect_commands, migrate_command, serve_command
+from aeron_spark.archive.cli import (
+    client_commands,
+    inspect_commands,
+    migrate_command,
+    replicate_command,
+    serve_command,
+)
 from aeron_spark.archive.cli.output import EXIT_USAGE, PROGRAM, Output, ToolError
 from aeron_spark.archive.storage.catalog import CatalogError
 from aeron_spark.archive.storage.mark_file import MarkFileError
@@ -67,6 +75,9 @@ COMMANDS: dict[str, Command] = {
                       client_commands.replay, client_commands.configure_replay, needs_archive_dir=False),
     "stat": Command("print the archive's counters from the media driver (AeronStat-style)",
                     client_commands.stat, client_commands.configure_stat, needs_archive_dir=False),
+    "replicate": Command("ask a running archive to replicate a recording from another archive; follow it "
+                         "(signals, progress) until it ends, Ctrl-C stops it",
+                         replicate_command.run, replicate_command.configure, needs_archive_dir=False),
 }
 
 

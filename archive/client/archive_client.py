@@ -35,7 +35,12 @@ replay subscription (`start_replay` needs that subscription's ``subscription_reg
 
 Recording signals (START, STOP, EXTEND, DELETE, ...) arrive interleaved with responses; they are
 queued, never dropped, and handed to ``on_recording_signal`` after each call completes, or taken
-with `poll_for_recording_signals` / `await_recording_signal`.
+with `poll_for_recording_signals` / `await_recording_signal`; a replication's signals (their
+correlation id is the replication id) with `poll_replication` / `await_replication`::
+
+    replication_id = replica.replicate(recording_id, "aeron:udp?endpoint=source-host:8010")
+    for signal in replica.await_replication(replication_id, until=("SYNC",)):
+        print(signal.signal.name, signal.recording_id, signal.position)
 
 **Thread safety:** like Aeron's AeronArchive, one client is used by one thread at a time (use
 one client per thread). A call made while another call on the same client is waiting raises
@@ -44,7 +49,8 @@ RuntimeError.
 `ArchiveClient` is the one facade of every request, as ``AeronArchive`` is; this module creates
 connected clients. The class is assembled from a module per role: `client_session` (the control
 session: handshake, sending and awaiting, signals, closing), `recording_requests` (listings,
-positions, recording, maintenance) and `replay_requests`; the plumbing is in `transport`,
+positions, recording, maintenance), `replay_requests` and `replication_requests` (replicate from
+another archive, stop it, follow its signals); the plumbing is in `transport`,
 `response_routing`, `replay_subscription`, `archive_location` and `live_positions`. Defaults
 (channels, stream ids, timeouts) are those of `aeron_spark.archive.configuration`.
 """
@@ -73,6 +79,11 @@ from aeron_spark.archive.client.recording_requests import (
 )
 from aeron_spark.archive.client.replay_requests import ReplayRequests
 from aeron_spark.archive.client.replay_subscription import ReplaySubscription as ReplaySubscription
+from aeron_spark.archive.client.replication_requests import (
+    REPLICATION_DONE as REPLICATION_DONE,
+    ReplicationParams as ReplicationParams,
+    ReplicationRequests,
+)
 from aeron_spark.archive.client.response_routing import ArchiveError
 from aeron_spark.archive.client.response_routing import ArchiveTimeoutError as ArchiveTimeoutError
 from aeron_spark.archive.client.transport import AeronControlTransport, default_aeron_dir
@@ -96,7 +107,7 @@ from aeron_spark.archive.configuration import (
 from aeron_spark.driver_integration import AeronClient
 
 
-class ArchiveClient(RecordingRequests, ReplayRequests):
+class ArchiveClient(RecordingRequests, ReplayRequests, ReplicationRequests):
     """A connected control session with every request of the archive control protocol. Create
     with `connect` or `from_mark_file`; close it (or use it as a context manager) to send
     CloseSession and release its Aeron resources."""

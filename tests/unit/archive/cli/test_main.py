@@ -16,7 +16,7 @@ CLI_DIR = Path(cli.__file__).parent
 
 def test_the_table_holds_every_command():
     assert set(cli.COMMANDS) == {"describe", "count-entries", "max-entries", "capacity", "pid", "dump", "verify",
-                                 "checksum", "migrate", "serve", "recordings", "replay", "stat"}
+                                 "checksum", "migrate", "serve", "recordings", "replay", "stat", "replicate"}
 
 
 @pytest.mark.parametrize("name", sorted(cli.COMMANDS))
