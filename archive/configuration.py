@@ -84,6 +84,8 @@ DEFAULT_REPLICATION_RESPONSE_CHANNEL: Final = "aeron:udp?endpoint=localhost:0"
 DEFAULT_REPLICATION_ACTION_TIMEOUT_MS: Final = 10_000
 #: How long a finishing replication waits for its local recording to stop before REPLICATE_END.
 DEFAULT_REPLICATION_STOP_TIMEOUT_MS: Final = 5_000
+#: How often `aeron-archive replicate` prints its progress (bytes copied, position, rate).
+DEFAULT_REPLICATE_PROGRESS_INTERVAL_S: Final = 1.0
 
 # -- a sidecar run as a child process (cli.sidecar_process)
 #: How long a started sidecar may take to print its ready line.

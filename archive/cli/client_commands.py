@@ -68,7 +68,7 @@ EXIT_TIMEOUT = 3
 ARCHIVE_COUNTER_TYPE_IDS = range(100, 114)
 
 
-def _int(text: str) -> int:
+def integer_argument(text: str) -> int:
     try:
         return int(text, 0)
     except ValueError:
@@ -85,7 +85,7 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _connection_arguments(parser: argparse.ArgumentParser) -> None:
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("archive connection")
     group.add_argument("--dir", type=Path, metavar="DIR",
                        help="archive directory: find the archive through its mark file "
@@ -93,14 +93,14 @@ def _connection_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--control-channel", metavar="URI",
                        help=f"archive control channel (default {DEFAULT_CONTROL_CHANNEL}, or the "
                             f"mark file's with --dir)")
-    group.add_argument("--control-stream-id", type=_int, metavar="N",
+    group.add_argument("--control-stream-id", type=integer_argument, metavar="N",
                        help=f"control stream id (default {DEFAULT_CONTROL_STREAM_ID})")
     group.add_argument("--response-channel", metavar="URI",
                        help="channel the archive answers on (default: a free UDP port on the address "
                             "of this host that routes to the control endpoint, e.g. "
                             f"{DEFAULT_RESPONSE_CHANNEL.replace('localhost', '<that address>')}; "
                             f"{IPC_CHANNEL} with an IPC control channel)")
-    group.add_argument("--response-stream-id", type=_int, default=DEFAULT_RESPONSE_STREAM_ID,
+    group.add_argument("--response-stream-id", type=integer_argument, default=DEFAULT_RESPONSE_STREAM_ID,
                        metavar="N", help=f"response stream id (default {DEFAULT_RESPONSE_STREAM_ID})")
     group.add_argument("--response-host", metavar="HOST",
                        help="address of this host the archive sends responses and replays to (default: "
@@ -167,7 +167,7 @@ def open_client(args: argparse.Namespace) -> ArchiveClient:
         if control.startswith(IPC_CHANNEL):
             options["response_channel"] = IPC_CHANNEL
         else:
-            advertised, bind = _local_hosts(args, control)
+            advertised, bind = hosts_from_arguments(args, control)
             options["response_channel"] = default_response_channel(control, bind)
             options["response_host"] = advertised
     return ArchiveClient.connect(**options)
@@ -190,7 +190,7 @@ def release_driver() -> None:
         close_process_driver()
 
 
-def _local_hosts(args: argparse.Namespace, control_channel: str) -> tuple[str, str]:
+def hosts_from_arguments(args: argparse.Namespace, control_channel: str) -> tuple[str, str]:
     try:
         return local_hosts(control_channel, args.response_host, args.bind_address)
     except OSError as error:
@@ -240,14 +240,14 @@ def _timeout_hint(args: argparse.Namespace) -> str:
 # ------------------------------------------------------------------------------------ recordings
 
 def configure_recordings(parser: argparse.ArgumentParser) -> None:
-    _connection_arguments(parser)
-    parser.add_argument("--recording-id", type=_int, metavar="ID", help="only this recording")
-    parser.add_argument("--from-id", type=_int, default=0, metavar="ID",
+    add_connection_arguments(parser)
+    parser.add_argument("--recording-id", type=integer_argument, metavar="ID", help="only this recording")
+    parser.add_argument("--from-id", type=integer_argument, default=0, metavar="ID",
                         help="first recording id (default 0)")
-    parser.add_argument("--count", type=_int, metavar="N", help="at most N descriptors (default all)")
+    parser.add_argument("--count", type=integer_argument, metavar="N", help="at most N descriptors (default all)")
     parser.add_argument("--channel-fragment", metavar="TEXT",
                         help="only recordings whose channel contains TEXT (needs --stream-id)")
-    parser.add_argument("--stream-id", type=_int, metavar="N", help="only recordings of this stream")
+    parser.add_argument("--stream-id", type=integer_argument, metavar="N", help="only recordings of this stream")
 
 
 @reporting_failures
@@ -277,10 +277,10 @@ def recordings(args: argparse.Namespace, output: Output) -> int:
 # ------------------------------------------------------------------------------------ replay
 
 def configure_replay(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("recording_id", type=_int, metavar="ID", help="recording id")
-    parser.add_argument("--position", type=_int, metavar="P",
+    parser.add_argument("recording_id", type=integer_argument, metavar="ID", help="recording id")
+    parser.add_argument("--position", type=integer_argument, metavar="P",
                         help="where to start: a message start position (default: the recording's start)")
-    parser.add_argument("--length", type=_int, metavar="L",
+    parser.add_argument("--length", type=integer_argument, metavar="L",
                         help="bytes of stream to replay (default: up to the stop position, or for an "
                              "active recording up to what is recorded now)")
     parser.add_argument("--follow", action="store_true",
@@ -288,11 +288,11 @@ def configure_replay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay-channel", metavar="URI",
                         help=f"channel to replay on (default {IPC_CHANNEL} with an IPC control channel, "
                              "else a free UDP port on the response channel's address)")
-    parser.add_argument("--replay-stream-id", type=_int, default=DEFAULT_REPLAY_STREAM_ID, metavar="N",
+    parser.add_argument("--replay-stream-id", type=integer_argument, default=DEFAULT_REPLAY_STREAM_ID, metavar="N",
                         help=f"replay stream id (default {DEFAULT_REPLAY_STREAM_ID})")
     parser.add_argument("--idle-timeout", type=_positive_seconds, metavar="S",
                         help="fail when the replay brings nothing for S seconds (default: --timeout)")
-    _connection_arguments(parser)
+    add_connection_arguments(parser)
 
 
 @reporting_failures
@@ -350,7 +350,7 @@ def configure_stat(parser: argparse.ArgumentParser) -> None:
                              "$AERON_DIR or /dev/shm/aeron-<user>)")
     parser.add_argument("--all", action="store_true", help="every counter of the driver, not only "
                                                            "the archive's (type ids 100-113)")
-    parser.add_argument("--archive-id", type=_int, metavar="ID",
+    parser.add_argument("--archive-id", type=integer_argument, metavar="ID",
                         help="only the counters of this archive (several archives may share a driver)")
     parser.add_argument("--json", action="store_true", help="JSON lines instead of AeronStat lines")
     parser.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from types import FrameType
 
 from aeron_spark.archive.cli.client_commands import (
-    _connection_arguments,
-    _int,
-    _local_hosts,
+    add_connection_arguments,
+    integer_argument,
+    hosts_from_arguments,
     connected_client,
     reporting_failures,
 )
@@ -44,6 +44,7 @@ from aeron_spark.archive.client.archive_client import ArchiveClient, ArchiveErro
 from aeron_spark.archive.client.local_endpoints import default_response_channel
 from aeron_spark.archive.codecs import RecordingSignal, RecordingSignalEvent
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION
+from aeron_spark.archive import configuration as defaults
 from aeron_spark.archive.configuration import DEFAULT_CONTROL_STREAM_ID
 
 #: The shell's code for a command ended by SIGINT (128 + 2).
@@ -51,7 +52,7 @@ EXIT_INTERRUPTED = 130
 #: ``--until``: the signal after which the command returns (REPLICATE_END always ends it).
 UNTIL_SIGNALS: dict[str, RecordingSignal] = {
     "end": RecordingSignal.REPLICATE_END, "sync": RecordingSignal.SYNC, "merge": RecordingSignal.MERGE}
-DEFAULT_PROGRESS_INTERVAL_S = 1.0
+DEFAULT_PROGRESS_INTERVAL_S = defaults.DEFAULT_REPLICATE_PROGRESS_INTERVAL_S
 #: Between two reads of the destination's signals (a replication lasts seconds to hours).
 POLL_PAUSE_S = 0.01
 MIB = 1024 * 1024
@@ -71,14 +72,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--src-control-channel", required=True, metavar="URI",
                         help="the source archive's control channel, as the DESTINATION archive reaches it "
                              "(e.g. aeron:udp?endpoint=source-host:8010)")
-    parser.add_argument("--src-control-stream-id", type=_int, default=DEFAULT_CONTROL_STREAM_ID, metavar="N",
+    parser.add_argument("--src-control-stream-id", type=integer_argument, default=DEFAULT_CONTROL_STREAM_ID, metavar="N",
                         help=f"the source archive's control stream id (default {DEFAULT_CONTROL_STREAM_ID})")
-    parser.add_argument("--recording-id", type=_int, required=True, metavar="ID",
+    parser.add_argument("--recording-id", type=integer_argument, required=True, metavar="ID",
                         help="the recording to replicate, its id in the SOURCE archive")
-    parser.add_argument("--dst-recording-id", type=_int, default=-1, metavar="ID",
+    parser.add_argument("--dst-recording-id", type=integer_argument, default=-1, metavar="ID",
                         help="a recording of the destination to extend (a replica stopped earlier); "
                              "default: a new recording")
-    parser.add_argument("--stop-position", type=_int, default=NULL_POSITION, metavar="P",
+    parser.add_argument("--stop-position", type=integer_argument, default=NULL_POSITION, metavar="P",
                         help="stop replicating at this position; default: follow the source recording "
                              "for as long as it records")
     parser.add_argument("--live-destination", metavar="URI",
@@ -87,9 +88,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replication-channel", metavar="URI",
                         help="channel the source replays to (default: the destination archive's configured "
                              "replication channel)")
-    parser.add_argument("--replication-session-id", type=_int, default=-1, metavar="N",
+    parser.add_argument("--replication-session-id", type=integer_argument, default=-1, metavar="N",
                         help="session id of the replica (default: the source recording's)")
-    parser.add_argument("--file-io-max-length", type=_int, default=-1, metavar="BYTES",
+    parser.add_argument("--file-io-max-length", type=integer_argument, default=-1, metavar="BYTES",
                         help="largest file read of the source's replay (default: the source's own)")
     parser.add_argument("--src-credentials-env", metavar="VAR",
                         help="environment variable holding the credentials the replica logs in to the source "
@@ -102,7 +103,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         default=DEFAULT_PROGRESS_INTERVAL_S, metavar="S",
                         help=f"seconds between progress lines on stderr (default {DEFAULT_PROGRESS_INTERVAL_S}; "
                              f"0: none)")
-    _connection_arguments(parser)
+    add_connection_arguments(parser)
 
 
 # ------------------------------------------------------------------------------------ progress
@@ -225,7 +226,7 @@ def _source_client(args: argparse.Namespace, destination: ArchiveClient, output:
         return None
     control = args.src_control_channel
     try:
-        advertised, bind = _local_hosts(args, control)
+        advertised, bind = hosts_from_arguments(args, control)
         return ArchiveClient.connect(
             control_channel=control, control_stream_id=args.src_control_stream_id, aeron=destination.aeron,
             response_channel=default_response_channel(control, bind), response_host=advertised,

@@ -24,6 +24,7 @@ from aeron_spark.archive.client.archive_client import (
     SourceLocation,
 )
 from aeron_spark.archive.client.replay_merge import MergeState, ReplayMerge, ReplayMergeError
+from aeron_spark.archive.client.replication_requests import REPLICATION_DONE, ReplicationParams
 from aeron_spark.archive.client.secret_credentials import SecretCredentials, UnsupportedChallenge
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MergeState",
     "NULL_POSITION",
+    "REPLICATION_DONE",
     "ArchiveClient",
     "ArchiveError",
     "ArchiveTimeoutError",
@@ -45,6 +47,7 @@ __all__ = [
     "RecordingSubscriptionDescriptor",
     "ReplayMerge",
     "ReplayMergeError",
+    "ReplicationParams",
     "ReplaySubscription",
     "SecretCredentials",
     "SourceLocation",

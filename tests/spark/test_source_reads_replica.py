@@ -8,12 +8,10 @@ replica back), it is reported as data loss (failOnDataLoss=true fails the query 
 failOnDataLoss=false the query goes on once a new replicate has extended the replica again, still
 reading every message once.
 
-The replica archive is a parameter of the test. Today it is the real Java archive (Aeron 1.51,
-its own Java media driver; Spark's workers reach it over UDP and, not sharing its driver, read the
-growing replica's position with RecordingPosition requests).
-TODO(issue 24): add "sidecar" to REPLICA_KINDS (our sidecar as the replica: `running_replica`
-below starts it) once the sidecar's replication (archive/service, being built on another branch)
-is merged; it answers ReplicateRequest2 with an error until then.
+The replica archive is a parameter of the test: the real Java archive (Aeron 1.51, its own Java
+media driver; Spark's workers reach it over UDP and, not sharing its driver, read the growing
+replica's position with RecordingPosition requests), and our sidecar (which replicates from the Java
+source as Aeron's ReplicationSession does).
 
 Every archive and peer JVM is a real process, stopped by PID by the fixture that started it.
 """
@@ -50,8 +48,8 @@ SIZE = 200
 FRAMED = framed_length(SIZE)
 TIMEOUT_S = 30.0
 WAIT_S = 90.0
-#: The archives that serve as the replica in this test (see the module docstring's TODO).
-REPLICA_KINDS = ["java"]
+#: The archives that serve as the replica in this test.
+REPLICA_KINDS = ["java", "sidecar"]
 BATCHES = (1_000, 1_500, 500)  # before the query starts, while it runs, then the last before the source stops
 
 
@@ -79,7 +77,7 @@ def running_replica(kind: str, work: Path) -> Iterator[Replica]:
                                       timeout=TIMEOUT_S) as client:
             yield Replica(kind, sidecar.control_channel, client)
     else:
-        raise ValueError(f"replica kind {kind!r} is invalid: expected one of {REPLICA_KINDS + ['sidecar']}")
+        raise ValueError(f"replica kind {kind!r} is invalid: expected one of {REPLICA_KINDS}")
 
 
 @dataclass
