@@ -45,10 +45,11 @@ import numpy as np
 from aeron_spark.archive.client import RecordingDescriptor, RecordingSubscriptionDescriptor, live_positions
 from aeron_spark.archive.client.replay_subscription import replay_image_session_id
 from aeron_spark.driver_integration import AeronClient, Counter, CountersReader, Image
+from aeron_spark.driver_integration.channel_uri import MTU
 from aeron_spark.driver_integration.frame import aligned_frame_length
 
-from aeron_spark.connector.options import ReplaySettings
-from aeron_spark.connector.replay_endpoint import ReplayEndpoints
+from aeron_spark.connector.options import REPLAY_MTU_RECORDING, ReplaySettings
+from aeron_spark.connector.replay_endpoint import ReplayEndpoints, replay_mtu_to_ask, with_param
 from aeron_spark.connector.replay_errors import (
     ArchiveReplayWatch,
     ReplayFailed,
@@ -163,6 +164,7 @@ class ClientArchiveAccess:
         self._gather: tuple[int, list[int], list[int], np.ndarray, np.ndarray] | None = None
         self._recorded_stream_checks: dict[tuple[str, int], float] = {}
         self._endpoints: ReplayEndpoints | None = None
+        self._mtu_layouts: dict[int, tuple[int, int]] = {}  # recording id -> (mtu, term length), once listed
 
     @property
     def replay_endpoints(self) -> ReplayEndpoints:
@@ -310,25 +312,28 @@ class ClientArchiveAccess:
         session_id = random.randint(1, (1 << 31) - 1)
         receiver = endpoints.subscribe(settings.channel, settings.stream_id, session_id)
         subscription = receiver.subscription
+        told = receiver.told
         limit: Counter | None = None
         replay_session_id: int | None = None
         # A response channel's replay names its subscription (and the Image has the replay's session id).
         registration_id = subscription.registration_id if receiver.response_mode else None
         try:
+            if receiver.over_udp and settings.mtu != REPLAY_MTU_RECORDING:
+                told = self._with_replay_mtu(told, recording_id, settings)
             try:
                 if self._client.is_legacy or not endpoints.shares_archive_driver:
                     # Bounded by length: a 1.15.x archive has no BoundedReplay, and an archive on
                     # another driver cannot read our counters. The same for recorded data (ranges
                     # never end past the recorded position).
                     replay_session_id = self._client.start_replay(
-                        recording_id, start, end - start, receiver.told, settings.stream_id,
+                        recording_id, start, end - start, told, settings.stream_id,
                         subscription_registration_id=registration_id)
                 else:
                     limit = aeron.add_counter(REPLAY_LIMIT_COUNTER_TYPE_ID, struct.pack("<q", recording_id),
                                               f"aeron-archive source replay limit: {recording_id} [{start}, {end})")
                     limit.value = end
                     replay_session_id = self._client.start_bounded_replay(
-                        recording_id, start, end - start, limit.counter_id, receiver.told, settings.stream_id,
+                        recording_id, start, end - start, limit.counter_id, told, settings.stream_id,
                         subscription_registration_id=registration_id)
             except Exception as error:
                 if is_archive_error(error):
@@ -352,6 +357,18 @@ class ClientArchiveAccess:
                 if resource is not None:
                     with contextlib.suppress(Exception):
                         resource.close()
+
+    def _with_replay_mtu(self, told: str, recording_id: int, settings: ReplaySettings) -> str:
+        """``told`` with the ``mtu`` ``replay.mtu`` asks for, if any (replay_endpoint.replay_mtu_to_ask)."""
+        layout = self._mtu_layouts.get(recording_id)
+        if layout is None:
+            descriptor = self.describe(recording_id)
+            if descriptor is None:
+                return told
+            # Fixed for a recording's life: one ListRecording per recording and connection.
+            layout = self._mtu_layouts[recording_id] = (descriptor.mtu_length, descriptor.term_buffer_length)
+        mtu = replay_mtu_to_ask(settings.mtu, told, *layout)
+        return told if mtu is None else with_param(told, MTU, str(mtu))
 
     def _watch(self, recording_id: int, end: int, replay_session_id: int, settings: ReplaySettings) -> ReplayWatch:
         """The archive's later ERRORs of this replay, and the frame at a stall (probed by replaying it)."""
@@ -417,7 +434,7 @@ class ClientArchiveAccess:
         probe_end = min(term_end, recorded if recorded is not None else descriptor.stop_position)
         if probe_end <= position:
             return None
-        probe = ReplaySettings(settings.channel, settings.stream_id, timeout_ms)
+        probe = ReplaySettings(settings.channel, settings.stream_id, timeout_ms, settings.mtu)
         lengths: list[int] = []
         try:
             with self._replay_image(recording_id, position, probe_end, probe) as (image, watch):

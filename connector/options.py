@@ -67,6 +67,15 @@ DRIVER_MODES = ("auto", "embedded", "external")
 # archive records would be recorded again (replays fail fast on that, see archive_reading).
 DEFAULT_REPLAY_STREAM_ID = 1_977_101
 
+#: ``replay.mtu`` values other than an int: the loopback default, or always the recording's mtu.
+REPLAY_MTU_AUTO = "auto"
+REPLAY_MTU_RECORDING = "recording"
+REPLAY_MTU_MODES = (REPLAY_MTU_AUTO, REPLAY_MTU_RECORDING)
+#: ``replay.mtu=auto`` over loopback: 7 frames of a 1 KiB message per datagram instead of 1, and at
+#: most the smallest term's max message length (64 KiB / 8), so every recording can take it.
+DEFAULT_LOOPBACK_REPLAY_MTU = 8192
+REPLAY_MTU_RANGE = (32, 65504)
+
 #: Options the source and the sink both accept: where the archive is and how it replays.
 CONNECTION_OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("archive.dir", "a directory holding archive-mark.dat", None, BOTH_MODES,
@@ -103,6 +112,14 @@ CONNECTION_OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("replay.streamId", "an int", str(DEFAULT_REPLAY_STREAM_ID), BOTH_MODES,
                "Stream id replays are sent on. A replay fails at once if the archive records "
                "replay.channel on this stream id (each replay would become a new recording)."),
+    OptionSpec("replay.mtu", " | ".join(REPLAY_MTU_MODES) + " | an int: a multiple of 32 in [32, 65504]",
+               REPLAY_MTU_AUTO, BOTH_MODES,
+               "The mtu a UDP replay is asked to be sent with (whole recorded frames packed into fewer, larger "
+               f"datagrams). auto: {DEFAULT_LOOPBACK_REPLAY_MTU} when the replay goes to a loopback address "
+               "(no IP fragmentation there), else the recording's; recording: always the recording's mtu; an int: "
+               "that mtu, capped at the recording's term length / 8 (above ~1472 bytes means IP fragmentation on "
+               "a 1500-byte Ethernet: only for jumbo-frame networks). Never below the recording's mtu; IPC replays "
+               "and archives that replay at the recording's mtu (Java's) ignore it."),
     OptionSpec("replay.idleTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_REPLAY_IDLE_TIMEOUT_MS), BOTH_MODES,
                "A partition fails when its replay makes no progress for this long (an error the "
                "archive reports for the replay fails it at once)."),
@@ -145,6 +162,8 @@ class ReplaySettings:
     channel: str | None  # None: aeron:ipc on the archive's driver, else a UDP endpoint of this host
     stream_id: int
     idle_timeout_ms: int
+    #: ``replay.mtu``: "auto", "recording" or the mtu to ask for (see replay_endpoint.replay_mtu_to_ask)
+    mtu: int | str = REPLAY_MTU_AUTO
 
 
 def parse_connection(raw: dict[str, str]) -> ArchiveConnection:
@@ -209,7 +228,22 @@ def parse_replay(raw: dict[str, str]) -> ReplaySettings:
         channel=channel,
         stream_id=parse_stream_id(raw, "replay.streamId", DEFAULT_REPLAY_STREAM_ID),
         idle_timeout_ms=parse_int(raw, "replay.idleTimeoutMs", DEFAULT_REPLAY_IDLE_TIMEOUT_MS, minimum=1),
+        mtu=parse_replay_mtu(raw),
     )
+
+
+def parse_replay_mtu(raw: dict[str, str]) -> int | str:
+    """``replay.mtu``: one of :data:`REPLAY_MTU_MODES` or an Aeron mtu (a multiple of 32 in range)."""
+    text = raw.get("replay.mtu")
+    if text is None:
+        return REPLAY_MTU_AUTO
+    if text.lower() in REPLAY_MTU_MODES:
+        return text.lower()
+    low, high = REPLAY_MTU_RANGE
+    if not re.fullmatch(r"\d+", text) or not low <= int(text) <= high or int(text) % 32:
+        raise OptionError(f"option replay.mtu={text!r} is not valid; accepted: {' | '.join(REPLAY_MTU_MODES)} | "
+                          f"an int: a multiple of 32 in [{low}, {high}]")
+    return int(text)
 
 
 #: Aeron's values of a channel's ``control-mode`` (``response``: a response channel, Aeron 1.45+).

@@ -15,16 +15,25 @@ response channel too: the same channel (``control=`` names the archive's respons
 ``session-id`` added (the media driver matches the replay's session to the subscription) and
 started the response-channel way (a replay token, then the request over a publication of the
 worker's own: ``ArchiveClient.start_replay(..., subscription_registration_id=...)``).
+
+A UDP replay may ask for a larger ``mtu`` than the recording's (``replay.mtu``,
+:func:`replay_mtu_to_ask`): the archive replays whole frames, and the driver's sender packs as many
+as fit in one datagram, so 1 KiB messages recorded at mtu 1408 arrive 7 to a datagram at 8192
+instead of one each. By default only towards a loopback address: beyond the link's MTU (1500 on
+Ethernet) a datagram is IP-fragmented, and losing one fragment loses the whole datagram.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 from dataclasses import dataclass
 
 from aeron_spark.archive.client.transport import is_response_channel, subscribe_resolved, with_endpoint_host
 from aeron_spark.driver_integration import AeronClient, Subscription
-from aeron_spark.driver_integration.channel_uri import ChannelUri
+from aeron_spark.driver_integration.channel_uri import MTU, ChannelUri
+
+from aeron_spark.connector.options import DEFAULT_LOOPBACK_REPLAY_MTU, REPLAY_MTU_AUTO, REPLAY_MTU_RECORDING
 
 IPC = "aeron:ipc"
 
@@ -99,3 +108,34 @@ class ReplayEndpoints:
 
 def _udp_channel(host: str) -> str:
     return "aeron:udp?endpoint=" + (f"[{host}]:0" if ":" in host else f"{host}:0")
+
+
+def replay_mtu_to_ask(setting: int | str, told: str, recording_mtu: int, term_length: int) -> int | None:
+    """The ``mtu`` to put on the replay channel ``told`` to the archive, or None to leave the
+    recording's. ``setting`` is ``replay.mtu``; a channel that names its own mtu keeps it. The
+    mtu is capped at term length / 8 (Aeron's limit), and one not above the recording's is not asked
+    (an archive refuses one below it)."""
+    uri = ChannelUri.parse(told)
+    if not uri.is_udp or MTU in uri or setting == REPLAY_MTU_RECORDING:
+        return None
+    if setting == REPLAY_MTU_AUTO:
+        if not is_loopback_endpoint(uri.get("endpoint")):
+            return None
+        wanted = DEFAULT_LOOPBACK_REPLAY_MTU
+    else:
+        wanted = int(setting)
+    wanted = min(wanted, term_length // 8)
+    return wanted if wanted > recording_mtu else None
+
+
+def is_loopback_endpoint(endpoint: str | None) -> bool:
+    """Whether a ``host:port`` endpoint names this host's loopback (``localhost``, 127/8, ::1)."""
+    if endpoint is None:
+        return False
+    host = endpoint.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

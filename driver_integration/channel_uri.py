@@ -333,13 +333,19 @@ def replay_channel(
     term_length: int,
     mtu: int,
     default_linger_ns: int,
+    *,
+    requested_mtu: int | None = None,
 ) -> str:
     """The channel of a replay publication, as the modern archive builds it (§3.6): the client's
     replay channel stripped, plus the recording's initial position, term length and mtu, the
-    client's ``eos``/``sparse`` if given, and ``linger`` (the client's, else the default)."""
+    client's ``eos``/``sparse`` if given, and ``linger`` (the client's, else the default).
+
+    ``requested_mtu`` (the ``mtu`` of the client's channel, where the archive honours it) replaces
+    the recording's mtu: see :func:`replay_mtu`. Java's archive always uses the recording's."""
     channel = _as_channel(client_channel)
     params = [(k, v) for k, v in channel.params.items() if k in STRIPPED_PARAMS]
-    params += initial_position_params(position, initial_term_id, term_length, mtu)
+    chosen_mtu = mtu if requested_mtu is None else replay_mtu(requested_mtu, mtu, term_length)
+    params += initial_position_params(position, initial_term_id, term_length, chosen_mtu)
     for key in (EOS, SPARSE):
         value = channel.get(key)
         if value is not None:
@@ -347,3 +353,21 @@ def replay_channel(
     linger = channel.get(LINGER)
     params.append((LINGER, linger if linger is not None else str(default_linger_ns)))
     return _builder_ordered(channel.media, params)
+
+
+def replay_mtu(requested: int, recording_mtu: int, term_length: int) -> int:
+    """The mtu of a replay publication whose client asked for ``requested``.
+
+    A replay sends the recorded frames whole, never split, so any mtu at least the recording's is
+    valid; a larger one lets the sender pack several frames into one datagram (1 KiB messages at
+    mtu 1408 travel one per datagram). Aeron caps an mtu at a term's max message length (term/8)."""
+    if not MIN_MTU <= requested <= MAX_MTU or requested % FRAME_ALIGNMENT:
+        raise ChannelUriError(f"mtu {requested} is invalid: must be a multiple of {FRAME_ALIGNMENT} in "
+                              f"{MIN_MTU}..{MAX_MTU}")
+    if requested < recording_mtu:
+        raise ChannelUriError(f"mtu {requested} is smaller than the recording's mtu {recording_mtu}: frames "
+                              f"are replayed whole, so a replay's mtu must be at least {recording_mtu}")
+    if requested > term_length // 8:
+        raise ChannelUriError(f"mtu {requested} is larger than the recording's term length {term_length} / 8 "
+                              f"= {term_length // 8}, the most Aeron allows")
+    return requested

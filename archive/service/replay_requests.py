@@ -4,7 +4,8 @@ A (Bounded)ReplayRequest is checked here (MAX_REPLAYS, the recording exists, the
 a bounded replay's limit counter or an active recording's ``rec-pos`` counter), planned by
 `plan_replay` (the request rules, docs/protocol.md), then a `ReplaySession` is built on an
 exclusive publication that starts at the replay position with the recording's initial term id,
-term length and mtu, and handed to the `Replayer`. The OK carries the replaySessionId
+term length and mtu (or the larger ``mtu`` the replay channel asks for: whole frames packed into
+fewer datagrams; Java's archive ignores it; a smaller one is an ERROR), and handed to the `Replayer`. The OK carries the replaySessionId
 ``(replayId << 32) | publication sessionId`` and is sent when the replayer reports the replay
 ready (the start checked against the segment files); the replay's ERROR, if any, when it ends.
 A replay that ends before it was ready (stopped by StopReplay/StopAllReplays while starting, or
@@ -35,7 +36,7 @@ from aeron_spark.archive.service.request_errors import ArchiveRequestError, know
 from aeron_spark.archive.service.request_ports import ReplayerPort
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.driver_integration import channel_uri
-from aeron_spark.driver_integration.channel_params import check_channel_params
+from aeron_spark.driver_integration.channel_params import check_channel_params, parse_size
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +94,14 @@ class ReplayRequests:
         except ReplayRequestError as error:
             raise ArchiveRequestError(error.code, str(error)) from None
         try:
-            check_channel_params(channel_uri.parse(message.replay_channel))
+            requested = channel_uri.parse(message.replay_channel)
+            check_channel_params(requested)
+            requested_mtu = requested.get(channel_uri.MTU)
             channel = channel_uri.replay_channel(
                 message.replay_channel, plan.replay_position, descriptor.initial_term_id,
                 descriptor.term_buffer_length, descriptor.mtu_length,
-                self.settings.replay_linger_timeout_ns)
+                self.settings.replay_linger_timeout_ns,
+                requested_mtu=None if requested_mtu is None else parse_size(channel_uri.MTU, requested_mtu))
         except ValueError as error:
             raise ArchiveRequestError(ArchiveErrorCode.GENERIC,
                                       f"invalid replay channel {message.replay_channel!r}: {error}") from None

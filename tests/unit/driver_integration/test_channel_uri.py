@@ -11,6 +11,7 @@ from aeron_spark.driver_integration.channel_uri import (
     recording_key,
     recording_subscription_channel,
     replay_channel,
+    replay_mtu,
     spy_channel,
     strip_channel,
     with_initial_position,
@@ -232,6 +233,26 @@ def test_replay_channel_matches_the_archive_rules():
     assert replay_channel(client, 65536 + 96, -5, 65536, 1408, 5_000_000_000) == (
         "aeron:udp?endpoint=localhost:0|mtu=1408|term-length=65536|init-term-id=-5|term-id=-4"
         "|term-offset=96|linger=5000000000|alias=replay|sparse=true|eos=false")
+
+
+def test_replay_channel_takes_a_requested_mtu_at_least_the_recordings():
+    result = ChannelUri.parse(replay_channel(
+        "aeron:udp?endpoint=localhost:0|mtu=8192", 0, 0, 65536, 1408, 5_000_000_000, requested_mtu=8192))
+    assert result.get("mtu") == "8192" and result.get("term-length") == "65536"
+    same = ChannelUri.parse(replay_channel("aeron:ipc", 0, 0, 65536, 1408, 1, requested_mtu=1408))
+    assert same.get("mtu") == "1408"
+
+
+def test_replay_mtu_rules():
+    assert replay_mtu(8192, 1408, 65536) == 8192
+    assert replay_mtu(65504, 1408, 1 << 20) == 65504
+    with pytest.raises(ChannelUriError, match="smaller than the recording's mtu 1408"):
+        replay_mtu(1024, 1408, 65536)
+    with pytest.raises(ChannelUriError, match="term length 65536 / 8 = 8192"):
+        replay_mtu(16384, 1408, 65536)
+    for bad in (8200, 0, 65536):
+        with pytest.raises(ChannelUriError, match="multiple of 32"):
+            replay_mtu(bad, 1408, 1 << 20)
 
 
 def test_replay_channel_keeps_the_client_linger_and_session_id():

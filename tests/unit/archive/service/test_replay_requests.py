@@ -179,6 +179,20 @@ def test_an_invalid_replay_channel_is_refused_before_publishing(h):
     assert h.aeron.publications == []
 
 
+def test_a_replay_channel_mtu_at_least_the_recordings_is_the_publications_mtu(h):
+    recording_id = make_recording(h.catalog, h.directory, 0, 4096)
+    replay(h, recording_id, channel=REPLAY_CHANNEL + "|mtu=8k")
+    [publication] = h.aeron.publications
+    assert "|mtu=8192|" in publication.channel and "1408" not in publication.channel
+
+
+def test_a_replay_channel_mtu_below_the_recordings_is_refused_naming_both(h):
+    recording_id = make_recording(h.catalog, h.directory, 0, 4096)
+    refused(lambda: replay(h, recording_id, channel=REPLAY_CHANNEL + "|mtu=1024"), ArchiveErrorCode.GENERIC,
+            "mtu 1024 is smaller than the recording's mtu 1408")
+    assert h.aeron.publications == []
+
+
 def test_a_length_past_the_stop_is_cut_to_the_stop(h):
     recording_id = make_recording(h.catalog, h.directory, 0, 8192)
     replay(h, recording_id, position=4096, length=1 << 40)
