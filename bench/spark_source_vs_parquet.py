@@ -36,6 +36,13 @@ and each executor's Python worker on an embedded one, and the source is given
 session. Every process started here is stopped by PID, also on failure.
 
     .venv/bin/python bench/spark_source_vs_parquet.py --layout cluster --repetitions 3
+
+Over UDP the source asks for replays at ``replay.mtu`` (default ``auto``: 8192 towards loopback,
+as here), so 1 KiB frames recorded at mtu 1408 travel seven to a datagram instead of one.
+``--replay-mtu`` sets the option; ``--compare-replay-mtu`` also reads, alternating with the
+others, at the recording's mtu (``replay.mtu=recording``, the behaviour before the option):
+
+    .venv/bin/python bench/spark_source_vs_parquet.py --layout cluster --workload 500000x1024 --compare-replay-mtu
 """
 
 from __future__ import annotations
@@ -122,6 +129,7 @@ def _await_recording(archive, publication, timeout_s: float = 30.0):
 
 SOURCE_ALL = "source, all columns"
 SOURCE_PAYLOAD = "source, payload only"
+SOURCE_AT_RECORDING_MTU = "source, all columns, replay.mtu=recording"
 CEILING_ALL = "in-memory Python source, all columns"
 CEILING_PAYLOAD = "in-memory Python source, payload only"
 PARQUET = "Parquet scan"
@@ -147,13 +155,19 @@ def ceiling_files(archive_dir: str, recording_id: int, source_options: dict[str,
 
 def measure(spark, workload: Workload, connection: dict[str, str], recording_id: int, parquet: Path,
             repetitions: int, source_options: dict[str, str], cpu: ProcessCpu,
-            ceiling: dict[str, list[str]] | None = None) -> dict[str, Timings]:
-    """Alternates the reads: the default schema, only the payload column, the in-memory source
-    with the same batches (when ``ceiling`` is given), Parquet."""
-    source = (spark.read.format("aeron-archive").options(**connection)
-              .option("recordingIds", str(recording_id)).options(**source_options))
-    scans = {SOURCE_ALL: lambda: fingerprint(source.load()),
-             SOURCE_PAYLOAD: lambda: fingerprint(source.schema(PAYLOAD_ONLY).load())}
+            ceiling: dict[str, list[str]] | None = None, compare_replay_mtu: bool = False) -> dict[str, Timings]:
+    """Alternates the reads: the default schema, only the payload column, the default schema at the
+    recording's mtu (when ``compare_replay_mtu``), the in-memory source with the same batches (when
+    ``ceiling`` is given), Parquet."""
+    def source(**extra: str):
+        # A new reader per read: a DataFrameReader's schema() and option() change the reader itself.
+        return (spark.read.format("aeron-archive").options(**connection)
+                .option("recordingIds", str(recording_id)).options(**source_options, **extra))
+
+    scans = {SOURCE_ALL: lambda: fingerprint(source().load()),
+             SOURCE_PAYLOAD: lambda: fingerprint(source().schema(PAYLOAD_ONLY).load())}
+    if compare_replay_mtu:
+        scans[SOURCE_AT_RECORDING_MTU] = lambda: fingerprint(source(**{"replay.mtu": "recording"}).load())
     if ceiling is not None:
         from in_memory_source import reader
         for name, files in ceiling.items():
@@ -230,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record-mtu", type=int,
                         help="mtu of the recorded IPC channel (default: the driver's, 1408); a replay over UDP "
                              "sends datagrams of up to this size")
+    parser.add_argument("--replay-mtu",
+                        help="the source's replay.mtu (default: its default, auto: 8192 for UDP replays to loopback)")
+    parser.add_argument("--compare-replay-mtu", action="store_true",
+                        help="also read at replay.mtu=recording (the recording's mtu: one 1 KiB frame per datagram)")
     add_layout_argument(parser)
     args = parser.parse_args(argv)
     workloads = args.workload or [Workload(2_000_000, 32), Workload(500_000, 1024)]
@@ -256,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             source_options = {"minPartitions": args.min_partitions}
             if args.max_bytes_per_partition:
                 source_options["maxBytesPerPartition"] = args.max_bytes_per_partition
+            if args.replay_mtu:
+                source_options["replay.mtu"] = args.replay_mtu
             with_ceiling = not cluster and not args.no_ceiling
             ceilings = {recording_id: ceiling_files(str(sidecar.archive_dir), recording_id, source_options, work,
                                                     f"ceiling-{recording_id}")
@@ -276,14 +296,17 @@ def main(argv: list[str] | None = None) -> int:
                 in_memory_source.register(spark)
             for workload, recording_id, parquet in recordings:
                 timings = measure(spark, workload, connection, recording_id, parquet, args.repetitions,
-                                  source_options, cpu, ceilings.get(recording_id))
+                                  source_options, cpu, ceilings.get(recording_id), args.compare_replay_mtu)
                 print(f"\n{workload.label} ({args.repetitions} repetitions, {master}, layout {args.layout}, "
                       f"source options {source_options})")
                 for name, timing in timings.items():
                     print(timing.line(name, workload))
-                for name in (SOURCE_ALL, SOURCE_PAYLOAD, CEILING_ALL, CEILING_PAYLOAD):
+                for name in (SOURCE_ALL, SOURCE_PAYLOAD, SOURCE_AT_RECORDING_MTU, CEILING_ALL, CEILING_PAYLOAD):
                     if name in timings:
                         print(timings[name].ratio_line(name, timings[PARQUET], "Parquet"))
+                if SOURCE_AT_RECORDING_MTU in timings:
+                    print(timings[SOURCE_ALL].ratio_line(SOURCE_ALL, timings[SOURCE_AT_RECORDING_MTU],
+                                                         "replay.mtu=recording"))
                 for name, ceiling in ((SOURCE_ALL, CEILING_ALL), (SOURCE_PAYLOAD, CEILING_PAYLOAD)):
                     if ceiling in timings:
                         print(timings[name].ratio_line(name, timings[ceiling], "its in-memory ceiling"))
