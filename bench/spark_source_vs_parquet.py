@@ -162,7 +162,7 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_id:
     def source(**extra: str):
         # A new reader per read: a DataFrameReader's schema() and option() change the reader itself.
         return (spark.read.format("aeron-archive").options(**connection)
-                .option("recordingIds", str(recording_id)).options(**source_options, **extra))
+                .option("recordingIds", str(recording_id)).options(**{**source_options, **extra}))
 
     scans = {SOURCE_ALL: lambda: fingerprint(source().load()),
              SOURCE_PAYLOAD: lambda: fingerprint(source().schema(PAYLOAD_ONLY).load())}
