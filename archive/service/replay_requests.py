@@ -7,8 +7,8 @@ exclusive publication that starts at the replay position with the recording's in
 term length and mtu (or the larger ``mtu`` the replay channel asks for: whole frames packed into
 fewer datagrams; Java's archive ignores it; a smaller one is an ERROR), and handed to the
 `Replayer`. The OK carries the replaySessionId ``(replayId << 32) | publication sessionId`` and
-is sent when the replayer reports the replay
-ready (the start checked against the segment files); the replay's ERROR, if any, when it ends.
+is sent when the replayer reports the replay ready (the start checked against the segment files);
+the replay's ERROR, if any, when it ends.
 A replay that ends before it was ready (stopped by StopReplay/StopAllReplays while starting, or
 failing) is answered then with its ERROR, or ERROR GENERIC "replay ... stopped before it started":
 every replay request gets exactly one OK or ERROR (`_unanswered`).
