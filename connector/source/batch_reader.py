@@ -66,6 +66,7 @@ def plan_batch(options: SourceOptions, offset_reader: OffsetReader, pushed: Push
 def _first_message_finder(options: SourceOptions, offset_reader: OffsetReader, cost: PushdownCost) -> FirstMessageAt:
     """filter_pushdown.FirstMessageAt over bounded replays of the archive (counted in ``cost``)."""
     message_time = message_time_for(options) or reserved_value_time  # only asked when times are pushable
+    searches: dict[tuple[int, RecordedSpan], TermBisection] = {}  # one per span: its probes serve both bounds
 
     def first_message_at(recording_id: int, span: RecordedSpan, time_ns: int) -> int | None:
         @contextmanager
@@ -74,7 +75,10 @@ def _first_message_finder(options: SourceOptions, offset_reader: OffsetReader, c
             with offset_reader.access.replay(recording_id, start, end, options.replay) as blocks:
                 yield _counted(blocks, cost)
 
-        found = TermBisection(span, read_frames, message_time).first_at_or_after(time_ns)
+        search = searches.get((recording_id, span))
+        if search is None:
+            search = searches[(recording_id, span)] = TermBisection(span, read_frames, message_time)
+        found = search.first_at_or_after(time_ns)
         return None if found is None else found.position
 
     return first_message_at

@@ -189,16 +189,17 @@ def _narrowed(pushed: PushedFilters, recording_id: int, first: int, last: int, l
         last = min(last, max(0, -(-positions.high // term) * term))  # first term boundary at/after it
     if first >= last or not pushed.time_bounds_usable:
         return first, last
-    # Bisect from a term boundary (a message start) so a message begun before ``first`` is seen.
-    search_from = max(layout.start_position, first // term * term)
+    # Bisect from a term boundary (a message start) so a message begun before ``first`` is seen;
+    # both bounds search the same span, so a finder may share the probes of the two searches.
+    span = RecordedSpan(max(layout.start_position, first // term * term), last, term)
     low_us, high_us = pushed.times_us.low, pushed.times_us.high
     assert low_us is not None  # time_bounds_usable
-    found = first_message_at(recording_id, RecordedSpan(search_from, last, term), low_us * NANOS_PER_MICRO)
+    found = first_message_at(recording_id, span, low_us * NANOS_PER_MICRO)
     if found is None:
         return last, last
     first = max(first, found)
     if high_us is not None and first < last:
-        beyond = first_message_at(recording_id, RecordedSpan(first, last, term), (high_us + 1) * NANOS_PER_MICRO)
+        beyond = first_message_at(recording_id, span, (high_us + 1) * NANOS_PER_MICRO)
         if beyond is not None:
             last = min(last, beyond)
     return first, last

@@ -143,6 +143,7 @@ def test_a_time_range_becomes_the_messages_from_its_first_to_after_its_last():
     assert (start[1], end[1]) == (100 * 1024, 201 * 1024)
     assert [time_ns for _, time_ns in messages.searches] == [100_000, 201_000]
     assert messages.searches[0][0].start == 0  # searched from a term boundary
+    assert messages.searches[0][0] == messages.searches[1][0]  # one span: its probes can serve both
 
 
 def test_the_time_search_starts_on_the_term_boundary_before_a_mid_message_start():
