@@ -14,7 +14,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from aeron_spark.connector.archive_connection import ArchiveUnavailable
 from aeron_spark.connector.source.filter_pushdown import (
-    FirstMessageAt, PushedFilters, narrow_ranges, push_filters)
+    FirstMessageAt, PushedFilters, narrow_ranges, push_filters, time_column_for)
 from aeron_spark.connector.source.message_time import message_time_for, reserved_value_time
 from aeron_spark.connector.source.archive_access import (
     ArchiveAccess, forget_shared_archive, leased_archive, shared_archive)
@@ -146,8 +146,7 @@ class AeronArchiveBatchReader(DataSourceReader):
 
     def push_filters(self, filters: list[Filter]) -> Iterator[Filter]:
         """Spark's pushFilters: keeps what bounds the replays, yields what Spark must still apply."""
-        times_pushable = message_time_for(self.options) is reserved_value_time
-        self.pushed_filters, for_spark = push_filters(filters, times_pushable)
+        self.pushed_filters, for_spark = push_filters(filters, time_column_for(self.options))
         return iter(for_spark)
 
     def partitions(self) -> Sequence[InputPartition]:

@@ -8,14 +8,17 @@ Three columns can bound what is replayed, because the log is ordered by them:
   only frames known without reading are term boundaries (a message never crosses a term), so
   the range is rounded out to whole terms and the filter is returned to Spark, which drops the
   few rows outside it;
-* ``timestamp`` (``includeTimestamp=true`` without ``sbe.timestampField``: the reserved value as
-  epoch ns, truncated to microseconds): the first message at or after each bound is found by
-  bisecting terms (timestamp_positions.TermBisection, a few one-term replays) and its first
+* the column holding the message time the source can search for (``TimeColumn``): ``timestamp``
+  with ``includeTimestamp=true`` (the reserved value as epoch ns, truncated to microseconds), or
+  the ``sbe.timestampField`` column (``<field>`` with one selected message, ``<message>.<field>``
+  with several; integers in ``sbe.timestampUnit``): the first message at or after each bound is
+  found by bisecting terms (timestamp_positions.TermBisection, a few short replays) and its first
   frame is where the range starts or ends. Assumes message times do not decrease along a
   recording, as startingTimestamp does. The filter is returned to Spark too.
 
-A message without a time (reserved value <= 0) shows as a timestamp at or before the epoch; a
-time bound is therefore used only together with a lower bound after the epoch, which such rows
+A message without a time: its SBE field is NULL, which no comparison matches; but with
+``includeTimestamp`` (reserved value <= 0) it shows as a timestamp at or before the epoch, so
+there a time bound is used only together with a lower bound after the epoch, which such rows
 never match (otherwise an upper bound could cut off untimed rows that match it).
 
 Anything else (other columns, NOT, values of another type) is returned to Spark untouched, so a
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import (
     EqualNullSafe,
@@ -39,6 +42,8 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from aeron_spark.connector.source.message_time import message_time_for, reserved_value_time
+from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import RecordingLayout
 from aeron_spark.connector.source.timestamp_positions import RecordedSpan
 
@@ -83,27 +88,71 @@ def _tighter(current: int | None, new: int | None, pick: Callable[[int, int], in
 
 
 @dataclass(frozen=True)
+class TimeColumn:
+    """The column that holds the message time the source searches (module docstring)."""
+
+    path: tuple[str, ...]
+    ns_per_unit: int
+    value_of: Callable[[object], int | None]  # a filter's literal in the column's units
+    untimed_rows_at_epoch: bool  # messages without a time show as <= the epoch (includeTimestamp)
+
+
+def time_column_for(options: SourceOptions) -> TimeColumn | None:
+    """The searchable time column of these options; None: no column holds the searched time."""
+    message_time = message_time_for(options)
+    if message_time is None:
+        return None
+    if message_time is reserved_value_time:
+        return TIMESTAMP_COLUMN
+    sbe = options.sbe
+    if sbe is None or sbe.timestamp_field is None:
+        return None
+    message, field = sbe.timestamp_field
+    path = (field,) if len(sbe.messages) == 1 else (message, field)
+    return TimeColumn(path, sbe.timestamp_unit_ns, _as_int, untimed_rows_at_epoch=False)
+
+
+@dataclass(frozen=True)
 class PushedFilters:
-    """What the accepted filters say about recording ids, positions and times (microseconds)."""
+    """What the accepted filters say about recording ids, positions and times (``time_column``'s units)."""
 
     recording_ids: Bounds = Bounds()
     positions: Bounds = Bounds()
-    times_us: Bounds = Bounds()
+    times: Bounds = Bounds()
+    time_column: TimeColumn | None = None
 
     @property
     def time_bounds_usable(self) -> bool:
-        """Time bounds only with a lower bound after the epoch (module docstring: untimed rows)."""
-        return self.times_us.low is not None and self.times_us.low > 0
+        """With includeTimestamp only together with a lower bound after the epoch (module docstring)."""
+        column = self.time_column
+        if column is None or not (self.times.low is not None or self.times.high is not None):
+            return False
+        return not column.untimed_rows_at_epoch or (self.times.low is not None and self.times.low > 0)
 
     @property
     def narrows(self) -> bool:
         return self.recording_ids.is_bounded or self.positions.is_bounded or self.time_bounds_usable
 
 
-def push_filters(filters: Iterable[Filter], times_pushable: bool) -> tuple[PushedFilters, list[Filter]]:
-    """(what bounds the replays, the filters Spark must still apply). ``times_pushable``: the
-    ``timestamp`` column is the message time the source can search for (module docstring)."""
-    pushed = PushedFilters()
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _as_micros(value: object) -> int | None:
+    """Epoch microseconds of a timestamp literal; None for anything without a time zone (never guessed)."""
+    if not isinstance(value, dt.datetime) or value.tzinfo is None:
+        return None
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+#: includeTimestamp's column: the reserved value as epoch ns, shown truncated to microseconds.
+TIMESTAMP_COLUMN = TimeColumn(TIMESTAMP, NANOS_PER_MICRO, _as_micros, untimed_rows_at_epoch=True)
+
+
+def push_filters(filters: Iterable[Filter], time_column: TimeColumn | None) -> tuple[PushedFilters, list[Filter]]:
+    """(what bounds the replays, the filters Spark must still apply)."""
+    pushed = PushedFilters(time_column=time_column)
     for_spark: list[Filter] = []
     for candidate in filters:
         attribute = getattr(candidate, "attribute", None)
@@ -112,13 +161,14 @@ def push_filters(filters: Iterable[Filter], times_pushable: bool) -> tuple[Pushe
             if bounds is None:
                 for_spark.append(candidate)
             else:  # exact: whole recordings are kept or left out
-                pushed = PushedFilters(pushed.recording_ids.narrowed(*bounds), pushed.positions, pushed.times_us)
+                pushed = replace(pushed, recording_ids=pushed.recording_ids.narrowed(*bounds))
             continue
         for_spark.append(candidate)
         if attribute == POSITION and (bounds := _bounds_of(candidate, _as_int)) is not None:
-            pushed = PushedFilters(pushed.recording_ids, pushed.positions.narrowed(*bounds), pushed.times_us)
-        elif attribute == TIMESTAMP and times_pushable and (bounds := _bounds_of(candidate, _as_micros)) is not None:
-            pushed = PushedFilters(pushed.recording_ids, pushed.positions, pushed.times_us.narrowed(*bounds))
+            pushed = replace(pushed, positions=pushed.positions.narrowed(*bounds))
+        elif (time_column is not None and attribute == time_column.path
+              and (bounds := _bounds_of(candidate, time_column.value_of)) is not None):
+            pushed = replace(pushed, times=pushed.times.narrowed(*bounds))
     return pushed, for_spark
 
 
@@ -145,18 +195,6 @@ def _bounds_of(candidate: Filter, convert: Callable[[object], int | None]
     if isinstance(candidate, LessThanOrEqual):
         return None, value, None
     return None
-
-
-def _as_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _as_micros(value: object) -> int | None:
-    """Epoch microseconds of a timestamp literal; None for anything without a time zone (never guessed)."""
-    if not isinstance(value, dt.datetime) or value.tzinfo is None:
-        return None
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def narrow_ranges(pushed: PushedFilters, start: Mapping[int, int], end: Mapping[int, int],
@@ -192,14 +230,16 @@ def _narrowed(pushed: PushedFilters, recording_id: int, first: int, last: int, l
     # Bisect from a term boundary (a message start) so a message begun before ``first`` is seen;
     # both bounds search the same span, so a finder may share the probes of the two searches.
     span = RecordedSpan(max(layout.start_position, first // term * term), last, term)
-    low_us, high_us = pushed.times_us.low, pushed.times_us.high
-    assert low_us is not None  # time_bounds_usable
-    found = first_message_at(recording_id, span, low_us * NANOS_PER_MICRO)
-    if found is None:
-        return last, last
-    first = max(first, found)
-    if high_us is not None and first < last:
-        beyond = first_message_at(recording_id, span, (high_us + 1) * NANOS_PER_MICRO)
+    low, high = pushed.times.low, pushed.times.high
+    assert pushed.time_column is not None  # time_bounds_usable
+    unit = pushed.time_column.ns_per_unit
+    if low is not None:
+        found = first_message_at(recording_id, span, low * unit)
+        if found is None:
+            return last, last
+        first = max(first, found)
+    if high is not None and first < last:
+        beyond = first_message_at(recording_id, span, (high + 1) * unit)
         if beyond is not None:
             last = min(last, beyond)
     return first, last

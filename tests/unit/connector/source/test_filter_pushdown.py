@@ -4,6 +4,7 @@ replays, which go back to Spark, and that the narrowed ranges still hold every m
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 from pyspark.sql.datasource import (
@@ -22,8 +23,10 @@ from pyspark.sql.datasource import (
 
 from aeron_spark.connector.source.batch_reader import AeronArchiveBatchReader
 from aeron_spark.connector.source.filter_pushdown import (
+    TIMESTAMP_COLUMN,
     Bounds,
     PushedFilters,
+    TimeColumn,
     narrow_ranges,
     push_filters,
 )
@@ -44,24 +47,24 @@ def at_us(micros: int) -> dt.datetime:
 
 def test_recording_id_filters_are_exact_and_not_returned_to_spark():
     filters = [GreaterThanOrEqual(RID, 2), LessThan(RID, 9), In(RID, (1, 3, 5, 11))]
-    pushed, for_spark = push_filters(filters, times_pushable=False)
+    pushed, for_spark = push_filters(filters, None)
     assert for_spark == []
     assert [rid for rid in range(15) if pushed.recording_ids.admits(rid)] == [3, 5]
-    pushed, _ = push_filters([EqualTo(RID, 4)], times_pushable=False)
+    pushed, _ = push_filters([EqualTo(RID, 4)], None)
     assert [rid for rid in range(10) if pushed.recording_ids.admits(rid)] == [4]
-    pushed, _ = push_filters([EqualNullSafe(RID, 4), GreaterThan(RID, 4)], times_pushable=False)
+    pushed, _ = push_filters([EqualNullSafe(RID, 4), GreaterThan(RID, 4)], None)
     assert not any(pushed.recording_ids.admits(rid) for rid in range(10))
-    pushed, _ = push_filters([LessThanOrEqual(RID, 2)], times_pushable=False)
+    pushed, _ = push_filters([LessThanOrEqual(RID, 2)], None)
     assert [rid for rid in range(10) if pushed.recording_ids.admits(rid)] == [0, 1, 2]
 
 
 def test_position_and_time_filters_bound_the_replays_but_spark_still_applies_them():
     filters = [GreaterThan(POS, 100), LessThanOrEqual(POS, 5000), GreaterThanOrEqual(TS, at_us(7)),
                LessThan(TS, at_us(20))]
-    pushed, for_spark = push_filters(filters, times_pushable=True)
+    pushed, for_spark = push_filters(filters, TIMESTAMP_COLUMN)
     assert for_spark == filters
     assert pushed.positions == Bounds(101, 5000)
-    assert pushed.times_us == Bounds(7, 19)
+    assert pushed.times == Bounds(7, 19)
 
 
 @pytest.mark.parametrize("unusable", [
@@ -70,13 +73,13 @@ def test_position_and_time_filters_bound_the_replays_but_spark_still_applies_the
     GreaterThan(TS, dt.datetime(2026, 1, 1)),  # no time zone: never guessed
 ])
 def test_anything_else_goes_back_to_spark_and_bounds_nothing(unusable):
-    pushed, for_spark = push_filters([unusable], times_pushable=True)
+    pushed, for_spark = push_filters([unusable], TIMESTAMP_COLUMN)
     assert for_spark == [unusable]
-    assert pushed == PushedFilters()
+    assert not pushed.narrows and pushed.times == Bounds() and pushed.positions == Bounds()
 
 
 def test_time_filters_are_ignored_when_the_timestamp_column_is_not_the_searchable_time():
-    pushed, for_spark = push_filters([GreaterThan(TS, at_us(5))], times_pushable=False)
+    pushed, for_spark = push_filters([GreaterThan(TS, at_us(5))], None)
     assert pushed == PushedFilters() and len(for_spark) == 1
 
 
@@ -90,7 +93,7 @@ def narrow(pushed, start, end, first_message_at=no_search, start_position=0):
 
 
 def test_recordings_the_filters_exclude_are_planned_empty():
-    pushed, _ = push_filters([In(RID, (2,))], times_pushable=False)
+    pushed, _ = push_filters([In(RID, (2,))], None)
     start, end = narrow(pushed, {1: 0, 2: 64}, {1: 10 * TERM, 2: 10 * TERM, 3: 5 * TERM})
     assert start == {1: 10 * TERM, 2: 64, 3: 5 * TERM}
     assert end == {1: 10 * TERM, 2: 10 * TERM, 3: 5 * TERM}
@@ -137,7 +140,7 @@ class Messages:
 
 def test_a_time_range_becomes_the_messages_from_its_first_to_after_its_last():
     messages = Messages(640)  # 10 terms
-    pushed, _ = push_filters([GreaterThanOrEqual(TS, at_us(100)), LessThanOrEqual(TS, at_us(200))], True)
+    pushed, _ = push_filters([GreaterThanOrEqual(TS, at_us(100)), LessThanOrEqual(TS, at_us(200))], TIMESTAMP_COLUMN)
     start, end = narrow(pushed, {}, {1: 640 * 1024}, messages.first_message_at)
     # message 100 starts at 100 * 1024; the first past 200 us is message 201
     assert (start[1], end[1]) == (100 * 1024, 201 * 1024)
@@ -148,7 +151,7 @@ def test_a_time_range_becomes_the_messages_from_its_first_to_after_its_last():
 
 def test_the_time_search_starts_on_the_term_boundary_before_a_mid_message_start():
     messages = Messages(640)
-    pushed, _ = push_filters([GreaterThan(TS, at_us(10))], True)
+    pushed, _ = push_filters([GreaterThan(TS, at_us(10))], TIMESTAMP_COLUMN)
     start, end = narrow(pushed, {1: TERM + 96}, {1: 640 * 1024}, messages.first_message_at)
     assert messages.searches[0][0].start == TERM
     assert (start[1], end[1]) == (TERM + 96, 640 * 1024)  # the matching messages begin before the start
@@ -156,17 +159,17 @@ def test_the_time_search_starts_on_the_term_boundary_before_a_mid_message_start(
 
 def test_no_message_at_or_after_the_lower_time_leaves_the_recording_empty():
     messages = Messages(64)
-    pushed, _ = push_filters([GreaterThan(TS, at_us(10_000))], True)
+    pushed, _ = push_filters([GreaterThan(TS, at_us(10_000))], TIMESTAMP_COLUMN)
     start, end = narrow(pushed, {}, {1: 64 * 1024}, messages.first_message_at)
     assert start[1] == end[1]
 
 
 def test_an_upper_time_bound_alone_is_not_used_since_untimed_messages_would_match_it():
-    pushed, _ = push_filters([LessThan(TS, at_us(10))], True)
+    pushed, _ = push_filters([LessThan(TS, at_us(10))], TIMESTAMP_COLUMN)
     assert not pushed.narrows
     start, end = narrow(pushed, {}, {1: 64 * 1024})
     assert (start[1], end[1]) == (0, 64 * 1024)
-    pushed, _ = push_filters([LessThan(TS, at_us(10)), GreaterThan(TS, at_us(-5))], True)
+    pushed, _ = push_filters([LessThan(TS, at_us(10)), GreaterThan(TS, at_us(-5))], TIMESTAMP_COLUMN)
     assert not pushed.time_bounds_usable
 
 
@@ -181,11 +184,41 @@ def test_the_reader_passes_sparks_pushdown_disabled_check_and_pushes_when_called
     assert getattr(plain.pushFilters, "__func__", None) is DataSourceReader.pushFilters
     filters = [EqualTo(RID, 2), GreaterThan(TS, at_us(5)), GreaterThan(POS, 64)]
     assert list(plain.pushFilters(filters)) == filters[1:]
-    assert plain.pushed_filters.times_us == Bounds(6, None)
+    assert plain.pushed_filters.times == Bounds(6, None)
     assert plain.pushed_filters.positions == Bounds(65, None)
 
 
 def test_without_include_timestamp_the_reader_pushes_no_time_bound():
     plain = reader()
     list(plain.pushFilters([GreaterThan(TS, at_us(5))]))
-    assert plain.pushed_filters == PushedFilters()
+    assert not plain.pushed_filters.narrows and plain.pushed_filters.time_column is None
+
+
+SBE_TIME = TimeColumn(("transactTime",), 1_000, lambda value: value if isinstance(value, int) else None,
+                      untimed_rows_at_epoch=False)
+
+
+def test_an_sbe_time_field_bounds_the_range_in_its_unit_and_alone_as_an_upper_bound():
+    messages = Messages(640)  # message i at i * 1024, stamped i * 1000 ns = i us
+    pushed, for_spark = push_filters([GreaterThan(("transactTime",), 99), LessThan(("transactTime",), 201),
+                                      GreaterThan(TS, at_us(5))], SBE_TIME)
+    assert len(for_spark) == 3 and pushed.times == Bounds(100, 200)
+    start, end = narrow(pushed, {}, {1: 640 * 1024}, messages.first_message_at)
+    assert (start[1], end[1]) == (100 * 1024, 201 * 1024)
+    # a message without the field has it NULL, which no comparison matches: an upper bound alone is safe
+    pushed, _ = push_filters([LessThanOrEqual(("transactTime",), 300)], SBE_TIME)
+    assert pushed.time_bounds_usable
+    start, end = narrow(pushed, {}, {1: 640 * 1024}, messages.first_message_at)
+    assert (start[1], end[1]) == (0, 301 * 1024)
+
+
+def test_the_time_column_follows_the_options():
+    from aeron_spark.connector.source.filter_pushdown import time_column_for
+    assert time_column_for(reader(includeTimestamp="true").options) is TIMESTAMP_COLUMN
+    assert time_column_for(reader().options) is None
+    schema = str(Path(__file__).parents[1] / "sbe" / "market_data_v1.xml")
+    one = time_column_for(reader(**{"sbe.schema": schema, "sbe.messages": "Trade",
+                                    "sbe.timestampField": "transactTime", "sbe.timestampUnit": "us"}).options)
+    assert one is not None and (one.path, one.ns_per_unit) == (("transactTime",), 1_000)
+    several = time_column_for(reader(**{"sbe.schema": schema, "sbe.timestampField": "Trade.transactTime"}).options)
+    assert several is not None and several.path[1] == "transactTime" and len(several.path) == 2
