@@ -28,6 +28,7 @@ pushed read's rows always equal the unfiltered read's rows filtered by Spark.
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -109,7 +110,7 @@ def time_column_for(options: SourceOptions) -> TimeColumn | None:
         return None
     message, field = sbe.timestamp_field
     path = (field,) if len(sbe.messages) == 1 else (message, field)
-    return TimeColumn(path, sbe.timestamp_unit_ns, _as_int, untimed_rows_at_epoch=False)
+    return TimeColumn(path, sbe.timestamp_unit_ns, _as_whole_number, untimed_rows_at_epoch=False)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,13 @@ class PushedFilters:
 
 def _as_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _as_whole_number(value: object) -> int | None:
+    """An int, or a whole Decimal (an SBE uint64 column is decimal(20,0) in Spark)."""
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    return _as_int(value)
 
 
 def _as_micros(value: object) -> int | None:

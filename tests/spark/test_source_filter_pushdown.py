@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from decimal import Decimal
 
 import pytest
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
+from pyspark.sql.datasource import GreaterThanOrEqual, LessThan, LessThanOrEqual
 
 from aeron_spark.connector.source.batch_reader import AeronArchiveBatchReader
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition
 from tests.spark.source_fixtures import TERM_LENGTH, numbered_payloads
+from tests.unit.connector.sbe.sbe_fixtures import READER_SCHEMA, encoder, trade
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +30,7 @@ PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 STEP_NS = 10_000
 MESSAGES = 1200  # ~2.4 MB of mixed sizes: ~37 terms of 64 KiB
 LARGE_MESSAGES = 65_536  # 1 KiB each: 64 MiB, 1024 terms
+SBE_TRADES = 10_000  # ~100 B each: ~15 terms
 
 
 class Stamps:
@@ -82,11 +85,11 @@ def rows(dataframe):
         "recording_id", "position", "payload", F.unix_micros("timestamp").alias("micros")).collect())
 
 
-def planned(archive, recordings, filters):
+def planned(archive, recordings, filters, **options_given):
     """The reader's own plan for these filters: (its ranges, the time search's cost)."""
     ids = ",".join(str(recorded.recording_id) for recorded, _ in recordings)
     options = SourceOptions.parse({"archive.dir": archive.archive_dir, "recordingIds": ids,
-                                   "includeTimestamp": "true"}, ReadMode.BATCH)
+                                   **(options_given or {"includeTimestamp": "true"})}, ReadMode.BATCH)
     reader = AeronArchiveBatchReader(options, forget_driver_connection=None)
     for_spark = list(reader.pushFilters(filters))
     partitions = reader.partitions()
@@ -169,3 +172,25 @@ def test_a_one_minute_like_range_of_a_64_mib_recording_replays_a_few_terms(archi
     terms = -(-recorded.end // TERM_LENGTH)
     assert cost.probe_replays <= 2 * (terms.bit_length() + 4), cost
     assert cost.probe_bytes <= cost.probe_replays * TERM_LENGTH < recorded.end / 20, cost
+
+
+def test_an_sbe_time_field_range_reads_its_terms_only_and_exactly_its_rows(pushdown, archive):
+    """Trades stamped in their transactTime (uint64 ns: decimal(20,0) in Spark), the publisher's clock."""
+    library = encoder(READER_SCHEMA)
+    base = time.time_ns()
+    payloads = [library.encode(library.messages[1], trade(tradeId=index, transactTime=base + index * STEP_NS))
+                for index in range(SBE_TRADES)]
+    recorded, _ = archive.record(payloads)
+    assert recorded.end > 8 * TERM_LENGTH
+    sbe = {"sbe.schema": str(READER_SCHEMA), "sbe.messages": "Trade", "sbe.timestampField": "transactTime"}
+    frame = (pushdown.read.format("aeron-archive").option("archive.dir", archive.archive_dir)
+             .option("recordingIds", str(recorded.recording_id)).options(**sbe).load())
+    low, high = Decimal(base + 4000 * STEP_NS), Decimal(base + 4100 * STEP_NS)
+    ranged = frame.filter((F.col("transactTime") >= low) & (F.col("transactTime") <= high))
+    assert sorted(row.tradeId for row in ranged.select("tradeId").collect()) == list(range(4000, 4101))
+    ranges, cost, for_spark = planned(archive, [(recorded, None)], [
+        GreaterThanOrEqual(("transactTime",), low), LessThanOrEqual(("transactTime",), high)], **sbe)
+    assert len(for_spark) == 2
+    assert sum(r.length for r in ranges) == recorded.messages[4100][0] - recorded.messages[3999][0]
+    terms = -(-recorded.end // TERM_LENGTH)
+    assert cost.probe_replays <= 2 * (terms.bit_length() + 4), cost

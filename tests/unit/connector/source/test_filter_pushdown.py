@@ -4,6 +4,7 @@ replays, which go back to Spark, and that the narrowed ranges still hold every m
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -220,5 +221,6 @@ def test_the_time_column_follows_the_options():
     one = time_column_for(reader(**{"sbe.schema": schema, "sbe.messages": "Trade",
                                     "sbe.timestampField": "transactTime", "sbe.timestampUnit": "us"}).options)
     assert one is not None and (one.path, one.ns_per_unit) == (("transactTime",), 1_000)
+    assert [one.value_of(v) for v in (Decimal(17), Decimal("17.5"), 17, True, "17")] == [17, None, 17, None, None]
     several = time_column_for(reader(**{"sbe.schema": schema, "sbe.timestampField": "Trade.transactTime"}).options)
     assert several is not None and several.path[1] == "transactTime" and len(several.path) == 2
