@@ -16,7 +16,7 @@ from decimal import Decimal
 
 import pytest
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import GreaterThanOrEqual, LessThan, LessThanOrEqual
+from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 
 from aeron_spark.connector.source.batch_reader import AeronArchiveBatchReader
 from aeron_spark.connector.source.options import ReadMode, SourceOptions
@@ -113,6 +113,9 @@ def test_recording_id_filters_read_only_the_matching_recordings(pushdown, archiv
     ]:
         assert rows(df.filter(condition)) == [row for row in everything if row[0] in wanted]
         assert "+- Filter" not in executed_plan(df.filter(condition))  # pushed, and exact: Spark drops it
+    ranges, _, for_spark = planned(archive, recordings, [In(("recording_id",), (second.recording_id, 10_000))])
+    assert for_spark == [] and {r.recording_id for r in ranges} == {second.recording_id}
+    assert sum(r.length for r in ranges) == second.end  # all of it (it starts at 0), nothing of the other
 
 
 def executed_plan(dataframe) -> str:
@@ -128,6 +131,14 @@ def test_a_position_range_reads_its_terms_only_and_exactly_its_rows(pushdown, ar
     assert rows(df) == [row for row in everything if row[0] == recorded.recording_id and low <= row[1] <= high]
     strictly = load(pushdown, archive, recordings).filter(F.col("position") > low)
     assert rows(strictly) == [row for row in everything if row[1] > low]
+
+    ranges, cost, for_spark = planned(archive, recordings, [
+        EqualTo(("recording_id",), recorded.recording_id), GreaterThanOrEqual(("position",), low),
+        LessThanOrEqual(("position",), high)])
+    assert len(for_spark) == 2 and cost.probe_replays == 0  # positions: no search, Spark trims the terms
+    # whole terms around the range: from the boundary below the first row to the one at/after the last
+    assert [(r.recording_id, r.start, r.end) for r in ranges] == [
+        (recorded.recording_id, (low - 1) // TERM_LENGTH * TERM_LENGTH, -(-high // TERM_LENGTH) * TERM_LENGTH)]
 
 
 def test_a_time_range_reads_a_few_terms_and_exactly_its_rows(pushdown, archive, recordings, everything):
