@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from kafka_bench_support import (
@@ -126,10 +127,10 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_ids
     kafka_subscribe = {**kafka, "subscribe": topic, "startingOffsets": "earliest"}
     runs = iter(range(1_000_000))
 
-    def ours_batch() -> object:
+    def ours_batch() -> tuple:
         return fingerprint(spark.read.format("aeron-archive").options(**ours_options).schema(PAYLOAD_ONLY).load())
 
-    def kafka_batch() -> object:
+    def kafka_batch() -> tuple:
         return fingerprint(spark.read.format("kafka").options(**kafka_subscribe).option("endingOffsets", "latest")
                            .load().select(F.col("value").alias("payload")))
 
@@ -152,7 +153,7 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_ids
         return available_now(spark.readStream.format("kafka").options(**kafka_subscribe).load()
                              .select(F.col("value").alias("payload")))
 
-    reads: dict[str, Callable[[], object]] = {}
+    reads: dict[str, Callable[[], Any]] = {}
     if "batch" in modes:
         reads.update({"batch, ours": ours_batch, "batch, Kafka": kafka_batch})
     if "availableNow" in modes:
