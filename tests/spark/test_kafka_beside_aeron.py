@@ -41,6 +41,7 @@ def kafka_payload(index: int) -> bytes:
 
 def test_a_query_reads_kafka_and_our_archive_and_writes_our_sink_and_kafka(archive, tmp_path: Path) -> None:
     from tests.support.kafka_broker import ensure_kafka_fetched, running_kafka_broker
+    from tests.support.process_tree import kill_tree
 
     installation = ensure_kafka_fetched()
     stream_id = archive.new_stream_id()
@@ -59,7 +60,7 @@ def test_a_query_reads_kafka_and_our_archive_and_writes_our_sink_and_kafka(archi
             stdout, stderr = driver.communicate(timeout=QUERY_TIMEOUT_S)
         finally:
             if driver.poll() is None:
-                driver.kill()  # by PID: Popen.kill signals this one process
+                kill_tree(driver.pid)  # the program, its Spark JVM and the workers below it, by PID
                 driver.communicate()
     assert driver.returncode == 0, f"the Spark driver program failed:\n{stderr[-4000:]}"
     result = json.loads(stdout.strip().splitlines()[-1])
@@ -134,5 +135,4 @@ def run_queries(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO_ROOT))
     print(json.dumps(run_queries(json.loads(sys.argv[1]))))
