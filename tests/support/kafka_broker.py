@@ -92,7 +92,7 @@ def _ensure_kafka_fetched(cache_root: str, timeout: float) -> KafkaInstallation:
     if completed.returncode != 0:
         lines = completed.stderr.strip().splitlines()
         last = lines[-1] if lines else f"fetch-kafka failed with exit code {completed.returncode}"
-        if last.startswith(MISSING_TOOL_PREFIX) and "not found" in last:
+        if last.startswith(MISSING_TOOL_PREFIX) and ("not found" in last or "too old" in last):
             _fail_test_if_under_pytest(last)
         raise KafkaError(f"{last}\n{completed.stderr.strip()[-2000:]}")
     facts = json.loads((Path(cache_root) / "kafka" / "kafka.json").read_text())
