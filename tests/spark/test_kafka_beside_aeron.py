@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
+# A first run fetches the broker and the connector with mvn (a minute or two) before Spark starts.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAFKA_MESSAGES = 300
