@@ -1,0 +1,306 @@
+"""Benchmark: live latency of our source against Spark's Kafka source, same run, same messages.
+
+One command, one Spark session (``local-cluster[2,1,1024]`` by default), our sidecar on its own
+embedded driver (the source given ``archive.controlChannel`` only) and a real KRaft broker on localhost:
+
+1. **publishers**, one message every ``--interval-ms`` (5 ms) each, while their queries run: ours
+   offers 32 bytes on a recorded IPC stream (bench/live_tail_latency.py's ``Publisher``: bytes 0-8
+   the publish time in epoch ns, 8-16 the sequence); Kafka's is Kafka's own console producer
+   (``linger.ms=0``, default ``acks=all``) fed one line per message by this process, the same 16
+   bytes as hex text (the publish time is taken just before the line is written to it). Spark turns
+   Kafka's value back into the same 32 bytes (``unhex`` + 16 zero bytes), so both sides share the
+   latency code;
+2. **visible**: ``readStream`` (latest) → ``foreach`` (the executor notes when it processes each
+   row; latency = that time − publish time), for ours and for Kafka, with the default trigger and
+   with ``processingTime=0``; and the Kafka source under ``trigger(realTime=...)`` (Spark's
+   real-time mode, Kafka only, output mode update), the field's latency bound;
+3. **committed**: the same ``readStream`` → our exactly-once sink (one sidecar per sink so each has
+   its own recording); latency = when the sink's commit was seen (live_tail_latency's
+   ``SinkWatcher``) − publish time. Kafka's sink cannot commit exactly once, so "committed by the
+   sink" is our sink behind either source.
+
+Each query runs ``--warmup`` s unmeasured, then ``--seconds`` s measured. Printed per query:
+p50/p95/p99/max, the ratio ours / Kafka of the visible p99 at the same trigger (target ≤ 1.0×),
+Spark's progress medians and the CPU-seconds of every process over the query (warm-up included):
+the sidecars, the Kafka broker, the Kafka console producer, Spark's JVMs and Python workers.
+
+Run::
+
+    .venv/bin/python bench/kafka_live.py --quick                     # 10 s per query after 5 s warm-up
+    flock $BENCH_LOCK .venv/bin/python bench/kafka_live.py --seconds 60 --warmup 15
+
+Every process started here is stopped by PID, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import live_tail_latency
+from kafka_bench_support import (
+    KafkaBroker,
+    KafkaInstallation,
+    add_kafka_layout_argument,
+    kafka_broker_for_bench,
+    kafka_options,
+    spark_with_kafka,
+)
+from live_tail_latency import (
+    SINK_ID,
+    SINK_STREAM_ID,
+    SOURCE_CHANNEL,
+    SOURCE_STREAM_ID,
+    ForeachLatencyWriter,
+    LatencySamples,
+    Publisher,
+    SinkWatcher,
+    read_foreach_latencies,
+    run_query,
+    summary_line,
+)
+from spark_bench_support import (
+    CLUSTER_MASTER,
+    ProcessCpu,
+    cluster_hosts,
+    exit_on_sigterm,
+    loopback_udp_channel,
+    progress,
+    running_sidecar,
+    spark_jvm_pid,
+    spark_processes_stopped,
+    stop_pid,
+    stop_session,
+)
+
+TOPIC = "live"
+TRIGGERS = {"default trigger": None, "processingTime=0": "0 seconds"}
+REAL_TIME_TRIGGER = "5 seconds"  # real-time mode's shortest batch (a checkpoint interval, not a delay)
+
+
+class KafkaPublisher:
+    """Kafka's console producer, fed one line every ``interval_s``: ``<publish ns><sequence>`` as
+    32 hex characters (the bytes of live_tail_latency's 32-byte payload, less its 16 zero bytes)."""
+
+    def __init__(self, installation: KafkaInstallation, broker: KafkaBroker, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.process = subprocess.Popen(
+            installation.java_command("org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server",
+                                      broker.bootstrap_servers, "--topic", TOPIC, "--timeout", "0",
+                                      "--producer-property", "linger.ms=0"),
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kafka-publisher", daemon=True)
+        self._thread.start()
+
+    @property
+    def pid(self) -> int:
+        return int(self.process.pid)
+
+    def _run(self) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        next_slot = time.monotonic()
+        while not self._stop.is_set() and self.process.poll() is None:
+            now = time.monotonic()
+            if now < next_slot:
+                time.sleep(next_slot - now)
+            stdin.write(struct.pack("<qq", time.time_ns(), self.sent).hex() + "\n")
+            stdin.flush()
+            self.sent += 1
+            next_slot += self.interval_s
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        with contextlib.suppress(OSError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        stop_pid(self.process.pid, self.process)
+
+
+def kafka_stream(spark, kafka: dict[str, str]):
+    """The Kafka source as 32-byte ``payload`` rows in the Aeron publisher's layout."""
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.format("kafka").options(**kafka).option("subscribe", TOPIC)
+            .option("startingOffsets", "latest").load()
+            .select(F.concat(F.unhex(F.col("value").cast("string")), F.unhex(F.lit("00" * 16))).alias("payload")))
+
+
+def aeron_stream(spark, connection: dict[str, str], checkpoint: Path):
+    return (spark.readStream.format("aeron-archive").options(**connection)
+            .option("channel", SOURCE_CHANNEL).option("streamId", str(SOURCE_STREAM_ID))
+            .option("startingPositions", "latest").option("checkpointLocation", str(checkpoint)).load()
+            .select("payload"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per query (default 60)")
+    parser.add_argument("--warmup", type=float, default=15.0, help="unmeasured seconds per query first (default 15)")
+    parser.add_argument("--interval-ms", type=float, default=5.0, help="one message per publisher every this many ms")
+    parser.add_argument("--quick", action="store_true", help="10 s per query after a 5 s warm-up")
+    parser.add_argument("--skip", default="",
+                        help="comma list of parts to leave out: visible, committed, realtime (default: none)")
+    parser.add_argument("--work-dir", type=Path, help="where the archives and Kafka's data go (default: a temp dir)")
+    add_kafka_layout_argument(parser)
+    args = parser.parse_args(argv)
+    skip = {part.strip() for part in args.skip.split(",") if part.strip()}
+    if not skip <= {"visible", "committed", "realtime"}:
+        parser.error(f"--skip {args.skip!r}: accepted values are visible, committed, realtime (comma separated)")
+    if args.quick:
+        args.seconds, args.warmup = 10.0, 5.0
+    cluster = args.layout == "cluster"
+
+    exit_on_sigterm()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    work = Path(tempfile.mkdtemp(prefix="kafka-live-bench-", dir=args.work_dir))
+    results: list[tuple[str, dict[str, float] | None, str]] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            def sidecar_and_connection(name: str) -> tuple[Any, dict[str, str], dict[str, str]]:
+                control = loopback_udp_channel() if cluster else "aeron:ipc"
+                sidecar = stack.enter_context(running_sidecar(
+                    work / name, "--control-channel", control, "--log-level", "WARNING"))
+                if cluster:
+                    connection = {"archive.controlChannel": sidecar.control_channel}
+                    sink = {**connection, "channel": loopback_udp_channel(), "sink.stagingDir": str(work / f"{name}-staging")}
+                else:
+                    connection = {"archive.dir": str(sidecar.archive_dir)}
+                    sink = {**connection, "channel": "aeron:ipc"}
+                return sidecar, connection, sink
+
+            sidecar, connection, sink_options = sidecar_and_connection("archive")
+            # Kafka's source feeds a sink of its own: each sink's recording and commits are watched alone.
+            kafka_sink_sidecar, _, kafka_sink_options = sidecar_and_connection("archive-kafka-sink")
+            installation, broker = stack.enter_context(kafka_broker_for_bench(work))
+            broker.create_topic(TOPIC, partitions=1)  # one partition, as our one recording
+            kafka = kafka_options(broker)
+            hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
+            stack.enter_context(spark_processes_stopped())
+            spark = spark_with_kafka("kafka-live", args.layout, hosts, installation,
+                                     **{"spark.default.parallelism": "2"})
+            stack.callback(stop_session, spark)
+            live_tail_latency.JVM_PID = spark_jvm_pid(spark)  # run_query samples Spark's CPU per batch
+            # The executors' Python workers cannot import bench/: its ForeachWriter travels by value.
+            from pyspark import cloudpickle
+            cloudpickle.register_pickle_by_value(live_tail_latency)
+            from aeron_spark.connector import register
+            register(spark)
+
+            publisher = Publisher(sidecar.archive_dir, args.interval_ms / 1000)
+            stack.callback(publisher.close)
+            publisher.start()
+            kafka_publisher = KafkaPublisher(installation, broker, args.interval_ms / 1000)
+            stack.callback(kafka_publisher.close)
+            named = {"sidecar": sidecar.pid, "sidecar of Kafka's sink": kafka_sink_sidecar.pid,
+                     "Kafka broker": broker.pid, "Kafka console producer": kafka_publisher.pid}
+            if hosts is not None:
+                named["Spark driver's media driver"] = hosts.driver_pid
+            cpu = ProcessCpu(named, spark_jvm_pid(spark))
+            runs = iter(range(1000))
+
+            def measured(name: str, start: Callable[[], Any], samples: LatencySamples,
+                         collect: Callable[[], None] | None = None) -> None:
+                before = cpu.sample()
+                result = run_query(name, start, args.warmup, args.seconds, samples, collect)
+                cpu.add(name, before, cpu.sample())
+                results.append((name, result.latency,
+                                next(line for line in cpu.lines() if f"run, {name} (core-s)" in line)))
+
+            def visible(name: str, stream_of: Callable[[Path], Any], trigger: dict[str, str] | None,
+                        output_mode: str | None = None) -> None:
+                samples = LatencySamples()
+                out = work / f"foreach-{next(runs)}"
+                out.mkdir()
+                checkpoint = work / f"chk-{next(runs)}"
+
+                def start():
+                    writer = stream_of(checkpoint).writeStream.foreach(ForeachLatencyWriter(str(out)))
+                    writer = writer.option("checkpointLocation", str(checkpoint))
+                    if output_mode:
+                        writer = writer.outputMode(output_mode)
+                    return (writer.trigger(**trigger) if trigger else writer).start()
+                measured(name, start, samples, lambda: read_foreach_latencies(out, samples))
+
+            def committed(name: str, stream_of: Callable[[Path], Any], archive_dir: Path, sink: dict[str, str],
+                          trigger: dict[str, str] | None) -> None:
+                samples = LatencySamples()
+                watcher = SinkWatcher(archive_dir, samples)
+                checkpoint = work / f"chk-{next(runs)}"
+
+                def start():
+                    writer = (stream_of(checkpoint).writeStream.format("aeron-archive").options(**sink)
+                              .option("streamId", str(SINK_STREAM_ID)).option("sink.id", SINK_ID)
+                              .option("checkpointLocation", str(checkpoint)))
+                    return (writer.trigger(**trigger) if trigger else writer).start()
+                try:
+                    measured(name, start, samples, watcher.stop)
+                finally:
+                    watcher.close()
+
+            def ours(checkpoint: Path):
+                return aeron_stream(spark, connection, checkpoint)
+
+            def theirs(_checkpoint: Path):
+                return kafka_stream(spark, kafka)
+
+            for label, interval in TRIGGERS.items():
+                trigger = {"processingTime": interval} if interval else None
+                if "visible" not in skip:
+                    visible(f"visible, ours, {label}", ours, trigger)
+                    visible(f"visible, Kafka, {label}", theirs, trigger)
+            if "realtime" not in skip:
+                try:
+                    visible(f"visible, Kafka, realTime={REAL_TIME_TRIGGER}", theirs,
+                            {"realTime": REAL_TIME_TRIGGER}, output_mode="update")
+                except Exception as error:  # noqa: BLE001 - reported: the mode may not run with this connector
+                    progress(f"real-time mode failed: {type(error).__name__}: {str(error)[:600]}")
+                    results.append((f"visible, Kafka, realTime={REAL_TIME_TRIGGER}", None,
+                                    f"  failed: {type(error).__name__}: {str(error)[:300]}"))
+            if "committed" not in skip:
+                for label, interval in TRIGGERS.items():
+                    trigger = {"processingTime": interval} if interval else None
+                    committed(f"committed, ours, {label}", ours, sidecar.archive_dir, sink_options, trigger)
+                    # The watcher knows one sink id, and a second query on it would repeat its batch ids:
+                    # Kafka's committed run has one sidecar, so it runs at the default trigger only.
+                    if interval is None:
+                        committed(f"committed, Kafka, {label}", theirs, kafka_sink_sidecar.archive_dir,
+                                  kafka_sink_options, trigger)
+            report(results, args, CLUSTER_MASTER if cluster else "local[2]", publisher.sent, kafka_publisher.sent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def report(results: list[tuple[str, dict[str, float] | None, str]], args, master: str, ours_sent: int,
+           kafka_sent: int) -> None:
+    print(f"\nlive latency, {master}, layout {args.layout}: {args.seconds:.0f} s measured after {args.warmup:.0f} s "
+          f"warm-up per query, one message every {args.interval_ms} ms per publisher "
+          f"(sent: ours {ours_sent:,}, Kafka {kafka_sent:,})")
+    by_name = {name: latency for name, latency, _ in results}
+    for name, latency, _ in results:
+        print(summary_line(name, latency or {}))
+    for label in TRIGGERS:
+        ours, theirs = by_name.get(f"visible, ours, {label}"), by_name.get(f"visible, Kafka, {label}")
+        if ours and theirs:
+            print(f"  ratio visible p99 ours / Kafka, {label}: {ours['p99'] / theirs['p99']:.2f}x (target <= 1.0x)")
+    for _, _, cpu_line in results:
+        print(cpu_line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Benchmark: our exactly-once sink (`write.format("aeron-archive")`, committed) against Spark's Kafka sink.
+
+For each workload (default: 10,000,000 x 32 B and 1,000,000 x 1 KiB rows) it
+
+1. writes random (incompressible) payloads once into a Parquet file (pyarrow), reads them into
+   Spark, repartitions them into two partitions and caches them (materialized before timing): both
+   sinks get the same cached rows and the input's read is in neither timing,
+2. times, in one Spark session and alternating, ``df.write.format("aeron-archive")`` into the real
+   sidecar (each save stages the rows on the executors, then the driver-side commit appends them
+   and a commit marker and waits until the archive has recorded them; a save is all or nothing)
+   and ``df.write.format("kafka")`` (``payload`` as ``value``) into a two-partition topic on a real
+   KRaft broker on localhost (Kafka's sink is at-least-once: its defaults, ``acks=all``, idempotent
+   producer),
+3. checks once per workload that what each sink holds reads back as the input (count, bytes,
+   bit_xor of xxhash64 of every payload),
+4. prints min / median seconds, rows/s, the ratio ours / Kafka (rows/s; target ≥ 1.0×) and the
+   CPU-seconds of every process per run (sidecar and Kafka broker included).
+
+Layout (``--layout cluster``, the default) as bench/spark_sink_vs_parquet.py's: the sidecar on its
+own embedded driver with a UDP control channel, Spark ``local-cluster[2,1,1024]``, a UDP sink channel
+recorded REMOTE and ``sink.stagingDir`` on a local directory; Kafka on localhost. Run::
+
+    .venv/bin/python bench/kafka_write.py --quick          # 200,000 x 32 B and 20,000 x 1 KiB, 1 repetition
+    flock $BENCH_LOCK .venv/bin/python bench/kafka_write.py --repetitions 3
+
+Every process started here is stopped by PID, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kafka_bench_support import (
+    add_kafka_layout_argument,
+    kafka_broker_for_bench,
+    kafka_options,
+    spark_with_kafka,
+)
+from spark_bench_support import (
+    CLUSTER_MASTER,
+    ProcessCpu,
+    Timings,
+    Workload,
+    cluster_hosts,
+    exit_on_sigterm,
+    fingerprint,
+    loopback_udp_channel,
+    progress,
+    running_sidecar,
+    spark_jvm_pid,
+    spark_processes_stopped,
+    stop_session,
+)
+from spark_sink_vs_parquet import write_input
+
+SINK_STREAM_ID_BASE = 7001
+OURS = "aeron-archive sink"
+KAFKA = "Kafka sink"
+QUICK_WORKLOADS = [Workload(200_000, 32), Workload(20_000, 1024)]
+DEFAULT_WORKLOADS = [Workload(10_000_000, 32), Workload(1_000_000, 1024)]
+
+
+def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str, str], read_options: dict[str, str],
+            kafka: dict[str, str], topic: str, stream_id: int, repetitions: int, cpu: ProcessCpu) -> dict[str, Timings]:
+    from pyspark.sql import functions as F
+
+    rows = spark.read.parquet(str(input_path)).repartition(2).cache()
+    expected = fingerprint(rows)  # materializes the cache
+    if tuple(expected[:2]) != (workload.count, workload.count * workload.size):
+        raise AssertionError(f"input holds {expected[:2]}, not {workload.count} rows of {workload.size} B")
+    sink_id = f"kafka-bench-sink-{stream_id}"
+
+    def ours() -> None:
+        (rows.write.format("aeron-archive").mode("append").options(**sink_options)
+         .option("streamId", str(stream_id)).option("sink.id", sink_id).save())
+
+    def kafka_sink() -> None:
+        rows.select(F.col("payload").alias("value")).write.format("kafka").options(**kafka).option("topic", topic).save()
+
+    writers: dict[str, Callable[[], None]] = {OURS: ours, KAFKA: kafka_sink}
+    for name, write in writers.items():  # warm-up (workers, JIT), and the correctness check below
+        started = time.perf_counter()
+        write()
+        progress(f"{workload.label}: warm-up {name} {time.perf_counter() - started:.2f} s")
+    ours_back = (spark.read.format("aeron-archive").options(**read_options)
+                 .option("channel", f"alias=aeron-spark-sink:{sink_id}").option("streamId", str(stream_id)).load())
+    kafka_back = (spark.read.format("kafka").options(**kafka).option("subscribe", topic)
+                  .option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
+                  .select(F.col("value").alias("payload")))
+    for name, written in ((OURS, ours_back), (KAFKA, kafka_back)):
+        answer = fingerprint(written)
+        if answer != expected:
+            raise AssertionError(f"{name}: read back {answer}, the input is {expected}")
+    progress(f"{workload.label}: both sinks read back equal to the input")
+    seconds: dict[str, list[float]] = {name: [] for name in writers}
+    for repetition in range(repetitions):
+        order = list(writers.items())
+        if repetition % 2:
+            order.reverse()  # alternate which goes first: load and page cache hit both alike
+        for name, write in order:
+            before = cpu.sample()
+            started = time.perf_counter()
+            write()
+            seconds[name].append(time.perf_counter() - started)
+            cpu.add(f"{workload.label}, {name}", before, cpu.sample())
+        progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
+                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    rows.unpersist()
+    return {name: Timings(values) for name, values in seconds.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", type=Workload.parser(1 << 20), action="append",
+                        help="COUNTxSIZE, repeatable (default: 10000000x32 and 1000000x1024)")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--quick", action="store_true",
+                        help="a small run that proves the benchmark works: "
+                             + " and ".join(w.label for w in QUICK_WORKLOADS) + ", 1 repetition")
+    parser.add_argument("--work-dir", type=Path, help="where the archive, Kafka's data and the input go (default: a temp dir)")
+    add_kafka_layout_argument(parser)
+    args = parser.parse_args(argv)
+    workloads = args.workload or (QUICK_WORKLOADS if args.quick else DEFAULT_WORKLOADS)
+    repetitions = 1 if args.quick else args.repetitions
+    cluster = args.layout == "cluster"
+    master = CLUSTER_MASTER if cluster else "local[2]"
+
+    exit_on_sigterm()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    work = Path(tempfile.mkdtemp(prefix="kafka-write-bench-", dir=args.work_dir))
+    try:
+        inputs = []
+        for index, workload in enumerate(workloads):
+            path = work / f"input-{index}.parquet"
+            write_input(path, workload, seed=index)
+            inputs.append((workload, path))
+        progress(f"wrote the inputs: {', '.join(workload.label for workload, _ in inputs)}")
+        with contextlib.ExitStack() as stack:
+            control = loopback_udp_channel() if cluster else "aeron:ipc"
+            sidecar = stack.enter_context(running_sidecar(
+                work / "archive", "--control-channel", control, "--log-level", "WARNING", "--segment-direct-io"))
+            if cluster:  # the Spark driver commits over UDP from its own driver; staging on a local directory
+                read_options = {"archive.controlChannel": sidecar.control_channel}
+                sink_options = {**read_options, "channel": loopback_udp_channel(),
+                                "sink.stagingDir": str(work / "staging")}
+            else:
+                read_options = {"archive.dir": str(sidecar.archive_dir)}
+                sink_options = {**read_options, "channel": "aeron:ipc"}
+            installation, broker = stack.enter_context(kafka_broker_for_bench(work))
+            kafka = kafka_options(broker)
+            hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
+            stack.enter_context(spark_processes_stopped())
+            spark = spark_with_kafka("kafka-write", args.layout, hosts, installation,
+                                     **{"spark.default.parallelism": "2", "spark.driver.memory": "3g"})
+            stack.callback(stop_session, spark)
+            named = {"sidecar": sidecar.pid, "Kafka broker": broker.pid}
+            if hosts is not None:
+                named["Spark driver's media driver"] = hosts.driver_pid
+            cpu = ProcessCpu(named, spark_jvm_pid(spark))
+            from aeron_spark.connector import register
+            register(spark)
+            for index, (workload, path) in enumerate(inputs):
+                topic = f"bench-write-{index}"
+                broker.create_topic(topic, partitions=2)
+                timings = measure(spark, workload, path, sink_options, read_options, kafka, topic,
+                                  SINK_STREAM_ID_BASE + index, repetitions, cpu)
+                print(f"\n{workload.label} ({repetitions} repetitions, {master}, layout {args.layout}; "
+                      f"Kafka topic {topic}, 2 partitions)")
+                for name, timing in timings.items():
+                    print(timing.line(name, workload))
+                print(timings[OURS].ratio_line(OURS, timings[KAFKA], KAFKA))
+                print("\n".join(line for line in cpu.lines() if workload.label in line), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
