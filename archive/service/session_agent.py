@@ -2,10 +2,11 @@
 
 Sessions arrive from the conductor's thread (``add_session``, a thread-safe deque append), stop
 commands likewise (``_enqueue``); the agent's thread moves both in at the start of each
-``do_work``, runs every session's ``do_work`` (a session whose cycle raises is logged, passed to
-the ``error_handler`` if any, and aborted: it must not stop the others, nor keep failing every
-cycle), retires the sessions that are done, and
-publishes the I/O counters once per cycle that did work. ``on_close`` aborts every session, gives
+``do_work``, in the order they were sent: a command applies to the sessions added before it only
+(a stop of a recording's replays, sent by a truncate, must not abort the replay asked next). It
+then runs every session's ``do_work`` (a session whose cycle raises is logged, passed to the
+``error_handler`` if any, and aborted: it must not stop the others, nor keep failing every cycle),
+retires the sessions that are done, and publishes the I/O counters once per cycle that did work. ``on_close`` aborts every session, gives
 each one more cycle to stop, retires it and closes the counters. Subclasses say how a command
 aborts sessions and how a session is retired.
 
@@ -55,7 +56,11 @@ class SessionAgent[S: Session]:
         self.io_stats = IoStats()
         self.failures = FailureLog(log)  # a session failing every cycle is logged once per 10 s
         self._incoming: collections.deque[S] = collections.deque()  # thread-safe appends
-        self._commands: collections.deque[tuple[str, int]] = collections.deque()
+        # (command, ident, how many sessions had been added when it was sent)
+        self._commands: collections.deque[tuple[str, int, int]] = collections.deque()
+        self._sent_lock = threading.Lock()  # producers (the conductor) number sessions and commands
+        self._sessions_sent = 0
+        self._sessions_admitted = 0  # the agent's thread: moved from _incoming into _sessions
         self._sessions: list[S] = []
         self._failed_cycles: dict[int, int] = {}  # id(session) -> duty cycles that raised
         self._closed = False
@@ -77,11 +82,14 @@ class SessionAgent[S: Session]:
     def add_session(self, session: S) -> None:
         if self._closed:
             raise RuntimeError(f"{self.role_name} is closed: cannot add {self._describe(session)}")
-        self._incoming.append(session)
+        with self._sent_lock:
+            self._incoming.append(session)
+            self._sessions_sent += 1
         self._wake_up()
 
     def _enqueue(self, command: str, ident: int) -> None:
-        self._commands.append((command, ident))
+        with self._sent_lock:
+            self._commands.append((command, ident, self._sessions_sent))
         self._wake_up()
 
     def _wake_up(self) -> None:
@@ -105,15 +113,16 @@ class SessionAgent[S: Session]:
     # -- the agent's thread --------------------------------------------------------------------------
     def do_work(self) -> int:
         work = 0
-        while self._incoming:
-            session = self._incoming.popleft()
-            session.io_stats = self.io_stats
-            self._sessions.append(session)
-            work += 1
-        while self._commands:
-            command, ident = self._commands.popleft()
-            for session in self._sessions:
-                self._apply(command, ident, session)
+        while self._incoming or self._commands:
+            if self._commands and (not self._incoming or self._commands[0][2] <= self._sessions_admitted):
+                command, ident, _ = self._commands.popleft()
+                for session in self._sessions:
+                    self._apply(command, ident, session)
+            else:
+                session = self._incoming.popleft()
+                session.io_stats = self.io_stats
+                self._sessions.append(session)
+                self._sessions_admitted += 1
             work += 1
         sessions = self._sessions
         for index in range(len(sessions) - 1, -1, -1):

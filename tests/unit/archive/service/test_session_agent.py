@@ -91,3 +91,18 @@ def test_close_aborts_and_retires_every_session_and_refuses_new_ones():
     assert sorted(agent.retired) == ["a", "b"] and agent.session_count == 0
     with pytest.raises(RuntimeError, match="fake-agent is closed: cannot add fake c"):
         agent.add_session(FakeSession("c", 1))
+
+
+def test_a_command_applies_only_to_the_sessions_added_before_it():
+    """A truncate stops its recording's replays; the replay asked right after must not be stopped
+    by that command, even when the agent's thread takes both in the same duty cycle."""
+    agent = FakeAgent()
+    before = FakeSession("s1", 5)
+    agent.add_session(before)
+    agent._enqueue("stop", 1)
+    after = FakeSession("s1", 5)  # the same name: the command would match it
+    agent.add_session(after)
+    agent._enqueue("stop", 7)
+    agent.do_work()
+    assert before.aborted == "stopped" and after.aborted is None
+    assert agent.retired == ["s1"] and agent.session_count == 1
