@@ -7,8 +7,8 @@ commands likewise (``_enqueue``); the agent's thread moves both in at the start 
 then runs every session's ``do_work`` (a session whose cycle raises is logged, passed to the
 ``error_handler`` if any, and aborted: it must not stop the others, nor keep failing every cycle),
 retires the sessions that are done, and publishes the I/O counters once per cycle that did work.
-``on_close`` aborts every session, gives each one more cycle to stop, retires it and closes the counters. Subclasses say how a command
-aborts sessions and how a session is retired.
+``on_close`` aborts every session, gives each one more cycle to stop, retires it and closes the
+counters. Subclasses say how a command aborts sessions and how a session is retired.
 
 With no session, queued session or command the agent is dormant (``is_dormant``): its runner
 waits on the wake signal it gave (``set_wake_signal``), which ``add_session`` and every command set,
