@@ -43,7 +43,8 @@ from pathlib import Path
 ENV_VAR = "AERON_ARCHIVE_STORAGE_FAULT"
 POINTS = ("truncate-staged", "truncate-committed", "truncate-cut", "purge-staged", "purge-committed",
           "segment-renamed", "catalog-add", "catalog-replace-written", "catalog-replace-committed",
-          "migrate-journaled", "migrate-linked", "migrate-committed", "migrate-unlinked", "migrate-marked")
+          "migrate-journaled", "migrate-linked", "migrate-committed", "migrate-unlinked", "migrate-marked",
+          "compact-written", "compact-committed")
 POLL_S = 0.02
 _fired: set[str] = set()
 
