@@ -114,8 +114,9 @@ def delete_orphaned_segments(archive_dir: str | os.PathLike[str], catalog: Catal
                 positions.segment_file_base_position(d.start_position, d.stop_position,
                                                      d.term_buffer_length, d.segment_file_length))
         for name in sorted(by_id.get(d.recording_id, [])):
-            base = int(name[:-len(positions.SEGMENT_FILE_SUFFIX)].partition("-")[2])
-            if base < first or (last is not None and base > last):
+            base = _segment_file_base(name)
+            # An unparsable position is no segment of the recording: Aeron deletes it too.
+            if base is None or base < first or (last is not None and base > last):
                 (directory / name).unlink(missing_ok=True)
                 deleted.append(directory / name)
     if recording_id is not None and not found:
@@ -152,9 +153,17 @@ def _frames(data: bytes, alignment: int, path: Path) -> list[tuple[int, int, int
 
 
 def _segment_file_id(name: str) -> int | None:
-    """The recording id of a ``<id>-<base>.rec`` name, None for any other file."""
+    """The recording id of a ``<id>-<anything>.rec`` name (as Aeron indexes them), None otherwise."""
     if not name.endswith(positions.SEGMENT_FILE_SUFFIX):
         return None
-    head, dash, tail = name[:-len(positions.SEGMENT_FILE_SUFFIX)].partition("-")
-    return int(head) if dash and head.isdigit() and tail.isdigit() else None
+    head, dash, _ = name.partition("-")
+    return int(head) if dash and head.isdigit() else None
 
+
+def _segment_file_base(name: str) -> int | None:
+    """The base position of a ``<id>-<base>.rec`` name (signed, as Java's parseLong), None if unparsable."""
+    text = name[:-len(positions.SEGMENT_FILE_SUFFIX)].partition("-")[2]
+    try:
+        return int(text)
+    except ValueError:
+        return None
