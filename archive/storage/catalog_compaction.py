@@ -57,15 +57,16 @@ def compact_catalog(archive_dir: str | os.PathLike[str]) -> CompactionResult:
                            f"cannot be compacted; run `aeron-archive migrate --dir {directory}` first")
     _, _, next_recording_id, alignment = layout.CATALOG_HEADER.unpack_from(data, 0)
     kept = [data[:layout.HEADER_LENGTH]]
+    kept_ids: set[int] = set()
     removed: list[int] = []
     reclaimed = 0
     for offset, frame_length, state, recording_id in _frames(data, alignment, path):
         if state == layout.VALID:
             kept.append(data[offset:offset + frame_length])
+            kept_ids.add(recording_id)
         else:
             removed.append(recording_id)
             reclaimed += frame_length
-    kept_ids = {rid for _, _, state, rid in _frames(data, alignment, path) if state == layout.VALID}
     temporary = directory / COMPACT_FILE_NAME
     temporary.unlink(missing_ok=True)  # an earlier compaction killed before its rename
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)

@@ -2,7 +2,9 @@
 run in-process through main([...])."""
 
 import io
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +164,15 @@ def test_driver_error_log_from_a_cnc_file(tmp_path):
     (tmp_path / "cnc.dat").write_bytes(bytes(data))
     (observation,) = errors_command.read_driver_error_log(tmp_path)
     assert (observation.observation_count, observation.error) == (3, "boom")
+
+
+def test_compact_asks_on_the_real_stdin_of_the_console_script(archive):
+    tool = Path(sys.executable).parent / "aeron-archive"
+    declined = subprocess.run([str(tool), "compact", "--dir", str(archive)], input="no\n",
+                              capture_output=True, text=True, timeout=60)
+    assert declined.returncode == 0 and "Continue? (y/n): not confirmed" in declined.stdout
+    assert (archive / "2-0.rec").exists()
+    accepted = subprocess.run([str(tool), "compact", "--dir", str(archive)], input="YES\n",
+                              capture_output=True, text=True, timeout=60)
+    assert accepted.returncode == 0 and "Compaction result: deleted 1 records" in accepted.stdout
+    assert not (archive / "2-0.rec").exists()
