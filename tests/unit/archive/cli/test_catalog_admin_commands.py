@@ -2,6 +2,7 @@
 run in-process through main([...])."""
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,18 @@ def test_compact_asks_on_the_real_stdin_of_the_console_script(archive):
                               capture_output=True, text=True, timeout=60)
     assert accepted.returncode == 0 and "Compaction result: deleted 1 records" in accepted.stdout
     assert not (archive / "2-0.rec").exists()
+
+
+@pytest.mark.parametrize("point", ["compact-written", "compact-committed"])
+def test_compact_killed_at_each_step_then_rerun_finishes(archive, point):
+    tool = Path(sys.executable).parent / "aeron-archive"
+    killed = subprocess.run([str(tool), "compact", "--yes", "--dir", str(archive)], capture_output=True, text=True,
+                            timeout=60, env=dict(os.environ, AERON_ARCHIVE_STORAGE_FAULT=f"{point}:kill"))
+    assert killed.returncode == -9
+    with Catalog.open(archive, read_only=True) as catalog:  # the old or the new catalog, whole
+        assert [e.descriptor.recording_id for e in catalog.entries()] == ([0, 1, 2] if point == "compact-written"
+                                                                          else [0, 1])
+    code, out, _ = run("compact", "--yes", "--dir", str(archive))
+    assert code == 0 and not (archive / "2-0.rec").exists() and not (archive / "archive.catalog.compact").exists()
+    with Catalog.open(archive, read_only=True) as catalog:
+        assert [e.descriptor.recording_id for e in catalog.entries()] == [0, 1]
