@@ -5,6 +5,9 @@
 
 * `inspect_commands`: offline inspection and maintenance of an archive directory (``describe``,
   ``count-entries``, ``max-entries``, ``capacity``, ``pid``, ``dump``, ``verify``, ``checksum``);
+* `catalog_admin_commands`: Aeron ArchiveTool's catalog administration (``describe-all``,
+  ``capacity-report``, ``compact``, ``delete-orphaned-segments``, ``mark-valid``, ``mark-invalid``);
+* `errors_command`: ``errors``, the archive's and its driver's error logs;
 * `migrate_command`: ``migrate``, the in-place upgrade of an older directory to 3.1.0;
 * `serve_command`: ``serve``, the archive sidecar;
 * `client_commands`: ``recordings``, ``replay``, ``stat`` against a running archive;
@@ -29,7 +32,9 @@ from pathlib import Path
 from typing import TextIO
 
 from aeron_spark.archive.cli import (
+    catalog_admin_commands,
     client_commands,
+    errors_command,
     inspect_commands,
     migrate_command,
     replicate_command,
@@ -62,6 +67,23 @@ COMMANDS: dict[str, Command] = {
                       inspect_commands.verify, inspect_commands.configure_verify),
     "checksum": Command("recompute and store frame checksums (only while no archive runs)",
                         inspect_commands.checksum_command, inspect_commands.configure_checksum),
+    "describe-all": Command("print the mark file, the catalog capacity and every recording descriptor "
+                            "with its state (VALID, INVALID, DELETED)", catalog_admin_commands.describe_all),
+    "capacity-report": Command("print the catalog's used and free bytes, entries by state, segment "
+                               "files' size and the file system's free space",
+                               catalog_admin_commands.capacity_report),
+    "errors": Command("print the archive's and its media driver's error logs", errors_command.errors),
+    "compact": Command("remove INVALID and DELETED entries from the catalog and delete their segment files "
+                       "(asks first; only while no archive runs)",
+                       catalog_admin_commands.compact, catalog_admin_commands.configure_confirmed),
+    "delete-orphaned-segments": Command(
+        "delete segment files outside each recording's start..stop segments (asks first; only while no "
+        "archive runs)", catalog_admin_commands.delete_orphaned_segments,
+        catalog_admin_commands.configure_delete_orphaned_segments),
+    "mark-valid": Command("mark an INVALID recording VALID (only while no archive runs)",
+                          catalog_admin_commands.mark_valid, catalog_admin_commands.configure_state_change),
+    "mark-invalid": Command("mark a VALID recording INVALID (only while no archive runs)",
+                            catalog_admin_commands.mark_invalid, catalog_admin_commands.configure_state_change),
     "migrate": Command("upgrade the directory in place to catalog/mark file version 3.1.0 (Aeron 1.32+); "
                        "only while no archive runs", migrate_command.run, migrate_command.configure),
     # the archive sidecar

@@ -27,6 +27,9 @@ Points (each fires at its first hit only):
   ``migrate-marked``: `aeron-archive migrate` after each of its steps (`migration`): the journal
   is written; new segment names are hard-linked; the new catalog is renamed into place (the
   commit point); the old names are unlinked; the mark file is rewritten (the journal remains).
+* ``compact-written`` / ``compact-committed``: `aeron-archive compact` (`catalog_compaction`): the
+  compacted catalog is written and fsynced as ``archive.catalog.compact``, not renamed yet; it is
+  renamed over ``archive.catalog``, the dropped recordings' segment files are not deleted yet.
 
 Unset (production) each point costs one environment lookup. Used by
 ``tests/integration/test_storage_crash_safety.py``; restart repair is `recovery.repair_archive`.
@@ -43,7 +46,8 @@ from pathlib import Path
 ENV_VAR = "AERON_ARCHIVE_STORAGE_FAULT"
 POINTS = ("truncate-staged", "truncate-committed", "truncate-cut", "purge-staged", "purge-committed",
           "segment-renamed", "catalog-add", "catalog-replace-written", "catalog-replace-committed",
-          "migrate-journaled", "migrate-linked", "migrate-committed", "migrate-unlinked", "migrate-marked")
+          "migrate-journaled", "migrate-linked", "migrate-committed", "migrate-unlinked", "migrate-marked",
+          "compact-written", "compact-committed")
 POLL_S = 0.02
 _fired: set[str] = set()
 

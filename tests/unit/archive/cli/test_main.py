@@ -16,7 +16,10 @@ CLI_DIR = Path(cli.__file__).parent
 
 def test_the_table_holds_every_command():
     assert set(cli.COMMANDS) == {"describe", "count-entries", "max-entries", "capacity", "pid", "dump", "verify",
-                                 "checksum", "migrate", "serve", "recordings", "replay", "stat", "replicate"}
+                                 "checksum", "migrate", "serve", "recordings", "replay", "stat", "replicate",
+                                 # ArchiveTool parity (issue 26)
+                                 "describe-all", "capacity-report", "errors", "compact", "delete-orphaned-segments",
+                                 "mark-valid", "mark-invalid"}
 
 
 @pytest.mark.parametrize("name", sorted(cli.COMMANDS))
