@@ -119,8 +119,12 @@ def free_tcp_port() -> int:
 
 
 def random_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid form)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid form).
+    Never one starting with '-': kafka-storage's argument parser would take it for an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 @dataclass
