@@ -72,6 +72,18 @@ DEFAULT_REPLAY_LINGER_TIMEOUT_NS: Final = 5_000_000_000
 DEFAULT_IDLE_STRATEGY: Final = "backoff"
 #: How long a stopping archive waits for its active recordings to write their last blocks.
 SHUTDOWN_RECORDINGS_TIMEOUT_S: Final = 10.0
+#: How the conductor, recorder and replayer get threads (Aeron's aeron.archive.threading.mode):
+#: dedicated, one thread each (Aeron's default); shared, one thread running the three duty cycles
+#: with the conductor's idle strategy. Aeron's INVOKER (no thread: the embedding application calls
+#: the duty cycle) has no use in a sidecar process and is refused.
+THREADING_MODES: Final = ("dedicated", "shared")
+DEFAULT_THREADING_MODE: Final = "dedicated"
+#: StartRecording and ExtendRecording are refused with STORAGE_SPACE when the archive's file system
+#: has this many usable bytes or fewer (Aeron's aeron.archive.low.storage.space.threshold). None:
+#: the configured segment length. Aeron's default is the constant 128 MiB (its default segment
+#: length) whatever the segment length; following the configured one keeps small-segment archives
+#: on small disks usable, and is Aeron's value at the default segment length.
+DEFAULT_LOW_STORAGE_THRESHOLD: Final[int | None] = None
 
 # -- replication into this archive (the archive is a client of the source archive)
 #: Where the source archive replays to: the replicating archive binds a free port and tells the

@@ -6,6 +6,7 @@ and flushes it::
 
     aeron-archive ready: pid=… archiveId=… dir=… aeronDir=… control=<channel> controlStreamId=10
         localControl=<channel> localControlStreamId=11 events=<channel|off> eventsStreamId=30
+        threadingMode=dedicated|shared
 
 (one line; wrapped here)
 
@@ -31,7 +32,7 @@ from pathlib import Path
 from aeron_spark.archive import configuration as defaults
 from aeron_spark.archive.cli.output import EXIT_OK, Output, ToolError
 from aeron_spark.archive.configuration import byte_length_text as _length
-from aeron_spark.archive.service.agent_runner import IDLE_STRATEGIES, idle_strategy_name
+from aeron_spark.archive.service.agent_runner import IDLE_STRATEGIES, idle_strategy_name, threading_mode_name
 from aeron_spark.archive.service.archive_service import ArchiveService, ArchiveServiceOptions
 
 READY_PREFIX = "aeron-archive ready:"
@@ -76,6 +77,28 @@ def _idle_strategy(text: str) -> str:
         return idle_strategy_name(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _threading_mode(text: str) -> str:
+    try:
+        return threading_mode_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _byte_count(text: str) -> int:
+    """A byte count >= 0: 1048576, or with a k/m/g suffix (1024-based, as the other length options)."""
+    number, unit = text.strip().lower(), 1
+    if number[-1:] in _LENGTH_UNITS:
+        number, unit = number[:-1], _LENGTH_UNITS[number[-1]]
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a byte count such as 134217728, 512k, 128m or 1g, "
+                                         f"got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"byte count {text} must be >= 0")
+    return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -153,6 +176,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         default=os.environ.get("AERON_ARCHIVE_REPLAYER_IDLE_STRATEGY"),
                         help="the replayer's idle strategy while it replays (default "
                              "$AERON_ARCHIVE_REPLAYER_IDLE_STRATEGY or --idle-strategy)")
+    parser.add_argument("--threading-mode", type=_threading_mode, metavar="{" + ",".join(defaults.THREADING_MODES) + "}",
+                        default=defaults.DEFAULT_THREADING_MODE,
+                        help=f"{' or '.join(defaults.THREADING_MODES)} (Aeron's aeron.archive.threading.mode; "
+                             f"Aeron's invoker is not supported): dedicated runs the conductor, recorder and "
+                             f"replayer on a thread each, shared runs the three on one thread with "
+                             f"--idle-strategy (the recorder/replayer idle strategies then do not apply); "
+                             f"written in the mark file (default {defaults.DEFAULT_THREADING_MODE})")
+    parser.add_argument("--low-storage-threshold", type=_byte_count, default=defaults.DEFAULT_LOW_STORAGE_THRESHOLD,
+                        metavar="BYTES",
+                        help="refuse StartRecording and ExtendRecording (so also replication into this "
+                             "archive) with STORAGE_SPACE while the archive directory's file system has "
+                             "this many usable bytes or fewer; k/m/g suffixes accepted (Aeron's "
+                             "aeron.archive.low.storage.space.threshold; default the segment length)")
     parser.add_argument("--auth-credentials-file", type=Path, default=None,
                         help="require authentication against 'principal:secret' lines in this file")
     parser.add_argument("--auth-challenge-only", action="store_true",
@@ -193,6 +229,7 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
         session_idle_timeout_ms=args.session_idle_timeout_ms, authenticator=authenticator,
         idle_strategy=args.idle_strategy, recorder_idle_strategy=args.recorder_idle_strategy,
         replayer_idle_strategy=args.replayer_idle_strategy,
+        threading_mode=args.threading_mode, low_storage_threshold=args.low_storage_threshold,
         replication_channel=args.replication_channel,
         replication_response_channel=args.replication_response_channel)
 
@@ -203,7 +240,8 @@ def ready_line(service: ArchiveService) -> str:
             f"aeronDir={service.aeron_dir} control={o.control_channel or 'off'} "
             f"controlStreamId={o.control_stream_id} localControl={o.local_control_channel} "
             f"localControlStreamId={o.local_control_stream_id} "
-            f"events={o.recording_events_channel or 'off'} eventsStreamId={o.recording_events_stream_id}")
+            f"events={o.recording_events_channel or 'off'} eventsStreamId={o.recording_events_stream_id} "
+            f"threadingMode={o.threading_mode}")
 
 
 def _memory_debug_hook() -> None:

@@ -20,8 +20,17 @@ errorBufferLength  56      i32
 archiveId:i64      64
 strings            136     controlChannel, localControlChannel, eventsChannel,
                            aeronDirectory: each u32 length + ASCII
+aeron-spark area   7936    ``ASPKEXT1`` + u32 length + ASCII ``key=value``
+                           lines: ``threadingMode=dedicated|shared``
 error log          8192    Agrona DistinctErrorLog records
 =================  ======  =================================================
+
+The aeron-spark area holds what this project writes that Aeron's MarkFileHeader (mark schema
+version 2, 1.47-1.52) has no field for: the threading mode. It sits in the header's unused tail,
+past the four strings and before the error log: Java's ArchiveMarkFile and ArchiveTool read the
+block and the strings only, so they read the file unchanged, and the area stays clear of both
+places a later schema could grow into (new block fields inside the 128 bytes, new var fields
+after aeronDirectory). Files without it (Java's, older ones) decode with ``threading_mode`` None.
 
 Readers also accept the 1.24-1.46 layout (the same block at offset 0, no SBE header; what this
 project wrote before it wrote 3.1.0) and the <= 1.23 one (block at 0 up to eventsStreamId,
@@ -66,6 +75,10 @@ ACTIVITY_OFFSET = MODERN_BLOCK_OFFSET + 8
 WRITTEN_STRINGS_OFFSET = MODERN_BLOCK_OFFSET + STRINGS_OFFSET  # 136
 #: The error log starts at the header length (8192), absolute, in the 1.24+ layouts.
 ERROR_LOG_OFFSET = HEADER_LENGTH
+#: The aeron-spark area at the end of the header (see the module docstring): magic, u32 length, text.
+EXTENSION_OFFSET = HEADER_LENGTH - 256
+EXTENSION_MAGIC = b"ASPKEXT1"
+EXTENSION_MAX_TEXT = HEADER_LENGTH - EXTENSION_OFFSET - len(EXTENSION_MAGIC) - U32.size
 
 # Agrona DistinctErrorLog record: length, observationCount, lastObservationTs, firstObservationTs.
 ERROR_RECORD = struct.Struct("<iiqq")
@@ -99,6 +112,7 @@ class ArchiveMarkInfo:
     local_control_channel: str
     events_channel: str
     aeron_directory: str
+    threading_mode: str | None = None  # from the aeron-spark area; None: not written (e.g. by Java)
 
     @property
     def terminated(self) -> bool:
@@ -135,6 +149,7 @@ class ArchiveMarkInfo:
             "eventsChannel": self.events_channel, "eventsStreamId": self.events_stream_id,
             "aeronDirectory": self.aeron_directory, "headerLength": self.header_length,
             "errorBufferLength": self.error_buffer_length, "live": self.is_live(now_ms),
+            **({"threadingMode": self.threading_mode} if self.threading_mode is not None else {}),
         }
 
 
@@ -174,7 +189,29 @@ def decode_mark_file(data: bytes, path: Path = Path(MARK_FILE_NAME)) -> ArchiveM
         events_stream_id=events_stream_id, header_length=header_length,
         error_buffer_length=error_buffer_length, archive_id=archive_id,
         control_channel=texts[0], local_control_channel=texts[1], events_channel=texts[2],
-        aeron_directory=texts[3])
+        aeron_directory=texts[3], threading_mode=decode_extension(data, base).get("threadingMode"))
+
+
+def encode_extension(fields: dict[str, str]) -> bytes:
+    """The aeron-spark area's bytes (written at `EXTENSION_OFFSET`)."""
+    text = "".join(f"{key}={value}\n" for key, value in fields.items()).encode("ascii")
+    if len(text) > EXTENSION_MAX_TEXT:
+        raise ValueError(f"mark file aeron-spark fields take {len(text)} bytes; room for {EXTENSION_MAX_TEXT}")
+    return EXTENSION_MAGIC + U32.pack(len(text)) + text
+
+
+def decode_extension(data: bytes, base: int = MODERN_BLOCK_OFFSET) -> dict[str, str]:
+    """The aeron-spark area's fields; empty when absent (an older layout, or a Java-written file)."""
+    start = EXTENSION_OFFSET
+    if base != MODERN_BLOCK_OFFSET or len(data) < start + len(EXTENSION_MAGIC) + U32.size \
+            or data[start:start + len(EXTENSION_MAGIC)] != EXTENSION_MAGIC:
+        return {}
+    (size,) = U32.unpack_from(data, start + len(EXTENSION_MAGIC))
+    if size > EXTENSION_MAX_TEXT:
+        return {}
+    text_start = start + len(EXTENSION_MAGIC) + U32.size
+    text = data[text_start:text_start + size].decode("ascii", errors="replace")
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def decode_error_log(buffer: bytes | memoryview) -> list[ErrorObservation]:

@@ -9,11 +9,20 @@ Java class names are accepted too): ``backoff`` (the default, with Aeron 1.15.1'
 spins, 20 yields, then parks doubling from 1 us to 1 ms, reset as soon as an agent does work),
 ``yield``, ``spin`` and ``sleep`` (1 ms).
 
+**Threading modes** (:func:`threading_mode_name`, Aeron's ``aeron.archive.threading.mode``): the
+archive service runs its conductor, recorder and replayer either on one runner each
+(``dedicated``, Aeron's default) or on one runner for all three (``shared``: one thread, the
+conductor's idle strategy, as Aeron's SHARED). Aeron's INVOKER is refused: a sidecar has no
+embedding application to call the duty cycle.
+
 **Dormant agents.** An agent that can say it has nothing to look after (``is_dormant``: the
 recorder and the replayer with no session) and can be woken (``set_wake_signal(event)``, set when
 work is handed to it) is not polled while dormant: the runner waits on the wake signal instead
 (up to :data:`DORMANT_WAIT_S`). An idle sidecar's recorder and replayer then cost nothing, and
-a new session starts at once instead of after the idle strategy's next park.
+a new session starts at once instead of after the idle strategy's next park. A runner dozes only
+when every one of its agents can: a shared runner also runs the conductor, which is never dormant,
+so it polls its recorder and replayer every cycle (cheap when they have no session) and idles with
+its idle strategy, and hand-offs need no wake signal since they come from the same thread.
 
 An exception from ``do_work`` is logged and counted (``error_count``), passed to the runner's
 ``error_handler`` if it has one (the archive service's records it in the mark file's error log,
@@ -30,6 +39,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
+
+from aeron_spark.archive.configuration import THREADING_MODES
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +175,19 @@ def idle_strategy_name(text: str) -> str:
         raise ValueError(f"unknown idle strategy {text!r}: expected one of {', '.join(IDLE_STRATEGIES)} "
                          f"(or {', '.join(_JAVA_IDLE_STRATEGIES)})")
     return name
+
+
+def threading_mode_name(text: str) -> str:
+    """The threading mode given by name, any case (Aeron's enum names DEDICATED and SHARED too);
+    ValueError naming the accepted values otherwise."""
+    name = text.strip().lower()
+    if name in THREADING_MODES:
+        return name
+    accepted = " or ".join(THREADING_MODES)
+    if name == "invoker":
+        raise ValueError(f"threading mode {text!r} (Aeron's INVOKER, the embedding application calls the "
+                         f"duty cycle) is not supported by the sidecar: expected {accepted}")
+    raise ValueError(f"unknown threading mode {text!r}: expected {accepted}")
 
 
 def new_idle_strategy(text: str) -> IdleStrategy:

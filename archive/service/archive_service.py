@@ -11,7 +11,8 @@
    segment file, stale bytes after it are zeroed, the catalog gets the stop position and
    timestamp) and repairs maintenance a crash interrupted;
 4. connects an Aeron client and starts the agents on their threads: the conductor, the
-   recorder and the replayer (one `AgentRunner` each). Every error their duty cycles catch is
+   recorder and the replayer, one `AgentRunner` each (``threading_mode`` dedicated) or one for
+   the three (shared). Every error their duty cycles catch is
    logged and also recorded in the mark file's error log (`error_log.MarkFileErrorLog`).
 
 `ArchiveService.close()` (also on SIGTERM/SIGINT via the serve command): the conductor stops
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from aeron_spark.archive import configuration as defaults
 from aeron_spark.archive.configuration import SHUTDOWN_RECORDINGS_TIMEOUT_S
-from aeron_spark.archive.service.agent_runner import AgentRunner, new_idle_strategy
+from aeron_spark.archive.service.agent_runner import AgentRunner, new_idle_strategy, threading_mode_name
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.service.conductor import ArchiveConductor, ConductorSettings
@@ -89,6 +90,21 @@ class ArchiveServiceOptions:
     idle_strategy: str = defaults.DEFAULT_IDLE_STRATEGY
     recorder_idle_strategy: str | None = None
     replayer_idle_strategy: str | None = None
+    #: dedicated (a thread per agent) or shared (one thread for the three; the recorder and replayer
+    #: idle strategies then do not apply, as in Aeron): agent_runner.threading_mode_name.
+    threading_mode: str = defaults.DEFAULT_THREADING_MODE
+    #: Usable bytes at or below which StartRecording/ExtendRecording are refused with STORAGE_SPACE
+    #: (None: the segment file length; see configuration.DEFAULT_LOW_STORAGE_THRESHOLD).
+    low_storage_threshold: int | None = defaults.DEFAULT_LOW_STORAGE_THRESHOLD
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "threading_mode", threading_mode_name(self.threading_mode))
+        if self.low_storage_threshold is not None and self.low_storage_threshold < 0:
+            raise ValueError(f"low_storage_threshold must be >= 0 bytes, got {self.low_storage_threshold}")
+
+    @property
+    def effective_low_storage_threshold(self) -> int:
+        return self.segment_file_length if self.low_storage_threshold is None else self.low_storage_threshold
 
     def with_changes(self, **changes: Any) -> "ArchiveServiceOptions":
         return dataclasses.replace(self, **changes)
@@ -152,7 +168,8 @@ class ArchiveService:
             local_control_channel=o.local_control_channel,
             local_control_stream_id=o.local_control_stream_id,
             events_channel=o.recording_events_channel or "",
-            events_stream_id=o.recording_events_stream_id, aeron_directory=aeron_dir)
+            events_stream_id=o.recording_events_stream_id, aeron_directory=aeron_dir,
+            threading_mode=o.threading_mode)
         self.error_log = errors = MarkFileErrorLog(self.mark_file)
         checksum = _checksum(o.checksum)
         # The recording requests create the writers with the process default (one archive per process).
@@ -179,7 +196,8 @@ class ArchiveService:
             max_concurrent_recordings=o.max_concurrent_recordings,
             max_concurrent_replays=o.max_concurrent_replays,
             connect_timeout_ms=o.connect_timeout_ms, session_idle_timeout_ms=o.session_idle_timeout_ms,
-            replication_channel=o.replication_channel, replication_response_channel=o.replication_response_channel)
+            replication_channel=o.replication_channel, replication_response_channel=o.replication_response_channel,
+            low_storage_threshold=o.effective_low_storage_threshold)
         self.conductor = ArchiveConductor(
             aeron=aeron, catalog=self.catalog, settings=settings, recorder=self.recorder,
             replayer=self.replayer, control_channels=control_channels,
@@ -188,9 +206,14 @@ class ArchiveService:
         self._start_agents([self.conductor, self.recorder, self.replayer])
 
     def _start_agents(self, agents: list[ArchiveConductor | Recorder | Replayer]) -> None:
-        """One `AgentRunner` thread per agent (Aeron's DEDICATED threading), named by its role;
+        """One `AgentRunner` thread per agent named by its role (Aeron's DEDICATED threading), or
+        one ``archive-shared`` thread running the three with the conductor's idle strategy (SHARED);
         an error a duty cycle raises is logged, counted and recorded in the mark file."""
         o = self.options
+        if o.threading_mode == "shared":
+            self._runners.append(AgentRunner(agents, name="archive-shared", idle_strategy=new_idle_strategy(
+                o.idle_strategy), error_handler=self.error_log).start())
+            return
         strategies = {"archive-recorder": o.recorder_idle_strategy, "archive-replayer": o.replayer_idle_strategy}
         for agent in agents:
             idle = new_idle_strategy(strategies.get(agent.role_name) or o.idle_strategy)

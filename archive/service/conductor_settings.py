@@ -26,3 +26,5 @@ class ConductorSettings:
     replay_checksum: FrameChecksum | None = None  # verified before replaying (None: off)
     replication_channel: str = defaults.DEFAULT_REPLICATION_CHANNEL
     replication_response_channel: str = defaults.DEFAULT_REPLICATION_RESPONSE_CHANNEL
+    #: Usable bytes at or below which recordings and extensions are refused (None: segment_file_length).
+    low_storage_threshold: int | None = defaults.DEFAULT_LOW_STORAGE_THRESHOLD

@@ -212,7 +212,9 @@ class RecordingRequests:
                 f"max concurrent recordings reached {self.settings.max_concurrent_recordings}")
         from aeron_spark.archive.storage.segment import low_storage_space
 
-        low = low_storage_space(self.settings.archive_dir, self.settings.segment_file_length)
+        threshold = self.settings.low_storage_threshold
+        low = low_storage_space(self.settings.archive_dir,
+                                self.settings.segment_file_length if threshold is None else threshold)
         if low is not None:  # refused before OK, as Aeron: no recording that cannot be written
             raise ArchiveRequestError(ArchiveErrorCode.STORAGE_SPACE, low)
 

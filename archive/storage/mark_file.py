@@ -1,7 +1,9 @@
 """`archive-mark.dat` on disk: one archive per directory, its liveness, and where to find it.
 
 The header layout (Aeron 1.47+, version 3.1.0, written; the 1.24-1.46 and <= 1.23 layouts read)
-is described and decoded in ``aeron_spark.archive.codecs.mark_file_layout``.
+is described and decoded in ``aeron_spark.archive.codecs.mark_file_layout``; the archive's
+threading mode, which Aeron's header has no field for, goes in the aeron-spark area at the
+header's end (offset 7936), where Java's ArchiveMarkFile and ArchiveTool do not look.
 
 Besides the liveness timestamp, the owning archive holds an exclusive ``flock`` on the file for
 its lifetime, so two archives starting at the same moment cannot both win.
@@ -38,6 +40,8 @@ from aeron_spark.archive.codecs.mark_file_layout import (  # re-exported: the ma
     MODERN_SBE_HEADER,
     VERSION_OFFSET,
     WRITTEN_STRINGS_OFFSET,
+    EXTENSION_OFFSET,
+    encode_extension,
     MarkFileError,
     ArchiveRunningError,
     ArchiveMarkInfo,
@@ -109,7 +113,7 @@ class ArchiveMarkFile:
                control_stream_id: int, local_control_channel: str, local_control_stream_id: int,
                events_channel: str, events_stream_id: int, aeron_directory: str,
                error_buffer_length: int = DEFAULT_ERROR_BUFFER_LENGTH, now_ms: int | None = None,
-               pid: int | None = None) -> "ArchiveMarkFile":
+               pid: int | None = None, threading_mode: str | None = None) -> "ArchiveMarkFile":
         """Claims the directory for this archive, or raises `ArchiveRunningError` fast.
 
         A mark file left by a dead process (pid gone, or no activity for 10 s) is taken over
@@ -121,6 +125,7 @@ class ArchiveMarkFile:
         strings = _encode_strings({
             "control_channel": control_channel, "local_control_channel": local_control_channel,
             "events_channel": events_channel, "aeron_directory": aeron_directory})
+        extension = encode_extension({"threadingMode": threading_mode}) if threading_mode is not None else b""
         directory = Path(archive_dir)
         if not directory.is_dir():
             raise MarkFileError(f"archive directory {directory} does not exist or is not a directory")
@@ -138,6 +143,8 @@ class ArchiveMarkFile:
                                 error_buffer_length, archive_id)
             os.pwrite(fd, MODERN_SBE_HEADER + block, 0)
             os.pwrite(fd, strings, WRITTEN_STRINGS_OFFSET)
+            if extension:
+                os.pwrite(fd, extension, EXTENSION_OFFSET)
             os.pwrite(fd, struct.pack("<i", ARCHIVE_FILE_VERSION), VERSION_OFFSET)  # last: "ready"
         except BaseException:
             os.close(fd)  # also drops the lock
@@ -234,6 +241,9 @@ def rewrite_as_current(archive_dir: str | os.PathLike) -> bool:
                         info.control_stream_id, info.local_control_stream_id, info.events_stream_id,
                         HEADER_LENGTH, error_buffer_length, info.archive_id if had_error_log else -1)
         header[WRITTEN_STRINGS_OFFSET:WRITTEN_STRINGS_OFFSET + len(strings)] = strings
+        if info.threading_mode is not None:
+            extension = encode_extension({"threadingMode": info.threading_mode})
+            header[EXTENSION_OFFSET:EXTENSION_OFFSET + len(extension)] = extension
         os.pwrite(fd, bytes(header), 0)
         length = align(HEADER_LENGTH + error_buffer_length, PAGE_SIZE)
         if not had_error_log:
@@ -341,4 +351,8 @@ def _encode_strings(fields: dict[str, str]) -> bytes:
     if WRITTEN_STRINGS_OFFSET + len(encoded) > HEADER_LENGTH:
         raise ValueError(f"channels and aeron directory take {len(encoded)} bytes; the mark file "
                          f"header has room for {HEADER_LENGTH - WRITTEN_STRINGS_OFFSET}")
+    if WRITTEN_STRINGS_OFFSET + len(encoded) > EXTENSION_OFFSET:
+        raise ValueError(f"channels and aeron directory take {len(encoded)} bytes; the mark file "
+                         f"header has room for {EXTENSION_OFFSET - WRITTEN_STRINGS_OFFSET} before its "
+                         f"aeron-spark area")
     return encoded

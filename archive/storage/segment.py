@@ -173,15 +173,17 @@ def is_storage_space_error(error: BaseException) -> bool:
 
 
 def low_storage_space(archive_dir: str | os.PathLike, threshold: int) -> str | None:
-    """Aeron's low-storage-space check before a recording starts: why not, if the archive's file
-    system has ``threshold`` bytes (one segment file) or fewer left, else None."""
+    """Aeron's low-storage-space check before a recording starts or extends: why not, if the
+    archive's file system has ``threshold`` bytes or fewer usable (Aeron's ``usableSpace <=
+    threshold``; usable = what an unprivileged writer may still use), else None."""
     try:
         stats = os.statvfs(archive_dir)
     except OSError:
         return None  # cannot tell: the writes themselves will say
     usable = stats.f_bavail * stats.f_frsize
     if usable <= threshold:
-        return f"low storage space: {usable} <= {threshold} bytes usable in {archive_dir}"
+        return (f"low storage space: {usable} bytes usable in {archive_dir} <= the low storage threshold "
+                f"{threshold} bytes (--low-storage-threshold)")
     return None
 
 
@@ -285,7 +287,13 @@ class SegmentWriter:
         try:
             size = os.fstat(fd).st_size
             if size == 0:
-                _allocate(fd, self.segment_length)
+                try:
+                    _allocate(fd, self.segment_length)
+                except OSError:
+                    # A disk too full for the next segment: leave no empty file for recovery or
+                    # replays to trip over; the recording stops at the end of the last segment.
+                    os.unlink(path)
+                    raise
             elif size != self.segment_length:
                 raise SegmentError(f"segment file {path} has length {size}, expected the segment "
                                    f"length {self.segment_length}")
