@@ -1,4 +1,5 @@
-"""A full disk is an answer, not silence: the archive directory on a 1 MiB tmpfs (root only).
+"""A full disk is an answer, not silence: the archive directory on a 1 MiB tmpfs (root only: the
+tests fail, never skip, without it, as tests/support/small_tmpfs.require_tmpfs_mounts says).
 
 * Disk already full: StartRecording is refused with STORAGE_SPACE (Aeron's low-storage-space
   check, before any OK), and the catalog gains no entry.
@@ -25,10 +26,16 @@ from aeron_spark.driver_integration import AeronClient
 from aeron_spark.driver_integration.errors import AeronError
 
 from tests.support.sidecar import running_sidecar
+from tests.support.small_tmpfs import require_tmpfs_mounts
 from tests.support.sidecar_streams import (
     IPC_RECORDED, RECORDED_STREAM, TIMEOUT, Published, as_pairs, expected, ipc_archive, message_start, payloads)
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
+pytestmark = [pytest.mark.timeout(180)]
+
+
+@pytest.fixture(autouse=True)
+def _can_mount_tmpfs() -> None:
+    require_tmpfs_mounts()
 
 
 @contextlib.contextmanager

@@ -7,6 +7,10 @@ segments, DEBUG logging, stderr captured (``stderr_lines``, ``log_tail()``). ``s
 the ready line; a sidecar that never gets ready is killed and RuntimeError raised, and the
 process stays inspectable (``process.returncode``, ``stderr_lines``).
 
+``threading_mode`` (``--threading-mode``) defaults to :data:`test_threading_mode`'s current value:
+None (serve's own default) unless a test runs inside :func:`sidecars_in_threading_mode`, as the
+integration tests of tests/integration/conftest.py's ``BOTH_THREADING_MODES`` modules do, once per mode.
+
 Every sidecar a test starts is stopped by that test, by PID: ``running_sidecar`` does it on exit,
 also on failure (SIGTERM, SIGKILL after a timeout); code that calls ``start()`` itself calls
 ``terminate()`` and/or ``kill()`` in a ``finally``. ``kill()`` also removes the directory of the
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +33,19 @@ STARTUP_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 TEST_SERVE_ARGS = ("--segment-length", "64k", "--log-level", "DEBUG")
 
+#: The threading mode new test sidecars get (None: serve's default, dedicated).
+test_threading_mode: ContextVar[str | None] = ContextVar("test_threading_mode", default=None)
+
+
+@contextmanager
+def sidecars_in_threading_mode(mode: str | None) -> Iterator[None]:
+    """Sidecars made in this block run ``serve --threading-mode mode`` (unless a test gives its own)."""
+    token = test_threading_mode.set(mode)
+    try:
+        yield
+    finally:
+        test_threading_mode.reset(token)
+
 
 @dataclass
 class Sidecar:
@@ -38,6 +56,7 @@ class Sidecar:
     aeron_dir: str | None = None  # attach to this driver; None = the sidecar's embedded driver
     control_port: int = field(default_factory=free_udp_port)
     running: SidecarProcess | None = None
+    threading_mode: str | None = field(default_factory=test_threading_mode.get)
 
     @property
     def control_channel(self) -> str:
@@ -46,6 +65,8 @@ class Sidecar:
     def serve_args(self) -> list[str]:
         """The ``serve`` options after ``--dir``."""
         args = ["--control-channel", self.control_channel, *TEST_SERVE_ARGS]
+        if self.threading_mode is not None:
+            args += ["--threading-mode", self.threading_mode]
         if self.aeron_dir is not None:
             args += ["--aeron-dir", self.aeron_dir]
         return args + self.extra_args
@@ -53,6 +74,9 @@ class Sidecar:
     def start(self) -> Sidecar:
         self.running = SidecarProcess.launch(self.archive_dir, *self.serve_args(), stderr=CAPTURE)
         self.running.wait_ready(STARTUP_TIMEOUT_S)
+        if self.threading_mode is not None and self.ready.get("threadingMode") != self.threading_mode:
+            raise RuntimeError(f"sidecar asked for --threading-mode {self.threading_mode} serves in "
+                               f"{self.ready.get('threadingMode')!r}")
         return self
 
     # -- the running process -------------------------------------------------------------------
