@@ -18,6 +18,7 @@ Every archive and peer JVM is a real process, stopped by PID by the fixture that
 
 from __future__ import annotations
 
+import functools
 import contextlib
 import hashlib
 import time
@@ -40,6 +41,8 @@ from tests.interop.peer.modern_peer import (
     running_modern_java_archive,
 )
 from tests.support.ports import free_udp_port, udp_channel
+from tests.support.recording_lookup import recording_of as find_recording_of
+from tests.support.waiting import wait_until as wait_for
 from tests.support.sidecar import running_sidecar
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
@@ -100,19 +103,9 @@ def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replica]
         yield running
 
 
-def wait_until(condition, what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-def recording_of(client: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
-    """The recording of a publication's session, once the archive has it in its catalog (a
-    publication connects to the recording subscription before the recording is catalogued)."""
-    found: list[int] = []
-    wait_until(lambda: found.append(client.find_last_matching_recording(0, channel, stream_id, session_id))
-               or found[-1] >= 0, f"the recording of session {session_id}")
-    return found[-1]
+# The shared helpers with this file's timeout.
+wait_until = functools.partial(wait_for, timeout=WAIT_S, interval=0.01)
+recording_of = functools.partial(find_recording_of, timeout=WAIT_S)
 
 
 

@@ -14,6 +14,7 @@ or test that started it.
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import signal
@@ -39,6 +40,8 @@ from tests.interop.peer.modern_peer import (
     running_modern_java_archive,
 )
 from tests.support.ports import free_udp_port, udp_channel
+from tests.support.recording_lookup import recording_of as find_recording_of
+from tests.support.waiting import wait_until as wait_for
 
 SIZE = 100
 FRAMED = framed_length(SIZE)
@@ -76,19 +79,9 @@ def command(pair: Pair, tmp_path: Path, *extra: str) -> list[str]:
             "--aeron-dir", str(tmp_path / "no-driver-here"), "--timeout", str(TIMEOUT_S), *extra]
 
 
-def wait_until(condition, what: str, timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-def recording_of(client: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
-    """The recording of a publication's session, once the archive has it in its catalog (a
-    publication connects to the recording subscription before the recording is catalogued)."""
-    found: list[int] = []
-    wait_until(lambda: found.append(client.find_last_matching_recording(0, channel, stream_id, session_id))
-               or found[-1] >= 0, f"the recording of session {session_id}")
-    return found[-1]
+# The shared helpers with this file's timeout.
+wait_until = functools.partial(wait_for, timeout=TIMEOUT_S, interval=0.01)
+recording_of = functools.partial(find_recording_of, timeout=TIMEOUT_S)
 
 
 
