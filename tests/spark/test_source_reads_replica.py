@@ -37,7 +37,7 @@ from tests.interop.peer.modern_peer import (
     ensure_modern_peer_built,
     expected_digest,
     framed_length,
-    payloads,
+    NumberedPublisher,
     running_modern_java_archive,
 )
 from tests.support.ports import free_udp_port, udp_channel
@@ -119,13 +119,8 @@ def test_a_streaming_query_on_the_replica_reads_exactly_the_source(spark_source,
     channel, stream_id = udp_channel(), 7101
     source.client.start_recording(channel, stream_id, SourceLocation.REMOTE)
     publication = source.client.aeron.add_exclusive_publication(channel, stream_id)
-    published = 0
-
-    def publish(count: int) -> None:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
+    publish = publisher.publish
 
     table = f"replica_rows_{replica.kind}"
     query = None
@@ -211,13 +206,8 @@ def test_a_replica_truncated_below_what_the_query_read_follows_the_data_loss_rul
     channel, stream_id = udp_channel(), 7111 if fail_on_data_loss else 7112
     source.client.start_recording(channel, stream_id, SourceLocation.REMOTE)
     publication = source.client.aeron.add_exclusive_publication(channel, stream_id)
-    published = 0
-
-    def publish(count: int) -> None:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
+    publish = publisher.publish
 
     table = f"replica_resync_{replica.kind}_{'fail' if fail_on_data_loss else 'skip'}"
     query = None
@@ -261,7 +251,7 @@ def test_a_replica_truncated_below_what_the_query_read_follows_the_data_loss_rul
         publication.close()
         if query is not None and fail_on_data_loss:
             query.stop()
-    total = published
+    total = publisher.published
     try:
         wait_until(lambda: source.client.stop_position(recording_id) == total * FRAMED, "the source to stop")
         replicate_again(replica, recording_id, source.java.control_channel, replica_id)

@@ -40,6 +40,7 @@ from tests.interop.peer.modern_peer import (
     RunningModernJavaArchive,
     expected_digest,
     framed_length,
+    NumberedPublisher,
     payloads,
     running_modern_java_archive,
 )
@@ -166,14 +167,10 @@ def test_a_live_replication_stopped_mid_way_leaves_a_prefix_a_new_replicate_exte
     channel, stream_id = udp_channel(), 6021
     source_client.start_recording(channel, stream_id, SourceLocation.REMOTE)
     publication = source_client.aeron.add_exclusive_publication(channel, stream_id)
-    published = 0
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
 
     def publish(count: int) -> int:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
-        end = publication.position
+        end = publisher.publish(count)
         wait_until(lambda: source_client.recording_position(recording_id) >= end, "the source to record")
         return end
 
@@ -205,7 +202,7 @@ def test_a_live_replication_stopped_mid_way_leaves_a_prefix_a_new_replicate_exte
         publish(400)
     finally:
         publication.close()
-    wait_until(lambda: source_client.stop_position(recording_id) == published * FRAMED, "the source to stop")
+    wait_until(lambda: source_client.stop_position(recording_id) == publisher.published * FRAMED, "the source to stop")
 
     resumed = resume_replication(replica_client, recording_id, archives.source.control_channel, replica_id)
     assert RecordingSignal.REPLICATE not in [s.signal for s in resumed]  # the same destination recording
@@ -213,8 +210,8 @@ def test_a_live_replication_stopped_mid_way_leaves_a_prefix_a_new_replicate_exte
     assert [s.signal for s in resumed][-2:] == [RecordingSignal.REPLICATE_END, RecordingSignal.STOP]
     assert replicated_fields(replica_client.list_recording(replica_id)) == \
         replicated_fields(source_client.list_recording(recording_id))
-    assert segment_bytes(archives.replica.archive_dir, replica_id, 0, published * FRAMED) == \
-        segment_bytes(archives.source.archive_dir, recording_id, 0, published * FRAMED)
+    assert segment_bytes(archives.replica.archive_dir, replica_id, 0, publisher.published * FRAMED) == \
+        segment_bytes(archives.source.archive_dir, recording_id, 0, publisher.published * FRAMED)
 
 
 def test_a_source_that_does_not_answer_is_reported_as_the_replication_error(archives: Archives) -> None:
@@ -268,13 +265,8 @@ def test_a_replication_with_a_live_destination_merges_and_records_the_live_strea
     session_id = publication.session_id
     source_client.start_recording(f"aeron:udp?endpoint=localhost:0|control={control}|session-id={session_id}",
                                   stream_id, SourceLocation.REMOTE)
-    published = 0
-
-    def publish(count: int) -> None:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
+    publish = publisher.publish
 
     try:
         wait_until(lambda: publication.is_connected, "the source's recording subscription")
@@ -299,13 +291,13 @@ def test_a_replication_with_a_live_destination_merges_and_records_the_live_strea
         publish(300)  # after the merge: recorded by the replica from the live stream only
     finally:
         publication.close()
-    total_end = published * FRAMED
+    total_end = publisher.published * FRAMED
     wait_until(lambda: source_client.stop_position(recording_id) == total_end, "the source to stop")
     wait_until(lambda: replica_client.stop_position(replica_id) == total_end, "the replica to stop with the live stream")
     assert replicated_fields(replica_client.list_recording(replica_id)) == \
         replicated_fields(source_client.list_recording(recording_id))
     replayed = archives.replica.client.replay(replica_id, replay_channel=udp_channel(), replay_stream_id=6042)
-    assert (replayed.messages, replayed.digest) == (published, expected_digest(0, published, SIZE))
+    assert (replayed.messages, replayed.digest) == (publisher.published, expected_digest(0, publisher.published, SIZE))
 
 
 def test_src_credentials_reach_a_source_that_authenticates(archives: Archives, modern_peer: ModernPeerInstallation,

@@ -36,7 +36,7 @@ from tests.interop.peer.modern_peer import (
     RunningModernJavaArchive,
     expected_digest,
     framed_length,
-    payloads,
+    NumberedPublisher,
     running_modern_java_archive,
 )
 from tests.support.ports import free_udp_port, udp_channel
@@ -111,14 +111,10 @@ def test_ctrl_c_stops_a_live_replication_and_a_second_run_extends_it(pair: Pair,
     channel, stream_id = udp_channel(), 6111
     source_client.start_recording(channel, stream_id, SourceLocation.REMOTE)
     publication = source_client.aeron.add_exclusive_publication(channel, stream_id)
-    published = 0
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
 
     def publish(count: int) -> int:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
-        end = publication.position
+        end = publisher.publish(count)
         wait_until(lambda: source_client.recording_position(recording_id) >= end, "the source to record")
         return end
 
@@ -168,7 +164,7 @@ def test_ctrl_c_stops_a_live_replication_and_a_second_run_extends_it(pair: Pair,
         publish(500)
     finally:
         publication.close()
-    wait_until(lambda: source_client.stop_position(recording_id) == published * FRAMED, "the source to stop")
+    wait_until(lambda: source_client.stop_position(recording_id) == publisher.published * FRAMED, "the source to stop")
 
     # The source's replay publication of the stopped run lingers (5 s in Aeron) with the session id
     # the new replay needs: the source refuses the replay until it is gone, so run it again then.
@@ -184,6 +180,6 @@ def test_ctrl_c_stops_a_live_replication_and_a_second_run_extends_it(pair: Pair,
     signals = [json.loads(line).get("signal") for line in resumed.stdout.splitlines()]
     assert "REPLICATE" not in signals and signals[1] == "EXTEND"
     descriptor = replica_client.list_recording(replica_id)
-    assert descriptor is not None and descriptor.stop_position == published * FRAMED
+    assert descriptor is not None and descriptor.stop_position == publisher.published * FRAMED
     replayed = pair.replica.client.replay(replica_id, replay_channel=udp_channel(), replay_stream_id=6113)
     assert (replayed.messages, replayed.digest) == (1300, expected_digest(0, 1300, SIZE))
