@@ -54,9 +54,9 @@ from typing import Any
 
 from aeron_spark.archive import codecs
 from aeron_spark.archive.codecs import ArchiveErrorCode, CodecError, SchemaIdMismatchError, UnknownTemplateError
+from aeron_spark.archive.codecs.counter_layout import WritableCounter
 from aeron_spark.archive.service.aeron_port import AeronPort, close_quietly, is_connected
 from aeron_spark.archive.service.archive_counters import ControlSessionCounters
-from aeron_spark.archive.codecs.counter_layout import WritableCounter
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.service.conductor_events import ControlImageUnavailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
