@@ -72,6 +72,11 @@ DEFAULT_REPLAY_LINGER_TIMEOUT_NS: Final = 5_000_000_000
 DEFAULT_IDLE_STRATEGY: Final = "backoff"
 #: How long a stopping archive waits for its active recordings to write their last blocks.
 SHUTDOWN_RECORDINGS_TIMEOUT_S: Final = 10.0
+#: Duty cycles longer than these count in the cycle-time-threshold-exceeded counters (type 104):
+#: Aeron's aeron.archive.{conductor,recorder,replayer}.cycle.threshold, 100 ms each.
+DEFAULT_CONDUCTOR_CYCLE_THRESHOLD_NS: Final = 100_000_000
+DEFAULT_RECORDER_CYCLE_THRESHOLD_NS: Final = 100_000_000
+DEFAULT_REPLAYER_CYCLE_THRESHOLD_NS: Final = 100_000_000
 
 # -- replication into this archive (the archive is a client of the source archive)
 #: Where the source archive replays to: the replicating archive binds a free port and tells the

@@ -13,6 +13,8 @@
 4. connects an Aeron client and starts the agents on their threads: the conductor, the
    recorder and the replayer (one `AgentRunner` each). Every error their duty cycles catch is
    logged and also recorded in the mark file's error log (`error_log.MarkFileErrorLog`).
+   Before them it allocates the archive's counters (`archive_counters.ArchiveCounters`: errors,
+   session counts, duty-cycle times, I/O), which are closed after the agents have stopped.
 
 `ArchiveService.close()` (also on SIGTERM/SIGINT via the serve command): the conductor stops
 every recording; the service waits until the recorder has written their last blocks and the
@@ -47,7 +49,7 @@ from aeron_spark.archive.storage.archive_opening import open_archive_directory
 from aeron_spark.archive.storage.checksum import FrameChecksum, checksum_from_name
 
 if TYPE_CHECKING:  # imported where they start: the service module loads without the driver
-    from aeron_spark.archive.service.counters import IoCounters
+    from aeron_spark.archive.service.archive_counters import ArchiveCounters
     from aeron_spark.driver_integration.client import AeronClient
     from aeron_spark.driver_integration.media_driver import MediaDriver
 
@@ -89,6 +91,10 @@ class ArchiveServiceOptions:
     idle_strategy: str = defaults.DEFAULT_IDLE_STRATEGY
     recorder_idle_strategy: str | None = None
     replayer_idle_strategy: str | None = None
+    # Duty cycles longer than these are counted (counters 104): Java's aeron.archive.*.cycle.threshold.
+    conductor_cycle_threshold_ns: int = defaults.DEFAULT_CONDUCTOR_CYCLE_THRESHOLD_NS
+    recorder_cycle_threshold_ns: int = defaults.DEFAULT_RECORDER_CYCLE_THRESHOLD_NS
+    replayer_cycle_threshold_ns: int = defaults.DEFAULT_REPLAYER_CYCLE_THRESHOLD_NS
 
     def with_changes(self, **changes: Any) -> "ArchiveServiceOptions":
         return dataclasses.replace(self, **changes)
@@ -103,6 +109,7 @@ class ArchiveService:
         self.aeron: AeronClient | None = None
         self.mark_file: ArchiveMarkFile | None = None
         self.error_log: MarkFileErrorLog | None = None
+        self.counters: ArchiveCounters | None = None
         self.catalog: Catalog | None = None
         self.conductor: ArchiveConductor | None = None
         self.recorder: Recorder | None = None
@@ -162,8 +169,16 @@ class ArchiveService:
                                                       catalog_file_sync=o.catalog_file_sync, checksum=checksum)
         self.recovered = list(opened.recovered)
         counters_reader = aeron.counters_reader
-        self.recorder = Recorder(_io_counters(aeron, self.archive_id, "recorder"), error_handler=errors)
-        self.replayer = Replayer(_io_counters(aeron, self.archive_id, "replayer"), error_handler=errors)
+        counters = self.counters = _archive_counters(aeron, self.archive_id, o)
+        errors.error_counter = counters.errors if counters is not None else None
+        self.recorder = Recorder(
+            counters.recorder_io if counters is not None else None, error_handler=errors,
+            session_count=counters.recording_sessions if counters is not None else None,
+            cycle_tracker=counters.recorder_cycle if counters is not None else None)
+        self.replayer = Replayer(
+            counters.replayer_io if counters is not None else None, error_handler=errors,
+            session_count=counters.replay_sessions if counters is not None else None,
+            cycle_tracker=counters.replayer_cycle if counters is not None else None)
         control_channels = []
         if o.control_channel:
             control_channels.append((o.control_channel, o.control_stream_id))
@@ -184,7 +199,9 @@ class ArchiveService:
             aeron=aeron, catalog=self.catalog, settings=settings, recorder=self.recorder,
             replayer=self.replayer, control_channels=control_channels,
             authenticator=o.authenticator, recording_events=events, mark_file=self.mark_file,
-            counters_reader=counters_reader, error_handler=errors)
+            counters_reader=counters_reader, error_handler=errors,
+            cycle_tracker=counters.conductor_cycle if counters is not None else None,
+            control_session_counters=counters.control_sessions if counters is not None else None)
         self._start_agents([self.conductor, self.recorder, self.replayer])
 
     def _start_agents(self, agents: list[ArchiveConductor | Recorder | Replayer]) -> None:
@@ -229,6 +246,8 @@ class ArchiveService:
                   SHUTDOWN_RECORDINGS_TIMEOUT_S)
 
     def _release(self, *, clean: bool) -> None:
+        if self.counters is not None:
+            self.counters.close()  # the agents have stopped (or never started): nothing writes them
         if self.catalog is not None:
             try:
                 _sync_file(self.catalog.path)  # stop positions on disk whatever the sync level
@@ -252,14 +271,19 @@ class ArchiveService:
         self.close()
 
 
-def _io_counters(aeron: AeronClient, archive_id: int, role: str) -> IoCounters | None:
-    from aeron_spark.archive.service.counters import IoCounters
+def _archive_counters(aeron: AeronClient, archive_id: int, o: ArchiveServiceOptions) -> ArchiveCounters | None:
+    from aeron_spark.archive.service.archive_counters import ArchiveCounters, CycleThresholds
 
+    thresholds = CycleThresholds(conductor_ns=o.conductor_cycle_threshold_ns,
+                                 recorder_ns=o.recorder_cycle_threshold_ns,
+                                 replayer_ns=o.replayer_cycle_threshold_ns)  # a bad value raises: start fails
     try:
-        allocate = IoCounters.allocate_recorder if role == "recorder" else IoCounters.allocate_replayer
-        return allocate(aeron, archive_id)
+        # The threading mode (Aeron's: DEDICATED allocates the recorder's and replayer's cycle counters
+        # too) is an option of its own; without it every agent has its own thread.
+        return ArchiveCounters.allocate(aeron, archive_id, threading_mode=getattr(o, "threading_mode", "dedicated"),
+                                        thresholds=thresholds, counters_reader=aeron.counters_reader)
     except Exception:  # noqa: BLE001 - counters are diagnostics; the archive runs without them
-        log.exception("allocating the %s I/O counters failed", role)
+        log.exception("allocating the archive counters failed")
         return None
 
 
