@@ -84,6 +84,11 @@ DEFAULT_THREADING_MODE: Final = "dedicated"
 #: length) whatever the segment length; following the configured one keeps small-segment archives
 #: on small disks usable, and is Aeron's value at the default segment length.
 DEFAULT_LOW_STORAGE_THRESHOLD: Final[int | None] = None
+#: Duty cycles longer than these count in the cycle-time-threshold-exceeded counters (type 104):
+#: Aeron's aeron.archive.{conductor,recorder,replayer}.cycle.threshold, 100 ms each.
+DEFAULT_CONDUCTOR_CYCLE_THRESHOLD_NS: Final = 100_000_000
+DEFAULT_RECORDER_CYCLE_THRESHOLD_NS: Final = 100_000_000
+DEFAULT_REPLAYER_CYCLE_THRESHOLD_NS: Final = 100_000_000
 
 # -- replication into this archive (the archive is a client of the source archive)
 #: Where the source archive replays to: the replicating archive binds a free port and tells the

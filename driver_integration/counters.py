@@ -31,6 +31,11 @@ from .errors import check, closed_error
 if TYPE_CHECKING:
     from .client import AeronClient
 
+#: The reference id's offset in a counter's value record (value, registration id, owner id,
+#: reference id: aeron_counter_value_descriptor_t), in int64 words.
+COUNTER_REFERENCE_ID_OFFSET = 24
+_REFERENCE_ID_WORD = COUNTER_REFERENCE_ID_OFFSET // 8
+
 
 class CounterState(enum.IntEnum):
     """State of a counter's metadata record."""
@@ -66,6 +71,13 @@ class Counter:
             raise closed_error(f"counter {self.counter_id}")
         self._address[0] = new_value  # aligned 64-bit store: atomic on x86-64 and arm64
 
+    def set_reference_id(self, reference_id: int) -> None:
+        """Store the value record's reference id (what the counter is about, e.g. the registration
+        id of a publication; Aeron's ``AeronCounters.setReferenceId``)."""
+        if self._closed:
+            raise closed_error(f"counter {self.counter_id}")
+        self._address[_REFERENCE_ID_WORD] = reference_id
+
     @property
     def is_closed(self) -> bool:
         return self._closed or bool(lib.aeron_counter_is_closed(self._pointer))
@@ -91,7 +103,7 @@ class Counter:
 
 class CounterColumns:
     """Read-only numpy views over the client's mapping of the driver's counters, indexed by counter
-    id: ``values`` and ``registration_ids`` (int64, one per 128-byte value record), ``states`` and
+    id: ``values``, ``registration_ids``, ``reference_ids`` (int64, one per 128-byte value record), ``states`` and
     ``type_ids`` (int32, one per 512-byte metadata record) and ``key_int64(offset)``.
 
     Each element is an aligned 8- or 4-byte word the driver or its owner stores with one
@@ -107,6 +119,7 @@ class CounterColumns:
         self._metadata = metadata
         self.values = self._column(values, 0, COUNTER_VALUE_LENGTH, np.int64)
         self.registration_ids = self._column(values, COUNTER_REGISTRATION_ID_OFFSET, COUNTER_VALUE_LENGTH, np.int64)
+        self.reference_ids = self._column(values, COUNTER_REFERENCE_ID_OFFSET, COUNTER_VALUE_LENGTH, np.int64)
         self.states = self._column(metadata, 0, COUNTER_METADATA_LENGTH, np.int32)
         self.type_ids = self._column(metadata, COUNTER_TYPE_ID_OFFSET, COUNTER_METADATA_LENGTH, np.int32)
         self._keys: dict[int, np.ndarray] = {}
@@ -193,6 +206,11 @@ class CountersReader:
                                                                  self._int64),
               f"registration id of counter {counter_id}")
         return self._int64[0]
+
+    def reference_id(self, counter_id: int) -> int:
+        """The counter's reference id (0 unless its owner set one, see `Counter.set_reference_id`)."""
+        self._check_id(counter_id)
+        return int(self.columns().reference_ids[counter_id])
 
     def key(self, counter_id: int) -> bytes:
         """The whole 112-byte key area (Aeron stores no key length; unused bytes are zero)."""

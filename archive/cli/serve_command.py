@@ -101,6 +101,28 @@ def _byte_count(text: str) -> int:
     return value
 
 
+_DURATION_UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def _duration_ns(text: str) -> int:
+    """A duration as Aeron's properties take it (SystemUtil.parseDuration): a number of ns, or with a
+    unit ns, us, ms or s; more than 0."""
+    lowered = text.strip().lower()
+    number, unit = lowered, 1
+    for suffix in ("ns", "us", "ms", "s"):
+        if lowered.endswith(suffix):
+            number, unit = lowered[:-len(suffix)], _DURATION_UNITS_NS[suffix]
+            break
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 100ms, 500us, 1s or 2000000 (ns), "
+                                         f"got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"duration {text} must be more than 0")
+    return value
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", type=Path, required=True, metavar="DIR",
                         help="archive directory (created if missing)")
@@ -189,6 +211,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "archive) with STORAGE_SPACE while the archive directory's file system has "
                              "this many usable bytes or fewer; k/m/g suffixes accepted (Aeron's "
                              "aeron.archive.low.storage.space.threshold; default the segment length)")
+    for agent, default_ns in (("conductor", defaults.DEFAULT_CONDUCTOR_CYCLE_THRESHOLD_NS),
+                              ("recorder", defaults.DEFAULT_RECORDER_CYCLE_THRESHOLD_NS),
+                              ("replayer", defaults.DEFAULT_REPLAYER_CYCLE_THRESHOLD_NS)):
+        parser.add_argument(f"--{agent}-cycle-threshold", type=_duration_ns, default=default_ns, metavar="DURATION",
+                            help=f"count the {agent}'s duty cycles longer than this in its 'work cycle time "
+                                 f"exceeded' counter (Aeron's aeron.archive.{agent}.cycle.threshold; e.g. 100ms, "
+                                 f"500us, 1s; default {default_ns // 1_000_000}ms)")
     parser.add_argument("--auth-credentials-file", type=Path, default=None,
                         help="require authentication against 'principal:secret' lines in this file")
     parser.add_argument("--auth-challenge-only", action="store_true",
@@ -230,6 +259,9 @@ def options_from_args(args: argparse.Namespace) -> ArchiveServiceOptions:
         idle_strategy=args.idle_strategy, recorder_idle_strategy=args.recorder_idle_strategy,
         replayer_idle_strategy=args.replayer_idle_strategy,
         threading_mode=args.threading_mode, low_storage_threshold=args.low_storage_threshold,
+        conductor_cycle_threshold_ns=args.conductor_cycle_threshold,
+        recorder_cycle_threshold_ns=args.recorder_cycle_threshold,
+        replayer_cycle_threshold_ns=args.replayer_cycle_threshold,
         replication_channel=args.replication_channel,
         replication_response_channel=args.replication_response_channel)
 

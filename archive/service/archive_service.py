@@ -14,6 +14,8 @@
    recorder and the replayer, one `AgentRunner` each (``threading_mode`` dedicated) or one for
    the three (shared). Every error their duty cycles catch is
    logged and also recorded in the mark file's error log (`error_log.MarkFileErrorLog`).
+   Before them it allocates the archive's counters (`archive_counters.ArchiveCounters`: errors,
+   session counts, duty-cycle times, I/O), which are closed after the agents have stopped.
 
 `ArchiveService.close()` (also on SIGTERM/SIGINT via the serve command): the conductor stops
 every recording; the service waits until the recorder has written their last blocks and the
@@ -48,7 +50,7 @@ from aeron_spark.archive.storage.archive_opening import open_archive_directory
 from aeron_spark.archive.storage.checksum import FrameChecksum, checksum_from_name
 
 if TYPE_CHECKING:  # imported where they start: the service module loads without the driver
-    from aeron_spark.archive.service.counters import IoCounters
+    from aeron_spark.archive.service.archive_counters import ArchiveCounters
     from aeron_spark.driver_integration.client import AeronClient
     from aeron_spark.driver_integration.media_driver import MediaDriver
 
@@ -96,6 +98,10 @@ class ArchiveServiceOptions:
     #: Usable bytes at or below which StartRecording/ExtendRecording are refused with STORAGE_SPACE
     #: (None: the segment file length; see configuration.DEFAULT_LOW_STORAGE_THRESHOLD).
     low_storage_threshold: int | None = defaults.DEFAULT_LOW_STORAGE_THRESHOLD
+    # Duty cycles longer than these are counted (counters 104): Java's aeron.archive.*.cycle.threshold.
+    conductor_cycle_threshold_ns: int = defaults.DEFAULT_CONDUCTOR_CYCLE_THRESHOLD_NS
+    recorder_cycle_threshold_ns: int = defaults.DEFAULT_RECORDER_CYCLE_THRESHOLD_NS
+    replayer_cycle_threshold_ns: int = defaults.DEFAULT_REPLAYER_CYCLE_THRESHOLD_NS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "threading_mode", threading_mode_name(self.threading_mode))
@@ -119,6 +125,7 @@ class ArchiveService:
         self.aeron: AeronClient | None = None
         self.mark_file: ArchiveMarkFile | None = None
         self.error_log: MarkFileErrorLog | None = None
+        self.counters: ArchiveCounters | None = None
         self.catalog: Catalog | None = None
         self.conductor: ArchiveConductor | None = None
         self.recorder: Recorder | None = None
@@ -179,8 +186,16 @@ class ArchiveService:
                                                       catalog_file_sync=o.catalog_file_sync, checksum=checksum)
         self.recovered = list(opened.recovered)
         counters_reader = aeron.counters_reader
-        self.recorder = Recorder(_io_counters(aeron, self.archive_id, "recorder"), error_handler=errors)
-        self.replayer = Replayer(_io_counters(aeron, self.archive_id, "replayer"), error_handler=errors)
+        counters = self.counters = _archive_counters(aeron, self.archive_id, o)
+        errors.error_counter = counters.errors if counters is not None else None
+        self.recorder = Recorder(
+            counters.recorder_io if counters is not None else None, error_handler=errors,
+            session_count=counters.recording_sessions if counters is not None else None,
+            cycle_tracker=counters.recorder_cycle if counters is not None else None)
+        self.replayer = Replayer(
+            counters.replayer_io if counters is not None else None, error_handler=errors,
+            session_count=counters.replay_sessions if counters is not None else None,
+            cycle_tracker=counters.replayer_cycle if counters is not None else None)
         control_channels = []
         if o.control_channel:
             control_channels.append((o.control_channel, o.control_stream_id))
@@ -202,7 +217,9 @@ class ArchiveService:
             aeron=aeron, catalog=self.catalog, settings=settings, recorder=self.recorder,
             replayer=self.replayer, control_channels=control_channels,
             authenticator=o.authenticator, recording_events=events, mark_file=self.mark_file,
-            counters_reader=counters_reader, error_handler=errors)
+            counters_reader=counters_reader, error_handler=errors,
+            cycle_tracker=counters.conductor_cycle if counters is not None else None,
+            control_session_counters=counters.control_sessions if counters is not None else None)
         self._start_agents([self.conductor, self.recorder, self.replayer])
 
     def _start_agents(self, agents: list[ArchiveConductor | Recorder | Replayer]) -> None:
@@ -252,6 +269,8 @@ class ArchiveService:
                   SHUTDOWN_RECORDINGS_TIMEOUT_S)
 
     def _release(self, *, clean: bool) -> None:
+        if self.counters is not None:
+            self.counters.close()  # the agents have stopped (or never started): nothing writes them
         if self.catalog is not None:
             try:
                 _sync_file(self.catalog.path)  # stop positions on disk whatever the sync level
@@ -275,14 +294,19 @@ class ArchiveService:
         self.close()
 
 
-def _io_counters(aeron: AeronClient, archive_id: int, role: str) -> IoCounters | None:
-    from aeron_spark.archive.service.counters import IoCounters
+def _archive_counters(aeron: AeronClient, archive_id: int, o: ArchiveServiceOptions) -> ArchiveCounters | None:
+    from aeron_spark.archive.service.archive_counters import ArchiveCounters, CycleThresholds
 
+    thresholds = CycleThresholds(conductor_ns=o.conductor_cycle_threshold_ns,
+                                 recorder_ns=o.recorder_cycle_threshold_ns,
+                                 replayer_ns=o.replayer_cycle_threshold_ns)  # a bad value raises: start fails
     try:
-        allocate = IoCounters.allocate_recorder if role == "recorder" else IoCounters.allocate_replayer
-        return allocate(aeron, archive_id)
+        # The threading mode (Aeron's: DEDICATED allocates the recorder's and replayer's cycle counters
+        # too; in SHARED the conductor's cycle is the one thread's whole cycle: it runs first).
+        return ArchiveCounters.allocate(aeron, archive_id, threading_mode=o.threading_mode,
+                                        thresholds=thresholds, counters_reader=aeron.counters_reader)
     except Exception:  # noqa: BLE001 - counters are diagnostics; the archive runs without them
-        log.exception("allocating the %s I/O counters failed", role)
+        log.exception("allocating the archive counters failed")
         return None
 
 

@@ -20,9 +20,12 @@ The conductor owns the parts of the control plane and runs their duty cycle on i
 Replication into this archive (50, 62, 66 and StopReplication 51) is served by
 `replication_requests`; its sessions advance in step 3 as well. UpdateChannel (107) is served by
 `maintenance_requests` (the catalog entry rewritten by `Catalog.replace_channels`). ReplayToken
-(105) is served by the control demuxer (replays over response channels). The per-session
-``control-session`` counters (types 102/113) are not allocated. See docs/protocol.md for the
-requests and docs/architecture.md for the threads.
+(105) is served by the control demuxer (replays over response channels), which also keeps the
+control-session counters (102 and one 113 per session, `archive_counters.ControlSessionCounters`).
+Each ``do_work`` starts by measuring the previous duty cycle (``cycle_tracker``, Aeron's conductor
+max cycle time and threshold-exceeded counters 103/104; in SHARED threading that cycle covers the
+recorder and the replayer too). See docs/protocol.md for the requests and docs/architecture.md for
+the threads.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 from aeron_spark.archive import codecs
 from aeron_spark.archive.codecs import BooleanType
 from aeron_spark.archive.service.aeron_port import AeronPort
+from aeron_spark.archive.service.archive_counters import ControlSessionCounters
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator, Authenticator
 from aeron_spark.archive.service.conductor_events import (
     STOP_ALL_RECORDINGS,
@@ -52,6 +56,7 @@ from aeron_spark.archive.service.conductor_events import (
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
 from aeron_spark.archive.service.control_demuxer import ControlDemuxer, RequestHandler
 from aeron_spark.archive.service.control_session import ControlSession
+from aeron_spark.archive.service.duty_cycle_tracker import CycleTracker
 from aeron_spark.archive.service.limit_counter import CountersView
 from aeron_spark.archive.service.listing_sessions import ListingRequests
 from aeron_spark.archive.service.maintenance_requests import MaintenanceRequests
@@ -89,8 +94,11 @@ class ArchiveConductor:
                  recording_events: tuple[str, int] | None = None,
                  mark_file: ArchiveMarkFile | None = None, epoch_clock: Callable[[], int] | None = None,
                  counters_reader: CountersView | None = None,
-                 error_handler: Callable[[BaseException], None] | None = None) -> None:
+                 error_handler: Callable[[BaseException], None] | None = None,
+                 cycle_tracker: CycleTracker | None = None,
+                 control_session_counters: ControlSessionCounters | None = None) -> None:
         self.aeron = aeron
+        self.cycle_tracker = cycle_tracker
         self.catalog = catalog
         self.settings = settings
         self.recorder = recorder
@@ -124,7 +132,8 @@ class ArchiveConductor:
         self.demuxer = ControlDemuxer(aeron=aeron, settings=settings, authenticator=self.authenticator,
                                       control_channels=control_channels,
                                       handlers=self._request_handlers(), enqueue=enqueue,
-                                      clock=self._clock, error_handler=error_handler)
+                                      clock=self._clock, error_handler=error_handler,
+                                      session_counters=control_session_counters)
         self._event_handlers: dict[type, Callable[[Any], None]] = {
             ControlImageUnavailable: lambda e: self.demuxer.on_request_image_unavailable(e.image_key),
             RecordingImageAvailable: lambda e: self.recordings.on_image(e.subscription_id["id"], e.image),
@@ -163,6 +172,8 @@ class ArchiveConductor:
         # Each step is guarded on its own: a failure in one (already contained per session and per
         # event inside) must not skip the later ones, above all the mark file's activity update,
         # without which the archive looks dead to clients that find it by its directory.
+        if self.cycle_tracker is not None:
+            self.cycle_tracker.measure_and_update(time.monotonic_ns())
         work = self._step(self._drain_events)
         work += self._step(self.demuxer.poll)
         now = self._clock()

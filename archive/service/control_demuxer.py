@@ -32,6 +32,12 @@ logged; a handler's `ArchiveRequestError` becomes an ERROR with its code, any ot
 ERROR GENERIC to that request (and goes to the error handler: the mark file's error log).
 Repeated failures of one kind are logged once with a count (`failure_log.FailureLog`).
 
+Counters (``session_counters``, `archive_counters.ControlSessionCounters`): the control-session
+count (102) counts a session from its connect to its close, and each session has its own counter
+(113, "control-session: <clientInfo> sourceIdentity=... sessionId=...", value = its id,
+reference id = its response publication's registration id), closed with the session. A counter
+the driver refuses is logged and counted as an error; the session goes on without it.
+
 One session cannot stop the others: whatever fails while a session is served (an offer or an
 encoding raising, an answer longer than the response publication's max message) closes that
 session with one logged reason and is counted (``error_count`` and the error handler); the other
@@ -48,7 +54,9 @@ from typing import Any
 
 from aeron_spark.archive import codecs
 from aeron_spark.archive.codecs import ArchiveErrorCode, CodecError, SchemaIdMismatchError, UnknownTemplateError
+from aeron_spark.archive.codecs.counter_layout import WritableCounter
 from aeron_spark.archive.service.aeron_port import AeronPort, close_quietly, is_connected
+from aeron_spark.archive.service.archive_counters import ControlSessionCounters
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.service.conductor_events import ControlImageUnavailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
@@ -83,8 +91,11 @@ class ControlDemuxer:
                  control_channels: list[tuple[str, int]], handlers: dict[type, RequestHandler],
                  enqueue: Callable[[ControlImageUnavailable], None], clock: Callable[[], int],
                  error_handler: Callable[[BaseException], None] | None = None,
-                 replay_tokens: ReplayTokens[ControlSession] | None = None) -> None:
+                 replay_tokens: ReplayTokens[ControlSession] | None = None,
+                 session_counters: ControlSessionCounters | None = None) -> None:
         self.aeron = aeron
+        self.session_counters = session_counters
+        self._session_counters: dict[int, WritableCounter | None] = {}
         self.error_handler = error_handler  # told of a handler's unexpected exception
         self.settings = settings
         self.authenticator = authenticator
@@ -329,12 +340,32 @@ class ControlDemuxer:
             return
         self._sessions[session_id] = session
         self._session_publications[session_id] = publication
+        if self.session_counters is not None:
+            self._session_counters[session_id] = self._open_session_counter(session, publication, image_key)
         session.publication_ready(now)
         log.info("control session %d: connect from %s (version %s%s) responses on %s stream %d",
                  session_id, session.client_info or "client",
                  codecs.format_semantic_version(message.version) if message.version else "none/1.15",
                  ", legacy" if session.is_legacy_client else "", message.response_channel,
                  message.response_stream_id)
+
+    def _open_session_counter(self, session: ControlSession, publication: Any,
+                              image_key: object) -> WritableCounter | None:
+        """Counts the new session and allocates its 113 counter (None if the driver refuses it)."""
+        counters = self.session_counters
+        assert counters is not None
+        image_session_id, source_identity = _request_image_identity(self.control_subscriptions, image_key)
+        try:
+            return counters.session_opened(
+                session.control_session_id, client_info=session.client_info, source_identity=source_identity,
+                image_session_id=image_session_id,
+                response_registration_id=getattr(publication, "registration_id", None))
+        except Exception as error:  # noqa: BLE001 - a diagnostic: the session works without it
+            self.count_error(error)
+            self.failures.failed(("session counter", type(error).__name__),
+                                 "control session %d: its counter was not allocated: %s: %s",
+                                 session.control_session_id, type(error).__name__, error)
+            return None
 
     def allocate_session_id(self) -> int:
         """The next id of the control sessions' counter (replication ids come from it too, as Aeron)."""
@@ -388,6 +419,14 @@ class ControlDemuxer:
         self._sessions.pop(session_id, None)
         self.replay_tokens.remove_session(session_id)
         session.active_listing = None
+        if session_id in self._session_counters:
+            counters = self.session_counters
+            counter = self._session_counters.pop(session_id)
+            if counters is not None:
+                try:
+                    counters.session_closed(counter)
+                except Exception:  # noqa: BLE001
+                    log.exception("control session %d: closing its counter failed", session_id)
         publication = self._session_publications.pop(session_id, None)
         if publication is not None:
             try:
@@ -431,6 +470,18 @@ def _is_response_channel(channel: str) -> bool:
         return channel_uri.parse(channel).get(channel_uri.CONTROL_MODE) == CONTROL_MODE_RESPONSE
     except ValueError:
         return False
+
+
+def _request_image_identity(subscriptions: list[tuple[Any, str, int]], image_key: object) -> tuple[int, str]:
+    """(session id, source identity) of the request Image ``image_key`` names (its subscription
+    index and session id); the source identity is "" when the Image is no longer known."""
+    index, image_session_id = image_key if isinstance(image_key, tuple) else (None, NULL_VALUE)
+    source_identity = ""
+    if isinstance(index, int) and 0 <= index < len(subscriptions):
+        find_image = getattr(subscriptions[index][0], "image_by_session_id", None)
+        image = find_image(image_session_id) if find_image is not None else None
+        source_identity = getattr(image, "source_identity", "") or ""
+    return int(image_session_id), source_identity
 
 
 def _image_unavailable_callback(index: int, enqueue: Callable[[ControlImageUnavailable], None]

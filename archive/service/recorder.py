@@ -25,6 +25,8 @@ thread or run on its own, see :mod:`aeron_spark.archive.service.agent_runner`):
 Counters 105-107 (max write time, total write bytes, total write time) are published once per
 duty cycle that did work; the recorder owns them from construction and closes them in
 :meth:`Recorder.on_close`.
+The "Archive Recording Sessions" counter (111) holds the sessions it drives, and in DEDICATED
+threading its duty cycles are tracked (103/104): see :mod:`~aeron_spark.archive.service.session_agent`.
 """
 
 from __future__ import annotations

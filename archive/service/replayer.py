@@ -25,6 +25,8 @@ Interface with the conductor (its own thread; see :mod:`aeron_spark.archive.serv
 
 Counters 108-110 (max read time, total read bytes, total read time) are published once per duty
 cycle that did work; the replayer owns them and closes them in :meth:`Replayer.on_close`.
+The "Archive Replay Sessions" counter (112) holds the sessions it drives, and in DEDICATED
+threading its duty cycles are tracked (103/104): see :mod:`~aeron_spark.archive.service.session_agent`.
 """
 
 from __future__ import annotations

@@ -10,6 +10,13 @@ retires the sessions that are done, and publishes the I/O counters once per cycl
 ``on_close`` aborts every session, gives each one more cycle to stop, retires it and closes the
 counters. Subclasses say how a command aborts sessions and how a session is retired.
 
+Two more counters, both written on the agent's thread only (plain stores): ``session_count``, the
+sessions the agent holds (the recorder's is Aeron's "Archive Recording Sessions", 111, the
+replayer's "Archive Replay Sessions", 112), stored when it changes; and ``cycle_tracker`` (Aeron's
+per-agent max cycle time and threshold-exceeded counters, 103/104, DEDICATED threading only),
+measured at the start of every ``do_work``. A cycle that follows a dormant wait restarts the
+measurement instead (`duty_cycle_tracker`): the wait is not a duty cycle.
+
 With no session, queued session or command the agent is dormant (``is_dormant``): its runner
 waits on the wake signal it gave (``set_wake_signal``), which ``add_session`` and every command set,
 instead of polling an empty duty cycle (see :mod:`~aeron_spark.archive.service.agent_runner`).
@@ -20,10 +27,13 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
+from aeron_spark.archive.codecs.counter_layout import WritableCounter
 from aeron_spark.archive.service.counters import IoCounters, IoStats
+from aeron_spark.archive.service.duty_cycle_tracker import CycleTracker
 from aeron_spark.archive.service.failure_log import FailureLog
 
 log = logging.getLogger(__name__)
@@ -50,8 +60,14 @@ class SessionAgent[S: Session]:
     role_name = "archive-sessions"
 
     def __init__(self, counters: IoCounters | None = None, *,
-                 error_handler: Callable[[BaseException], None] | None = None) -> None:
+                 error_handler: Callable[[BaseException], None] | None = None,
+                 session_count: WritableCounter | None = None,
+                 cycle_tracker: CycleTracker | None = None) -> None:
         self._counters = counters
+        self._session_count = session_count
+        self._published_session_count = 0
+        self._cycle_tracker = cycle_tracker
+        self._was_dormant = True  # the first cycle starts the measurement
         self.error_handler = error_handler  # also told of a failing session (after the log)
         self.io_stats = IoStats()
         self.failures = FailureLog(log)  # a session failing every cycle is logged once per 10 s
@@ -112,6 +128,12 @@ class SessionAgent[S: Session]:
 
     # -- the agent's thread --------------------------------------------------------------------------
     def do_work(self) -> int:
+        tracker = self._cycle_tracker
+        if tracker is not None:
+            if self._was_dormant:
+                tracker.update(time.monotonic_ns())
+            else:
+                tracker.measure_and_update(time.monotonic_ns())
         work = 0
         while self._incoming or self._commands:
             if self._commands and (not self._incoming or self._commands[0][2] <= self._sessions_admitted):
@@ -142,7 +164,19 @@ class SessionAgent[S: Session]:
                 self._retire(session)
         if work > 0 and self._counters is not None:
             self._counters.publish(self.io_stats)
+        if self._session_count is not None and len(sessions) != self._published_session_count:
+            self._publish_session_count(len(sessions))
+        if tracker is not None:
+            self._was_dormant = work == 0 and self.is_dormant
         return work
+
+    def _publish_session_count(self, count: int) -> None:
+        self._published_session_count = count
+        if self._session_count is not None:
+            try:
+                self._session_count.value = count
+            except Exception:  # noqa: BLE001 - closed at shutdown: the count no longer matters
+                log.debug("%s: session count not updated", self.role_name, exc_info=True)
 
     def _on_session_failure(self, session: S, error: Exception) -> bool:
         """A session's duty cycle raised: it is aborted (it stops and tells its listener at its
@@ -182,6 +216,8 @@ class SessionAgent[S: Session]:
                 log.exception("%s: failed while closing", self._describe(session))
             self._retire(session)
         self._sessions.clear()
+        if self._session_count is not None:
+            self._publish_session_count(0)
         if self._counters is not None:
             self._counters.publish(self.io_stats)
             self._counters.close()

@@ -18,6 +18,7 @@ Every archive and peer JVM is a real process, stopped by PID by the fixture that
 
 from __future__ import annotations
 
+import functools
 import contextlib
 import hashlib
 import time
@@ -36,10 +37,12 @@ from tests.interop.peer.modern_peer import (
     ensure_modern_peer_built,
     expected_digest,
     framed_length,
-    payloads,
+    NumberedPublisher,
     running_modern_java_archive,
 )
 from tests.support.ports import free_udp_port, udp_channel
+from tests.support.recording_lookup import recording_of as find_recording_of
+from tests.support.waiting import wait_until as wait_for
 from tests.support.sidecar import running_sidecar
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
@@ -100,19 +103,9 @@ def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replica]
         yield running
 
 
-def wait_until(condition, what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-def recording_of(client: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
-    """The recording of a publication's session, once the archive has it in its catalog (a
-    publication connects to the recording subscription before the recording is catalogued)."""
-    found: list[int] = []
-    wait_until(lambda: found.append(client.find_last_matching_recording(0, channel, stream_id, session_id))
-               or found[-1] >= 0, f"the recording of session {session_id}")
-    return found[-1]
+# The shared helpers with this file's timeout.
+wait_until = functools.partial(wait_for, timeout=WAIT_S, interval=0.01)
+recording_of = functools.partial(find_recording_of, timeout=WAIT_S)
 
 
 
@@ -126,13 +119,8 @@ def test_a_streaming_query_on_the_replica_reads_exactly_the_source(spark_source,
     channel, stream_id = udp_channel(), 7101
     source.client.start_recording(channel, stream_id, SourceLocation.REMOTE)
     publication = source.client.aeron.add_exclusive_publication(channel, stream_id)
-    published = 0
-
-    def publish(count: int) -> None:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
+    publish = publisher.publish
 
     table = f"replica_rows_{replica.kind}"
     query = None
@@ -218,13 +206,8 @@ def test_a_replica_truncated_below_what_the_query_read_follows_the_data_loss_rul
     channel, stream_id = udp_channel(), 7111 if fail_on_data_loss else 7112
     source.client.start_recording(channel, stream_id, SourceLocation.REMOTE)
     publication = source.client.aeron.add_exclusive_publication(channel, stream_id)
-    published = 0
-
-    def publish(count: int) -> None:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
+    publish = publisher.publish
 
     table = f"replica_resync_{replica.kind}_{'fail' if fail_on_data_loss else 'skip'}"
     query = None
@@ -268,7 +251,7 @@ def test_a_replica_truncated_below_what_the_query_read_follows_the_data_loss_rul
         publication.close()
         if query is not None and fail_on_data_loss:
             query.stop()
-    total = published
+    total = publisher.published
     try:
         wait_until(lambda: source.client.stop_position(recording_id) == total * FRAMED, "the source to stop")
         replicate_again(replica, recording_id, source.java.control_channel, replica_id)

@@ -29,40 +29,22 @@ from pathlib import Path
 import pytest
 
 from aeron_spark.archive.cli import main as tool
-from aeron_spark.archive.cli.sidecar_process import SidecarProcess
-from aeron_spark.archive.client.archive_client import ArchiveClient
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.archive.storage.mark_file import ArchiveMarkFile
-from aeron_spark.driver_integration import AeronClient
-from tests.interop.modern.test_catalog_3_1_with_java import SEGMENT, STREAMS, TERM, TIMEOUT, record_streams
-from tests.interop.peer.modern_peer import ModernPeerInstallation, running_modern_java_archive
-from tests.support.ports import free_udp_port, udp_channel
+from tests.interop.modern.written_archives import SEGMENT, written_by_java, written_by_our_sidecar
+from tests.interop.peer.modern_peer import ModernPeerInstallation
 
 
 @pytest.fixture(scope="module")
 def java_written(modern_peer: ModernPeerInstallation, tmp_path_factory) -> Path:
     """A directory the Java 1.51 archive wrote (then stopped), recorded by the Java client."""
-    work = tmp_path_factory.mktemp("parity-java-written")
-    with running_modern_java_archive(modern_peer, work, archive_dir=work / "archive", segment_length=SEGMENT) as java:
-        for stream_id, count, size in STREAMS:
-            java.client.record(udp_channel(free_udp_port()) + f"|term-length={TERM}", stream_id, count, size)
-    return work / "archive"
+    return written_by_java(modern_peer, tmp_path_factory.mktemp("parity-java-written"))[0]
 
 
 @pytest.fixture(scope="module")
 def ours_written(tmp_path_factory) -> Path:
     """A directory our sidecar wrote (then stopped cleanly)."""
-    directory = tmp_path_factory.mktemp("parity-ours-written") / "archive"
-    directory.mkdir()
-    with SidecarProcess.start(directory, "--segment-length", str(SEGMENT)) as sidecar:
-        aeron = AeronClient(sidecar.aeron_dir, client_name="archive-tool-parity")
-        try:
-            with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron,
-                                       timeout=TIMEOUT) as client:
-                record_streams(client, aeron)
-        finally:
-            aeron.close()
-    return directory
+    return written_by_our_sidecar(tmp_path_factory.mktemp("parity-ours-written") / "archive", "archive-tool-parity")
 
 
 @pytest.fixture(params=["ours-written", "java-written"])

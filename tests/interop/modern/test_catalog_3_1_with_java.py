@@ -43,46 +43,21 @@ from tests.interop.peer.modern_peer import (
     payloads,
     running_modern_java_archive,
 )
+from tests.interop.modern.written_archives import (
+    SEGMENT,
+    STREAMS,
+    TIMEOUT,
+    record_streams,
+    written_by_java,
+    written_by_our_sidecar,
+)
 from tests.support.ports import free_udp_port, udp_channel
 
-TIMEOUT = 15.0
-SEGMENT = 128 * 1024
-TERM = 64 * 1024
-STREAMS = ((3001, 3000, 100), (3002, 200, 700))  # (stream id, messages, payload size)
 
 
 @pytest.fixture(scope="module")
 def peer(modern_peer: ModernPeerInstallation) -> ModernPeerInstallation:
     return modern_peer
-
-
-def record_streams(client: ArchiveClient, aeron: AeronClient) -> list[int]:
-    """Records each of `STREAMS` (our publication, UDP, 64 KiB terms) and waits for its stop."""
-    ids = []
-    for stream_id, count, size in STREAMS:
-        channel = udp_channel(free_udp_port()) + f"|term-length={TERM}"
-        client.start_recording(channel, stream_id, SourceLocation.REMOTE)
-        publication = aeron.add_exclusive_publication(channel, stream_id)
-        try:
-            deadline = time.monotonic() + TIMEOUT
-            while not publication.is_connected:
-                assert time.monotonic() < deadline, "the archive did not subscribe"
-                time.sleep(0.005)
-            for payload in payloads(0, count, size):
-                publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT)
-            end = publication.position
-            [descriptor] = [d for d in client.list_recordings() if d.stream_id == stream_id]
-            while client.recording_position(descriptor.recording_id) < end:
-                assert time.monotonic() < deadline, "the archive did not record the whole stream"
-                time.sleep(0.005)
-            client.stop_recording(channel, stream_id)
-        finally:
-            publication.close()
-        while client.list_recording(descriptor.recording_id).stop_position != end:
-            assert time.monotonic() < deadline, "the archive did not store the stop position"
-            time.sleep(0.01)
-        ids.append(descriptor.recording_id)
-    return ids
 
 
 def digest_of(messages) -> str:
@@ -133,11 +108,7 @@ def append_one(client: ArchiveClient, aeron: AeronClient, stream_id: int = 3009)
 def java_recordings(peer: ModernPeerInstallation, tmp_path_factory) -> tuple[Path, list]:
     """A directory the Java 1.51 archive wrote (then stopped), recorded by the Java client:
     (directory, the peer's RecordResults)."""
-    work = tmp_path_factory.mktemp("java-written")
-    with running_modern_java_archive(peer, work, archive_dir=work / "archive", segment_length=SEGMENT) as java:
-        results = [java.client.record(udp_channel(free_udp_port()) + f"|term-length={TERM}", stream_id, count, size)
-                   for stream_id, count, size in STREAMS]
-    return work / "archive", results
+    return written_by_java(peer, tmp_path_factory.mktemp("java-written"))
 
 
 @pytest.fixture(scope="module")
@@ -148,17 +119,7 @@ def java_dir(java_recordings) -> Path:
 @pytest.fixture(scope="module")
 def our_dir(tmp_path_factory) -> Path:
     """A directory our sidecar wrote (then stopped cleanly)."""
-    directory = tmp_path_factory.mktemp("ours-written") / "archive"
-    directory.mkdir()
-    with SidecarProcess.start(directory, "--segment-length", str(SEGMENT)) as sidecar:
-        aeron = AeronClient(sidecar.aeron_dir, client_name="catalog-3-1-ours")
-        try:
-            with ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron,
-                                       timeout=TIMEOUT) as client:
-                record_streams(client, aeron)
-        finally:
-            aeron.close()
-    return directory
+    return written_by_our_sidecar(tmp_path_factory.mktemp("ours-written") / "archive", "catalog-3-1-ours")
 
 
 def copy_of(directory: Path, tmp_path: Path, name: str) -> Path:

@@ -22,6 +22,7 @@ process stopped by PID by the fixture or call that started it.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,10 +40,13 @@ from tests.interop.peer.modern_peer import (
     RunningModernJavaArchive,
     expected_digest,
     framed_length,
+    NumberedPublisher,
     payloads,
     running_modern_java_archive,
 )
 from tests.support.ports import free_udp_port, udp_channel
+from tests.support.recording_lookup import recording_of as find_recording_of
+from tests.support.waiting import wait_until as wait_for
 from tests.support.sidecar import Sidecar, running_sidecar
 
 SIZE = 100
@@ -76,19 +80,9 @@ def archives(modern_peer: ModernPeerInstallation, tmp_path_factory: pytest.TempP
         yield Archives(source, replica, source_client, replica_client)
 
 
-def wait_until(condition, what: str, timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-def recording_of(client: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
-    """The recording of a publication's session, once the archive has it in its catalog (a
-    publication connects to the recording subscription before the recording is catalogued)."""
-    found: list[int] = []
-    wait_until(lambda: found.append(client.find_last_matching_recording(0, channel, stream_id, session_id))
-               or found[-1] >= 0, f"the recording of session {session_id}")
-    return found[-1]
+# The shared helpers with this file's timeout.
+wait_until = functools.partial(wait_for, timeout=TIMEOUT_S, interval=0.01)
+recording_of = functools.partial(find_recording_of, timeout=TIMEOUT_S)
 
 
 
@@ -173,14 +167,10 @@ def test_a_live_replication_stopped_mid_way_leaves_a_prefix_a_new_replicate_exte
     channel, stream_id = udp_channel(), 6021
     source_client.start_recording(channel, stream_id, SourceLocation.REMOTE)
     publication = source_client.aeron.add_exclusive_publication(channel, stream_id)
-    published = 0
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
 
     def publish(count: int) -> int:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
-        end = publication.position
+        end = publisher.publish(count)
         wait_until(lambda: source_client.recording_position(recording_id) >= end, "the source to record")
         return end
 
@@ -212,7 +202,7 @@ def test_a_live_replication_stopped_mid_way_leaves_a_prefix_a_new_replicate_exte
         publish(400)
     finally:
         publication.close()
-    wait_until(lambda: source_client.stop_position(recording_id) == published * FRAMED, "the source to stop")
+    wait_until(lambda: source_client.stop_position(recording_id) == publisher.published * FRAMED, "the source to stop")
 
     resumed = resume_replication(replica_client, recording_id, archives.source.control_channel, replica_id)
     assert RecordingSignal.REPLICATE not in [s.signal for s in resumed]  # the same destination recording
@@ -220,8 +210,8 @@ def test_a_live_replication_stopped_mid_way_leaves_a_prefix_a_new_replicate_exte
     assert [s.signal for s in resumed][-2:] == [RecordingSignal.REPLICATE_END, RecordingSignal.STOP]
     assert replicated_fields(replica_client.list_recording(replica_id)) == \
         replicated_fields(source_client.list_recording(recording_id))
-    assert segment_bytes(archives.replica.archive_dir, replica_id, 0, published * FRAMED) == \
-        segment_bytes(archives.source.archive_dir, recording_id, 0, published * FRAMED)
+    assert segment_bytes(archives.replica.archive_dir, replica_id, 0, publisher.published * FRAMED) == \
+        segment_bytes(archives.source.archive_dir, recording_id, 0, publisher.published * FRAMED)
 
 
 def test_a_source_that_does_not_answer_is_reported_as_the_replication_error(archives: Archives) -> None:
@@ -275,13 +265,8 @@ def test_a_replication_with_a_live_destination_merges_and_records_the_live_strea
     session_id = publication.session_id
     source_client.start_recording(f"aeron:udp?endpoint=localhost:0|control={control}|session-id={session_id}",
                                   stream_id, SourceLocation.REMOTE)
-    published = 0
-
-    def publish(count: int) -> None:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
+    publish = publisher.publish
 
     try:
         wait_until(lambda: publication.is_connected, "the source's recording subscription")
@@ -306,13 +291,13 @@ def test_a_replication_with_a_live_destination_merges_and_records_the_live_strea
         publish(300)  # after the merge: recorded by the replica from the live stream only
     finally:
         publication.close()
-    total_end = published * FRAMED
+    total_end = publisher.published * FRAMED
     wait_until(lambda: source_client.stop_position(recording_id) == total_end, "the source to stop")
     wait_until(lambda: replica_client.stop_position(replica_id) == total_end, "the replica to stop with the live stream")
     assert replicated_fields(replica_client.list_recording(replica_id)) == \
         replicated_fields(source_client.list_recording(recording_id))
     replayed = archives.replica.client.replay(replica_id, replay_channel=udp_channel(), replay_stream_id=6042)
-    assert (replayed.messages, replayed.digest) == (published, expected_digest(0, published, SIZE))
+    assert (replayed.messages, replayed.digest) == (publisher.published, expected_digest(0, publisher.published, SIZE))
 
 
 def test_src_credentials_reach_a_source_that_authenticates(archives: Archives, modern_peer: ModernPeerInstallation,

@@ -14,6 +14,7 @@ or test that started it.
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import signal
@@ -35,10 +36,12 @@ from tests.interop.peer.modern_peer import (
     RunningModernJavaArchive,
     expected_digest,
     framed_length,
-    payloads,
+    NumberedPublisher,
     running_modern_java_archive,
 )
 from tests.support.ports import free_udp_port, udp_channel
+from tests.support.recording_lookup import recording_of as find_recording_of
+from tests.support.waiting import wait_until as wait_for
 
 SIZE = 100
 FRAMED = framed_length(SIZE)
@@ -76,19 +79,9 @@ def command(pair: Pair, tmp_path: Path, *extra: str) -> list[str]:
             "--aeron-dir", str(tmp_path / "no-driver-here"), "--timeout", str(TIMEOUT_S), *extra]
 
 
-def wait_until(condition, what: str, timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-def recording_of(client: ArchiveClient, channel: str, stream_id: int, session_id: int) -> int:
-    """The recording of a publication's session, once the archive has it in its catalog (a
-    publication connects to the recording subscription before the recording is catalogued)."""
-    found: list[int] = []
-    wait_until(lambda: found.append(client.find_last_matching_recording(0, channel, stream_id, session_id))
-               or found[-1] >= 0, f"the recording of session {session_id}")
-    return found[-1]
+# The shared helpers with this file's timeout.
+wait_until = functools.partial(wait_for, timeout=TIMEOUT_S, interval=0.01)
+recording_of = functools.partial(find_recording_of, timeout=TIMEOUT_S)
 
 
 
@@ -118,14 +111,10 @@ def test_ctrl_c_stops_a_live_replication_and_a_second_run_extends_it(pair: Pair,
     channel, stream_id = udp_channel(), 6111
     source_client.start_recording(channel, stream_id, SourceLocation.REMOTE)
     publication = source_client.aeron.add_exclusive_publication(channel, stream_id)
-    published = 0
+    publisher = NumberedPublisher(publication, SIZE, TIMEOUT_S)
 
     def publish(count: int) -> int:
-        nonlocal published
-        for payload in payloads(published, count, SIZE):
-            publication.offer_with_retry(payload.tobytes(), timeout=TIMEOUT_S)
-        published += count
-        end = publication.position
+        end = publisher.publish(count)
         wait_until(lambda: source_client.recording_position(recording_id) >= end, "the source to record")
         return end
 
@@ -175,7 +164,7 @@ def test_ctrl_c_stops_a_live_replication_and_a_second_run_extends_it(pair: Pair,
         publish(500)
     finally:
         publication.close()
-    wait_until(lambda: source_client.stop_position(recording_id) == published * FRAMED, "the source to stop")
+    wait_until(lambda: source_client.stop_position(recording_id) == publisher.published * FRAMED, "the source to stop")
 
     # The source's replay publication of the stopped run lingers (5 s in Aeron) with the session id
     # the new replay needs: the source refuses the replay until it is gone, so run it again then.
@@ -191,6 +180,6 @@ def test_ctrl_c_stops_a_live_replication_and_a_second_run_extends_it(pair: Pair,
     signals = [json.loads(line).get("signal") for line in resumed.stdout.splitlines()]
     assert "REPLICATE" not in signals and signals[1] == "EXTEND"
     descriptor = replica_client.list_recording(replica_id)
-    assert descriptor is not None and descriptor.stop_position == published * FRAMED
+    assert descriptor is not None and descriptor.stop_position == publisher.published * FRAMED
     replayed = pair.replica.client.replay(replica_id, replay_channel=udp_channel(), replay_stream_id=6113)
     assert (replayed.messages, replayed.digest) == (1300, expected_digest(0, 1300, SIZE))

@@ -208,6 +208,23 @@ def expected_digest(first_index: int, count: int, size: int) -> str:
     return digest.hexdigest()
 
 
+class NumberedPublisher:
+    """Offers the numbered :func:`payloads` in order on one publication, counting what it sent."""
+
+    def __init__(self, publication: Any, size: int, timeout: float) -> None:
+        self.publication = publication
+        self.size = size
+        self.timeout = timeout
+        self.published = 0
+
+    def publish(self, count: int) -> int:
+        """Offers the next ``count`` messages; the publication's position after them."""
+        for payload in payloads(self.published, count, self.size):
+            self.publication.offer_with_retry(payload.tobytes(), timeout=self.timeout)
+        self.published += count
+        return self.publication.position
+
+
 def framed_length(size: int) -> int:
     """Log bytes one unfragmented message of ``size`` payload bytes takes (header + padding to 32)."""
     return (FRAME_HEADER_LENGTH + size + FRAME_ALIGNMENT - 1) & ~(FRAME_ALIGNMENT - 1)

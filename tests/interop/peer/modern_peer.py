@@ -38,6 +38,7 @@ from tests.interop.peer.interop_peer import (
     EXIT_USAGE,
     PEER_DIR,
     JavaServer,
+    NumberedPublisher,
     PeerError,
     PublishResult,
     RecordResult,
@@ -57,8 +58,8 @@ from tests.support.ports import free_udp_port, udp_channel
 
 __all__ = [
     "EXIT_FAILED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "MAIN_CLASS", "MODERN_AERON_VERSION", "MODERN_JVM_OPTIONS",
-    "ConnectResult", "JavaServer", "ModernArchiveEndpoint", "ModernPeerClient", "ModernPeerInstallation", "PeerError",
-    "PublishResult", "RecordResult", "RecordingPositions", "ReplayMergeResult", "ReplayResult",
+    "ConnectResult", "JavaServer", "ModernArchiveEndpoint", "ModernPeerClient", "ModernPeerInstallation", "NumberedPublisher",
+    "PeerError", "PublishResult", "RecordResult", "RecordingPositions", "ReplayMergeResult", "ReplayResult",
     "RunningModernJavaArchive", "ensure_modern_peer_built", "expected_digest", "fetch_script", "framed_length",
     "parse_events", "payloads", "running_modern_java_archive", "shm_tempdir", "start_modern_java_archive",
     "start_modern_java_driver", "stop_process",
