@@ -228,6 +228,10 @@ class ArchiveService:
         an error a duty cycle raises is logged, counted and recorded in the mark file."""
         o = self.options
         if o.threading_mode == "shared":
+            if o.recorder_idle_strategy or o.replayer_idle_strategy:
+                log.warning("threading mode shared: the recorder and replayer idle strategies (%s, %s) do not "
+                            "apply; the one thread idles with %s", o.recorder_idle_strategy,
+                            o.replayer_idle_strategy, o.idle_strategy)
             self._runners.append(AgentRunner(agents, name="archive-shared", idle_strategy=new_idle_strategy(
                 o.idle_strategy), error_handler=self.error_log).start())
             return
