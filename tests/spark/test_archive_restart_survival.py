@@ -54,7 +54,7 @@ from tests.support.live_publisher import LivePublisher
 from tests.support.ports import free_udp_port
 from tests.support.sidecar import Sidecar
 from tests.support.survival_checks import assert_every_row_exactly_once, recorded_stream, sequence_gaps
-from tests.support.tail_query_process import TailQuery, delivered_rows
+from tests.support.tail_query_process import TailRun, delivered_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -63,65 +63,6 @@ RATE_PER_S = 200
 DOWN_FOR_S = 3.0
 QUERY_START_TIMEOUT_S = 240.0
 CATCH_UP_TIMEOUT_S = 180.0
-MAX_QUERY_RUNS = 4
-
-
-def _environment(driver_host: Path) -> dict[str, str]:
-    import os
-    return {**os.environ, "AERON_DIR": str(driver_host)}
-
-
-class TailRun:
-    """The tail query over one checkpoint and output directory, restarted after a failure."""
-
-    def __init__(self, tmp: Path, control_channel: str, channel_fragment: str, driver_host: Path) -> None:
-        self.out = tmp / "out"
-        self.stop_file = tmp / "stop-query"
-        self.args = ("--control-channel", control_channel, "--channel", channel_fragment, "--stream-id",
-                     str(STREAM_ID), "--checkpoint", str(tmp / "checkpoint"), "--out", str(self.out),
-                     "--stop-file", str(self.stop_file))
-        self.env = _environment(driver_host)
-        self.queries: list[TailQuery] = []
-        self.failures: list[str] = []
-
-    @property
-    def current(self) -> TailQuery:
-        return self.queries[-1]
-
-    def start(self) -> TailQuery:
-        self.queries.append(TailQuery(*self.args, env=self.env))
-        return self.current
-
-    def restart_if_failed(self) -> None:
-        if self.current.running:
-            return
-        self.current.wait_exit(30)
-        failure = self.current.failure()
-        assert failure is not None, "the query ended without failing:\n" + self.current.output()
-        self.failures.append(failure)
-        assert len(self.queries) < MAX_QUERY_RUNS, "the query failed again and again:\n" + "\n".join(self.failures)
-        self.start()
-
-    def wait_for(self, condition, what: str, timeout: float, restart: bool = True) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if restart:
-                self.restart_if_failed()
-            elif not self.current.running and not condition():
-                raise AssertionError(f"the query ended before {what}:\n" + self.current.output())
-            assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}:\n" + \
-                self.current.output()
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        self.stop_file.touch()
-        if self.current.running:
-            code = self.current.wait_exit(120)
-            assert code == 0, self.current.output()
-
-    def kill_all(self) -> None:
-        for query in self.queries:
-            query.kill()
 
 
 def test_a_streaming_read_delivers_every_row_once_across_an_archive_sigkill_and_restart(tmp_path):
@@ -144,7 +85,7 @@ def test_a_streaming_read_delivers_every_row_once_across_an_archive_sigkill_and_
                                       "--rate", str(RATE_PER_S), "--control-channel", first.control_channel,
                                       "--aeron-dir", str(driver_host), "--until-file", str(until))
             publisher.wait_until(lambda: len(publisher.recordings()) == 1, "its first recording", 60)
-            run = TailRun(tmp_path, first.control_channel, fragment, driver_host)
+            run = TailRun(tmp_path, first.control_channel, fragment, STREAM_ID, driver_host)
             run.start()
             run.wait_for(lambda: len(delivered_rows(run.out)) > 200, "rows of the live recording",
                          QUERY_START_TIMEOUT_S, restart=False)
@@ -253,8 +194,9 @@ def test_a_sink_commit_delivers_every_row_once_across_an_archive_sigkill_and_res
             final = run
             if code != 0:
                 failure = run.line_starting("QUERY FAILED")
-                assert failure is not None and f"localhost:{control_port}" in failure, run.output()
-                print("the query failed naming the archive:", failure[:600])
+                text = "\n".join(run.lines[run.lines.index(failure):]) if failure is not None else ""
+                assert f"localhost:{control_port}" in text, run.output()  # the error names the archive
+                print("the query failed naming the archive:", text[-1500:])
                 final = run_to_the_end(scene)
             else:
                 assert run.line_starting("QUERY DONE") is not None, run.output()

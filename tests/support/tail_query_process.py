@@ -15,7 +15,8 @@ stdout (flushed)::
     PROGRESS batch=<batchId> rows=<numInputRows>     once per finished micro-batch
     QUERY STOPPED / QUERY FAILED <error>
 
-``TailQuery`` runs it and kills its whole process tree by PID (tests/support/process_tree.py).
+``TailQuery`` runs it and kills its whole process tree by PID (tests/support/process_tree.py);
+``TailRun`` restarts it from its checkpoint after a failure; ``delivered_rows`` reads what it wrote.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 from tests.support.process_tree import kill_tree
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+MAX_QUERY_RUNS = 4
 
 
 def _say(line: str) -> None:
@@ -153,6 +155,62 @@ class TailQuery:
             kill_tree(self.process.pid)
         self.process.wait(30)
         self._reader.join(10)
+
+
+class TailRun:
+    """The tail query over one checkpoint and output directory, on the media driver at
+    ``driver_host``; restarted from its checkpoint after a failure (as a supervisor would), each
+    failure kept in ``failures``; at most MAX_QUERY_RUNS runs."""
+
+    def __init__(self, tmp: Path, control_channel: str, channel_fragment: str, stream_id: int, driver_host: Path,
+                 *extra: str) -> None:
+        self.out = tmp / "out"
+        self.stop_file = tmp / "stop-query"
+        self.args = ("--control-channel", control_channel, "--channel", channel_fragment, "--stream-id",
+                     str(stream_id), "--checkpoint", str(tmp / "checkpoint"), "--out", str(self.out),
+                     "--stop-file", str(self.stop_file), *extra)
+        self.env = {**os.environ, "AERON_DIR": str(driver_host)}  # the Spark host's media driver
+        self.queries: list[TailQuery] = []
+        self.failures: list[str] = []
+
+    @property
+    def current(self) -> TailQuery:
+        return self.queries[-1]
+
+    def start(self) -> TailQuery:
+        self.queries.append(TailQuery(*self.args, env=self.env))
+        return self.current
+
+    def restart_if_failed(self) -> None:
+        if self.current.running:
+            return
+        self.current.wait_exit(30)
+        failure = self.current.failure()
+        assert failure is not None, "the query ended without failing:\n" + self.current.output()
+        self.failures.append(failure)
+        assert len(self.queries) < MAX_QUERY_RUNS, "the query failed again and again:\n" + "\n".join(self.failures)
+        self.start()
+
+    def wait_for(self, condition, what: str, timeout: float, restart: bool = True) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if restart:
+                self.restart_if_failed()
+            elif not self.current.running and not condition():
+                raise AssertionError(f"the query ended before {what}:\n" + self.current.output())
+            assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}:\n" + \
+                self.current.output()
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.stop_file.touch()
+        if self.current.running:
+            code = self.current.wait_exit(120)
+            assert code == 0, self.current.output()
+
+    def kill_all(self) -> None:
+        for query in self.queries:
+            query.kill()
 
 
 def delivered_rows(out: Path) -> list[tuple[int, int, bytes]]:

@@ -1,0 +1,126 @@
+"""A network partition between the Spark host and the archive host (issue 26, deliverable 5): the
+archive host's link down for 10 s during a live tail and during a sink commit; afterwards every row
+exactly once.
+
+Hosts: the archive sidecar runs in a network namespace of its own (``<subnet>.N.1``, its embedded
+media driver, control on ``<address>:8010``: tests/support/netns.py); the Spark query runs in the
+root namespace (``<subnet>.N.2``) in a process of its own on a standalone media driver
+(``AERON_DIR``), reaching the archive by ``archive.controlChannel`` only: control responses and
+replays come to it over UDP across the veth link. The partition takes the namespace's end of that
+link down (tests/support/link_partition.py) and brings it back up 10 s later.
+
+1. **Live tail**: a publisher on the archive host (tests/support/live_publisher.py, IPC on the
+   archive's driver, recorded LOCAL) publishes all along, partition included; the query
+   (tests/support/tail_query_process.py, ``foreachBatch`` files) tails the recording with its
+   timeouts shorter than the partition (``archive.timeoutMs=4000``, ``replay.idleTimeoutMs=5000``),
+   so the partition outlasts them: a trigger or a task fails, naming the archive's endpoint, and
+   the query is restarted from its checkpoint (Spark retries a failed task itself, ``local[2,3]``,
+   but a failure of the driver-side source - ``latestOffset`` - ends the query: a supervisor
+   restarts it, as TailRun does). After the link is back the restarted query catches up, and its
+   batches hold every message published, exactly once (a raw replay of the recording; the
+   publisher's sequence numbers have no gap: nothing was lost on the archive host).
+2. **Sink commit**: a query writing to our sink (tests/spark/sink_query_process.py, recorded from a
+   UDP channel on the archive host) pauses the commit of batch 2 with its rows appended and
+   recorded but no marker (fault point ``before-marker``); the link goes down, the commit is let go
+   (its marker cannot reach the archive), and the link comes back 10 s later. Whether that commit
+   succeeds late or fails (and the query is restarted from its checkpoint), the sink recording
+   ends with every input row exactly once.
+
+Needs root and ``ip netns``; fails naming what is missing otherwise - a skipped proof proves
+nothing. Every process started here is stopped by its PID, also on failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from aeron_spark.archive.client.archive_client import ArchiveClient
+from tests.support.driver_process import running_driver_process
+from tests.support.link_partition import link_down
+from tests.support.live_publisher import LivePublisher, sequence_of
+from tests.support.netns import CONTROL_PORT, Host, in_namespace, require_network_namespaces, sidecar_in, veth_namespaces
+from tests.support.survival_checks import assert_every_row_exactly_once, recorded_stream
+from tests.support.tail_query_process import TailRun, delivered_rows
+
+pytestmark = [pytest.mark.timeout(600)]
+
+PARTITION_S = 10.0
+STREAM_ID = 4712
+RATE_PER_S = 200
+QUERY_START_TIMEOUT_S = 240.0
+CATCH_UP_TIMEOUT_S = 180.0
+SHORT_TIMEOUTS = ("--option", "archive.timeoutMs=4000", "--option", "replay.idleTimeoutMs=5000",
+                  "--master", "local[2,3]")
+
+
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[tuple[Host, Host]]:
+    """(the archive host: a namespace, the Spark host: the root namespace), joined by a veth pair."""
+    require_network_namespaces("the partition survival tests")
+    with veth_namespaces("10.216", "aeron-part", None) as pair:
+        yield pair
+
+
+def archive_control(archive: Host) -> str:
+    return f"aeron:udp?endpoint={archive.address}:{CONTROL_PORT}"
+
+
+def test_a_live_tail_delivers_every_row_once_across_a_10_s_partition(hosts, tmp_path):
+    started = time.monotonic()
+    archive, spark_host = hosts
+    assert archive.namespace is not None
+    archive_dir = tmp_path / "archive"
+    driver_host = tmp_path / "spark-host-aeron"
+    until = tmp_path / "publishing-done"
+    control = archive_control(archive)
+    publisher: LivePublisher | None = None
+    run: TailRun | None = None
+    with sidecar_in(archive.namespace, archive.address, archive_dir) as sidecar_log, \
+            running_driver_process(driver_host):
+        try:
+            publisher = LivePublisher(in_namespace(archive.namespace, []), "--channel", "aeron:ipc?term-length=64k",
+                                      "--stream-id", str(STREAM_ID), "--messages", "100000", "--rate", str(RATE_PER_S),
+                                      "--archive-dir", str(archive_dir), "--until-file", str(until))
+            publisher.wait_until(lambda: len(publisher.recordings()) == 1, "its recording", 60)
+            run = TailRun(tmp_path, control, "aeron:ipc", STREAM_ID, driver_host, *SHORT_TIMEOUTS)
+            run.start()
+            run.wait_for(lambda: len(delivered_rows(run.out)) > 200, "rows of the live recording",
+                         QUERY_START_TIMEOUT_S, restart=False)
+            with link_down(archive.namespace) as down_at:
+                before = len(delivered_rows(run.out))
+                time.sleep(PARTITION_S)
+                during = len(delivered_rows(run.out)) - before
+            print(f"link down {time.monotonic() - down_at:.1f} s; rows delivered meanwhile: {during}")
+            sent_at_link_up = publisher.sent()
+            run.wait_for(lambda: len(delivered_rows(run.out)) >= sent_at_link_up,
+                         f"the {sent_at_link_up} messages sent by the end of the partition", CATCH_UP_TIMEOUT_S)
+            caught_up = time.monotonic()
+            until.touch()
+            publisher.wait_until(publisher.done, "the last message recorded", 90)
+
+            client = ArchiveClient.from_mark_file(archive_dir)  # on the archive's driver: shared memory
+            try:
+                recorded = recorded_stream(client, "aeron:ipc", STREAM_ID, "aeron:ipc")
+            finally:
+                client.close()
+            sequences = [sequence_of(payload) for _, _, payload in recorded.messages]
+            assert sequences == list(range(len(sequences))), "the archive host lost messages"
+            run.wait_for(lambda: len(delivered_rows(run.out)) >= len(recorded.messages),
+                         f"all {len(recorded.messages)} recorded messages", CATCH_UP_TIMEOUT_S)
+            run.stop()
+            delivered = delivered_rows(run.out)
+            assert_every_row_exactly_once(delivered, recorded)
+            for failure in run.failures:  # past the timeouts: the failure names the archive's endpoint
+                assert f"{archive.address}:{CONTROL_PORT}" in failure, failure
+            print(f"delivered {len(delivered)} rows exactly once; caught up {caught_up - down_at - PARTITION_S:.1f} s "
+                  f"after the link came back; query runs: {len(run.queries)}; failures: {run.failures}; "
+                  f"{time.monotonic() - started:.0f} s")
+        finally:
+            if run is not None:
+                run.kill_all()
+            if publisher is not None:
+                publisher.stop()
+            print("sidecar log tail:\n" + "".join(sidecar_log[-30:]))
