@@ -32,17 +32,33 @@ nothing. Every process started here is stopped by its PID, also on failure.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from aeron_spark.archive.client.archive_client import ArchiveClient
+from aeron_spark.archive.client.archive_location import read_archive_location
+from tests.spark.source_fixtures import Recorded
+from tests.spark.test_sink_failures import (
+    PAUSE_TIMEOUT_S,
+    RUN_TIMEOUT_S,
+    Scene,
+    assert_exactly_once,
+    connect,
+    pause_file_of,
+    run_to_the_end,
+    settled_recording_position,
+    sink_recording_id,
+)
 from tests.support.driver_process import running_driver_process
 from tests.support.link_partition import link_down
 from tests.support.live_publisher import LivePublisher, sequence_of
 from tests.support.netns import CONTROL_PORT, Host, in_namespace, require_network_namespaces, sidecar_in, veth_namespaces
-from tests.support.survival_checks import assert_every_row_exactly_once, recorded_stream
+from tests.support.survival_checks import PauseReleaser, assert_every_row_exactly_once, recorded_stream
 from tests.support.tail_query_process import TailRun, delivered_rows
 
 pytestmark = [pytest.mark.timeout(600)]
@@ -53,7 +69,7 @@ RATE_PER_S = 200
 QUERY_START_TIMEOUT_S = 240.0
 CATCH_UP_TIMEOUT_S = 180.0
 SHORT_TIMEOUTS = ("--option", "archive.timeoutMs=4000", "--option", "replay.idleTimeoutMs=5000",
-                  "--master", "local[2,3]")
+                  "--master", "local[2,3]", "--spark-log-level", "WARN")
 
 
 @pytest.fixture(scope="module")
@@ -113,14 +129,110 @@ def test_a_live_tail_delivers_every_row_once_across_a_10_s_partition(hosts, tmp_
             run.stop()
             delivered = delivered_rows(run.out)
             assert_every_row_exactly_once(delivered, recorded)
-            for failure in run.failures:  # past the timeouts: the failure names the archive's endpoint
+            # The partition outlasted the timeouts: something failed and was retried - a task (Spark
+            # retried it), a driver-side call (made again on a fresh connection) or the query (restarted).
+            lost_tasks = [text for query in run.queries for text in query.lost_tasks()]
+            reconnects = [line for query in run.queries for line in query.reconnects()]
+            assert run.failures or lost_tasks or reconnects, "nothing noticed a partition longer than the timeouts"
+            for failure in run.failures + lost_tasks:  # each failure names the archive's endpoint
                 assert f"{archive.address}:{CONTROL_PORT}" in failure, failure
             print(f"delivered {len(delivered)} rows exactly once; caught up {caught_up - down_at - PARTITION_S:.1f} s "
-                  f"after the link came back; query runs: {len(run.queries)}; failures: {run.failures}; "
-                  f"{time.monotonic() - started:.0f} s")
+                  f"after the link came back; query runs: {len(run.queries)}; query failures: {run.failures}; "
+                  f"tasks lost and retried by Spark: {len(lost_tasks)}; driver-side calls made again on a new "
+                  f"connection: {len(reconnects)}; {time.monotonic() - started:.0f} s")
+            for text in lost_tasks[:3]:
+                print("lost task:", text.splitlines()[0][:300], "...", text.splitlines()[-1][:600])
+            for line in reconnects[:3]:
+                print("reconnect:", line[:600])
         finally:
             if run is not None:
                 run.kill_all()
             if publisher is not None:
                 publisher.stop()
             print("sidecar log tail:\n" + "".join(sidecar_log[-30:]))
+
+
+SINK_INPUT_STREAM_ID = 4300
+SINK_INPUT_MESSAGES = 7500
+SINK_STREAM_ID = 4301
+SINK_PORT = 8030  # in the archive's namespace: the sink recording's UDP endpoint
+
+
+def test_a_sink_commit_delivers_every_row_once_across_a_10_s_partition(hosts, tmp_path, monkeypatch):
+    started = time.monotonic()
+    archive, _spark_host = hosts
+    assert archive.namespace is not None
+    archive_dir = tmp_path / "archive"
+    driver_host = tmp_path / "spark-host-aeron"
+    control = archive_control(archive)
+    scene: Scene | None = None
+    releaser: PauseReleaser | None = None
+    with sidecar_in(archive.namespace, archive.address, archive_dir) as sidecar_log, \
+            running_driver_process(driver_host):
+        try:
+            recorded_input = record_input(archive.namespace, archive_dir)
+            # The test reads the archive through its own driver (shared memory reaches across namespaces).
+            archive_side = SimpleNamespace(control_channel=control,
+                                           driver_dir=read_archive_location(archive_dir).aeron_dir)
+            scene = Scene(tmp_path, sink_id="partition", stream_id=SINK_STREAM_ID, sidecar=archive_side,
+                          recorded=recorded_input, queries=[])
+            scene.layout_args = ("--control-channel", control,
+                                 "--sink-channel", f"aeron:udp?endpoint={archive.address}:{SINK_PORT}")
+            monkeypatch.setenv("AERON_DIR", str(driver_host))  # the Spark host's driver, for the query only
+            pause = pause_file_of(scene)
+            torn_batch = 2
+            run = scene.start_query("--fault", f"before-marker:{torn_batch}:{pause}", "--read-back")
+            run.wait_until(pause.exists, f"the commit of batch {torn_batch} to pause before its marker",
+                           PAUSE_TIMEOUT_S)
+            hint = scene.checkpoint / "aeron-sink-staging" / scene.sink_id / "_committed.json"
+            committed_end = json.loads(hint.read_text())["committed_end"]
+            client = connect(archive_side)
+            try:
+                recording_id = sink_recording_id(client, scene.sink_id, scene.stream_id)
+                settled_recording_position(client, recording_id, beyond=committed_end)
+            finally:
+                client.close()
+            with link_down(archive.namespace) as down_at:
+                releaser = PauseReleaser(pause)  # the commit goes on: its marker cannot reach the archive
+                time.sleep(PARTITION_S)
+            print(f"link down {time.monotonic() - down_at:.1f} s during the commit of batch {torn_batch}")
+            code = run.wait_exit(RUN_TIMEOUT_S)
+            releaser.stop()
+            final = run
+            if code != 0:
+                failure = run.line_starting("QUERY FAILED")
+                text = "\n".join(run.lines[run.lines.index(failure):]) if failure is not None else run.output()
+                print("the query failed:", text[-1500:])
+                final = run_to_the_end(scene)
+            else:
+                assert run.line_starting("QUERY DONE") is not None, run.output()
+                print(f"the query kept going (the commit paused {releaser.released} time(s))")
+            assert torn_batch in final.finished_batches()
+            assert_exactly_once(scene, final)
+            print(f"sink exactly once across a {PARTITION_S:.0f} s partition mid-commit: "
+                  f"{time.monotonic() - started:.0f} s")
+        finally:
+            if releaser is not None:
+                releaser.stop()
+            if scene is not None:
+                scene.stop_all_queries()
+            print("sidecar log tail:\n" + "".join(sidecar_log[-30:]))
+
+
+def record_input(namespace: str, archive_dir: Path) -> Recorded:
+    """The sink query's input: a stopped recording of SINK_INPUT_MESSAGES messages, published on
+    the archive host; what it holds, read back with a raw replay."""
+    publisher = LivePublisher(in_namespace(namespace, []), "--channel", "aeron:ipc?term-length=64k",
+                              "--stream-id", str(SINK_INPUT_STREAM_ID), "--messages", str(SINK_INPUT_MESSAGES),
+                              "--rate", "20000", "--archive-dir", str(archive_dir))
+    try:
+        publisher.wait_until(publisher.done, "the input recorded", 120)
+    finally:
+        publisher.stop()
+    client = ArchiveClient.from_mark_file(archive_dir)
+    try:
+        stream = recorded_stream(client, "aeron:ipc", SINK_INPUT_STREAM_ID, "aeron:ipc")
+    finally:
+        client.close()
+    [recording_id] = stream.ranges
+    return Recorded(recording_id, [(position, payload) for _, position, payload in stream.messages])

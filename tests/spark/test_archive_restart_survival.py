@@ -30,9 +30,7 @@ its PID, also on failure.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -53,7 +51,7 @@ from tests.support.driver_process import running_driver_process
 from tests.support.live_publisher import LivePublisher
 from tests.support.ports import free_udp_port
 from tests.support.sidecar import Sidecar
-from tests.support.survival_checks import assert_every_row_exactly_once, recorded_stream, sequence_gaps
+from tests.support.survival_checks import PauseReleaser, assert_every_row_exactly_once, recorded_stream, sequence_gaps
 from tests.support.tail_query_process import TailRun, delivered_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -132,29 +130,6 @@ def test_a_streaming_read_delivers_every_row_once_across_an_archive_sigkill_and_
                 sidecar.kill()
             for sidecar in sidecars:
                 print(f"sidecar {sidecar.pid if sidecar.running else '-'} log tail:\n{sidecar.log_tail(30)}")
-
-
-class PauseReleaser:
-    """Deletes the commit's pause file whenever it appears (a retried commit pauses at the same
-    point again), counting how often, until stopped."""
-
-    def __init__(self, pause: Path) -> None:
-        self.pause = pause
-        self.released = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            if self.pause.exists():
-                self.pause.unlink()
-                self.released += 1
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
 
 
 def test_a_sink_commit_delivers_every_row_once_across_an_archive_sigkill_and_restart(

@@ -1,12 +1,16 @@
-"""What the survival tests (archive restarts, network partitions) check a query's output against:
-what the archive recorded, read independently of the connector (a raw replay of every recording
-of the stream with the archive client), and the exactly-once comparison of the two.
+"""What the survival tests (archive restarts, network partitions) share: what a query's output is
+checked against - what the archive recorded, read independently of the connector (a raw replay of
+every recording of the stream with the archive client) - the exactly-once comparison of the two,
+and releasing a sink commit paused by its fault-injection point (``PauseReleaser``).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from aeron_spark.archive.client.archive_client import ArchiveClient
 
@@ -69,3 +73,26 @@ def sequence_gaps(recorded: RecordedStream) -> list[tuple[int, int]]:
         if after > before + 1:
             gaps.append((before + 1, after - 1))
     return gaps
+
+
+class PauseReleaser:
+    """Deletes the commit's pause file whenever it appears (a retried commit pauses at the same
+    point again), counting how often, until stopped."""
+
+    def __init__(self, pause: Path) -> None:
+        self.pause = pause
+        self.released = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.pause.exists():
+                self.pause.unlink()
+                self.released += 1
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)

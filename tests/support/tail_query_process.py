@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -35,6 +36,7 @@ from tests.support.process_tree import kill_tree
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MAX_QUERY_RUNS = 4
+_SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")  # log4j2's default layout in Spark
 
 
 def _say(line: str) -> None:
@@ -51,6 +53,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--stop-file", required=True)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--trigger-ms", type=int, default=500)
+    parser.add_argument("--spark-log-level", default="ERROR", help="WARN shows each lost task and its error")
     parser.add_argument("--option", action="append", default=[], help="NAME=VALUE, a source option")
     args = parser.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -63,7 +66,7 @@ def main(argv: Sequence[str]) -> int:
              .config("spark.sql.catalogImplementation", "in-memory")
              .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(args.spark_log_level)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -136,6 +139,26 @@ class TailQuery:
 
     def failure(self) -> str | None:
         return next((line for line in self.lines if line.startswith("QUERY FAILED")), None)
+
+    def lost_tasks(self) -> list[str]:
+        """Each task failure Spark logged (``--spark-log-level WARN``): its WARN line and the
+        traceback after it, up to the next log line."""
+        blocks: list[str] = []
+        current: list[str] | None = None
+        for line in self.lines:
+            if _SPARK_LOG_LINE.match(line) or line.startswith(("PROGRESS ", "QUERY ")):
+                if current is not None:
+                    blocks.append("\n".join(current))
+                current = [line] if "Lost task" in line else None
+            elif current is not None and len(current) < 300:
+                current.append(line)
+        if current is not None:
+            blocks.append("\n".join(current))
+        return blocks
+
+    def reconnects(self) -> list[str]:
+        """The source's warnings that a driver-side call was made again on a fresh connection."""
+        return [line for line in self.lines if "once more on a new archive connection" in line]
 
     @property
     def running(self) -> bool:
