@@ -155,7 +155,7 @@ def test_a_live_tail_delivers_every_row_once_across_a_10_s_partition(hosts, tmp_
 
 
 SINK_INPUT_STREAM_ID = 4300
-SINK_INPUT_MESSAGES = 7500
+SINK_INPUT_MESSAGES = 2000  # ~1 MB of mixed sizes: ~8 micro-batches of 128 KiB
 SINK_STREAM_ID = 4301
 SINK_PORT = 8030  # in the archive's namespace: the sink recording's UDP endpoint
 

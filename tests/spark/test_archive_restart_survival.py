@@ -117,7 +117,8 @@ def test_a_streaming_read_delivers_every_row_once_across_an_archive_sigkill_and_
             for failure in run.failures:  # a failed run names the archive it lost
                 assert f"localhost:{control_port}" in failure, failure
             print(f"delivered {len(delivered)} rows exactly once ({before_kill} before the kill) from recordings "
-                  f"{recorded.ranges}; query runs: {len(run.queries)}, failures: {run.failures}; "
+                  f"{recorded.ranges}; query runs: {len(run.queries)}, failures: {run.failures}; driver-side "
+                  f"calls made again on a new connection: {sum(len(q.reconnects()) for q in run.queries)}; "
                   f"publisher sequence numbers in no recording (sent to the dead archive): {sequence_gaps(recorded)}; "
                   f"{time.monotonic() - started:.0f} s")
         finally:
