@@ -181,6 +181,11 @@ class ClientArchiveAccess:
         return self._client.archive_id
 
     @property
+    def _archive_endpoint(self) -> str | None:
+        """The archive's control channel, for errors (stand-in clients may not say)."""
+        return getattr(self._client, "control_channel", None)
+
+    @property
     def is_connected(self) -> bool:
         """False once the archive has closed this session (see connection_cache)."""
         return self._client.is_connected
@@ -290,7 +295,7 @@ class ClientArchiveAccess:
     def replay(self, recording_id: int, start: int, end: int,
                settings: ReplaySettings) -> Iterator[Iterator[tuple[int, bytes]]]:
         with self._replay_image(recording_id, start, end, settings) as (image, watch):
-            yield replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms, watch)
+            yield replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms, watch, self._archive_endpoint)
 
     @contextlib.contextmanager
     def replay_pump(self, recording_id: int, start: int, end: int,
@@ -298,7 +303,7 @@ class ClientArchiveAccess:
         """Like :meth:`replay`, but the caller copies each block where it wants it (one copy)."""
         with self._replay_image(recording_id, start, end, settings) as (image, watch):
             try:
-                yield ReplayPump(image, recording_id, start, end, settings.idle_timeout_ms, watch)
+                yield ReplayPump(image, recording_id, start, end, settings.idle_timeout_ms, watch, self._archive_endpoint)
             finally:
                 image.close()
 

@@ -65,12 +65,15 @@ class ReplayPump:
     that copies it straight to where it is needed makes the only copy.
 
     While no block arrives it asks ``watch`` (when given) whether the archive failed the replay,
-    and once per stalled position whether the stall can ever end."""
+    and once per stalled position whether the stall can ever end. A replay that ends early or
+    stalls fails naming ``archive`` (its control endpoint, when given): after an archive restart
+    or a network partition that is what an operator looks at."""
 
     def __init__(self, image: Image, recording_id: int, start: int, end: int, idle_timeout_ms: int,
-                 watch: ReplayWatch | None = None) -> None:
+                 watch: ReplayWatch | None = None, archive: str | None = None) -> None:
         self._image = image
         self._recording_id = recording_id
+        self._from = f" from the archive at {archive}" if archive else ""
         self._end = end
         self._idle_timeout_ms = idle_timeout_ms
         self._watch = watch
@@ -104,15 +107,15 @@ class ReplayPump:
             if image.is_closed or image.is_end_of_stream:
                 reason = watch.explain_end() if watch is not None else ""
                 raise ReplayFailed(
-                    f"recording {self._recording_id}: replay ended at {self.position}, before {self._end}"
-                    + (f": {reason}" if reason else ""))
+                    f"recording {self._recording_id}: replay{self._from} ended at {self.position}, before "
+                    f"{self._end}" + (f": {reason}" if reason else ""))
             idle_s = time.monotonic() - idle_since
             if watch is not None and self._probed_at != self.position and idle_s >= self._stall_probe_s:
                 self._probed_at = self.position
                 watch.stalled(self.position)
             if idle_s > self._idle_timeout_ms / 1000.0:
                 raise ReplayFailed(
-                    f"recording {self._recording_id}: replay made no progress at {self.position} "
+                    f"recording {self._recording_id}: replay{self._from} made no progress at {self.position} "
                     f"for {self._idle_timeout_ms} ms (replay.idleTimeoutMs)")
             time.sleep(0.0005)
 
@@ -123,8 +126,8 @@ def _copied(view: memoryview, _position: int) -> bytes:
 
 
 def replayed_blocks(image: Image, recording_id: int, start: int, end: int, idle_timeout_ms: int,
-                    watch: ReplayWatch | None = None) -> Iterator[tuple[int, bytes]]:
-    pump = ReplayPump(image, recording_id, start, end, idle_timeout_ms, watch)
+                    watch: ReplayWatch | None = None, archive: str | None = None) -> Iterator[tuple[int, bytes]]:
+    pump = ReplayPump(image, recording_id, start, end, idle_timeout_ms, watch, archive)
     try:
         while (block := pump.next_block(_copied)) is not None:
             yield block

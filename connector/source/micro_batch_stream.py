@@ -3,12 +3,21 @@
 Runs in Spark's long-lived driver-side Python process for this source (instance state survives
 between batches), except ``read`` which runs on executors in a pickled copy: everything that
 holds a connection is dropped when pickling.
+
+The driver side keeps one archive connection for the query's life (``OffsetReader``). The archive
+may restart under it (same directory and endpoint): a driver-side call whose request times out is
+made once more on a fresh connection (as Kafka's offset reader resets its consumer), so a query
+outlives an archive restart that ends within ``archive.timeoutMs`` of the request. A second failure
+ends the query with the error, which names the archive's control endpoint. (No liveness check
+before each call: on a pinging archive that may wait for a ping, a cost on every trigger.)
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -18,6 +27,8 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxBytes,
     SupportsTriggerAvailableNow,
 )
+
+from aeron_spark.archive.client import ArchiveTimeoutError
 
 from aeron_spark.connector.source.admission_control import Backlog, TriggerDelay, cap_by_bytes, total_available
 from aeron_spark.connector.source.archive_access import open_archive, shared_archive
@@ -43,6 +54,8 @@ from aeron_spark.connector.step_timings import StepTimings
 UNCAPPED_BYTES = (1 << 63) - 1
 # Offsets remembered with their parsed positions: a trigger's start and end, and the previous end.
 KNOWN_OFFSETS = 4
+LOG = logging.getLogger("aeron_spark.connector")
+T = TypeVar("T")
 
 
 class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -107,9 +120,20 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        recordings = self.offset_reader.known_recordings(force_discovery=True)
-        latest, _ = self.offset_reader.latest_positions(recordings)
-        self._available_now_target = latest
+        def target() -> dict[int, int]:
+            recordings = self.offset_reader.known_recordings(force_discovery=True)
+            return self.offset_reader.latest_positions(recordings)[0]
+        self._available_now_target = self._reconnecting("prepareForTriggerAvailableNow", target)
+
+    def _reconnecting(self, call: str, action: Callable[[], T]) -> T:
+        """``action`` on the driver's archive connection; when a request times out, once more on a
+        fresh connection (the archive may have restarted since the connection was made)."""
+        try:
+            return action()
+        except ArchiveTimeoutError as error:
+            LOG.warning("aeron-archive source %s: %s; once more on a new archive connection", call, error)
+            self.offset_reader.reset_connection()
+        return action()
 
     def _parsed(self, offset: dict, what: str) -> tuple[RecordingPositions, RecordingPositions | None]:
         """``offset``'s positions and carried start (first_batch_start), or those of an equal offset
@@ -147,6 +171,9 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return self._remember(end.to_offset(), end)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self._reconnecting("latestOffset", lambda: self._latest_offset(start, limit))
+
+    def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
         start_positions = self._start_positions(start)
         backlogs, end, latest = self._backlogs(start_positions)
         latest.update((b.recording_id, b.latest) for b in backlogs)  # as capped by availableNow
@@ -206,6 +233,9 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     # --- planning and reading ---
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self._reconnecting("partitions", lambda: self._partitions(start, end))
+
+    def _partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         all_end_positions, carried_start = self._parsed(end, "end offset")
         if not is_symbolic_start(start):
             start_positions = self._positions(start, "start offset")

@@ -10,6 +10,7 @@ position, so a stopped recording is read to its end.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -296,6 +297,14 @@ class OffsetReader:
                 f"its stop position {descriptor.stop_position}; accepted: {descriptor.start_position}.."
                 f"{descriptor.stop_position}")
         return position
+
+    def reset_connection(self) -> None:
+        """Drops the archive connection (it failed, or the archive closed it); the next use of
+        ``access`` opens a fresh one. What was learnt of the recordings is kept."""
+        access, self._access = self._access, None
+        if access is not None:
+            with contextlib.suppress(Exception):  # a dead session's close may fail too
+                access.close()
 
     def close(self) -> None:
         if self._access is not None:

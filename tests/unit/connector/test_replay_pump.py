@@ -125,6 +125,19 @@ def test_pump_gives_up_after_the_idle_timeout():
         pump.next_block(lambda view, position: None)
 
 
+def test_a_replay_that_stalls_or_ends_early_names_the_archive_it_came_from():
+    archive = "aeron:udp?endpoint=archive-host:8010"  # after a restart or a partition, where to look
+    stalled = ReplayPump(FakeImage([]), 9, 0, 64, idle_timeout_ms=20, archive=archive)
+    with pytest.raises(ReplayFailed, match=r"replay from the archive at aeron:udp\?endpoint=archive-host:8010 "
+                                           r"made no progress at 0"):
+        stalled.next_block(lambda view, position: None)
+    ended = ReplayPump(FakeImage([(0, b"a" * 64)], idle_polls=0, end_of_stream_after=1), 9, 0, 128,
+                       idle_timeout_ms=1000, archive=archive)
+    assert ended.next_block(lambda view, position: None) == (0, None)
+    with pytest.raises(ReplayFailed, match=r"from the archive at aeron:udp\?endpoint=archive-host:8010 ended at 64"):
+        ended.next_block(lambda view, position: None)
+
+
 @pytest.mark.parametrize("payload", [100, 1000])
 def test_fixed_size_fast_path_accepts_the_pad_frames_that_end_terms(payload):
     from aeron_spark.connector.source import message_batches
