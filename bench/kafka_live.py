@@ -239,12 +239,14 @@ def main(argv: list[str] | None = None) -> int:
             def committed(name: str, stream_of: Callable[[Path], Any], archive_dir: Path, sink: dict[str, str],
                           trigger: dict[str, str] | None) -> None:
                 samples = LatencySamples()
-                watcher = SinkWatcher(archive_dir, samples)
-                checkpoint = work / f"chk-{next(runs)}"
+                run = next(runs)
+                sink_id = f"{SINK_ID}-{run}"  # a sink (recording) per query: its batch ids start at 0 again
+                watcher = SinkWatcher(archive_dir, samples, sink_id, SINK_STREAM_ID)
+                checkpoint = work / f"chk-{run}"
 
                 def start():
                     writer = (stream_of(checkpoint).writeStream.format("aeron-archive").options(**sink)
-                              .option("streamId", str(SINK_STREAM_ID)).option("sink.id", SINK_ID)
+                              .option("streamId", str(SINK_STREAM_ID)).option("sink.id", sink_id)
                               .option("checkpointLocation", str(checkpoint)))
                     return (writer.trigger(**trigger) if trigger else writer).start()
                 try:
@@ -275,11 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                 for label, interval in TRIGGERS.items():
                     trigger = {"processingTime": interval} if interval else None
                     committed(f"committed, ours, {label}", ours, sidecar.archive_dir, sink_options, trigger)
-                    # The watcher knows one sink id, and a second query on it would repeat its batch ids:
-                    # Kafka's committed run has one sidecar, so it runs at the default trigger only.
-                    if interval is None:
-                        committed(f"committed, Kafka, {label}", theirs, kafka_sink_sidecar.archive_dir,
-                                  kafka_sink_options, trigger)
+                    committed(f"committed, Kafka, {label}", theirs, kafka_sink_sidecar.archive_dir,
+                              kafka_sink_options, trigger)
             report(results, args, CLUSTER_MASTER if cluster else "local[2]", publisher.sent, kafka_publisher.sent)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -182,11 +182,14 @@ class SinkWatcher:
     After the query, one replay of everything committed gives each message's publish time, matched
     to the commit whose range holds it (replaying in the polling thread would delay the next polls)."""
 
-    def __init__(self, archive_dir: Path, samples: LatencySamples) -> None:
+    def __init__(self, archive_dir: Path, samples: LatencySamples, sink_id: str = SINK_ID,
+                 stream_id: int = SINK_STREAM_ID) -> None:
         from aeron_spark.archive.client.archive_client import ArchiveClient
 
         self.archive = ArchiveClient.from_mark_file(archive_dir)
         self.samples = samples
+        self.sink_id = sink_id  # the watched sink: each committed query its own, so batch ids never repeat
+        self.stream_id = stream_id
         self.commits: list[tuple[int, int, int]] = []  # (start, stop, seen ns)
         self.commit_batch_ids: dict[int, int] = {}  # commit index -> batch id (from its marker)
         self.message_commits: list[tuple[int, int]] = []  # (sequence, commit index) per committed message
@@ -211,8 +214,8 @@ class SinkWatcher:
         recording_id, seen_stop, was_active = None, None, True
         while not self._stop.wait(0.001):
             if recording_id is None:
-                found = self.archive.list_recordings_for_uri(0, None, f"alias=aeron-spark-sink:{SINK_ID}",
-                                                             SINK_STREAM_ID)
+                found = self.archive.list_recordings_for_uri(0, None, f"alias=aeron-spark-sink:{self.sink_id}",
+                                                             self.stream_id)
                 if not found:
                     self._stop.wait(0.01)
                     continue

@@ -119,13 +119,25 @@ def replay_mtu_to_ask(setting: int | str, told: str, recording_mtu: int, term_le
     if not uri.is_udp or MTU in uri or setting == REPLAY_MTU_RECORDING:
         return None
     if setting == REPLAY_MTU_AUTO:
-        if not is_loopback_endpoint(uri.get("endpoint")):
+        loopback = loopback_udp_mtu(uri)
+        if loopback is None:
             return None
-        wanted = DEFAULT_LOOPBACK_REPLAY_MTU
+        wanted = loopback
     else:
         wanted = int(setting)
     wanted = min(wanted, term_length // 8)
     return wanted if wanted > recording_mtu else None
+
+
+def loopback_udp_mtu(channel: ChannelUri | str) -> int | None:
+    """The mtu ``auto`` picks for a UDP channel (``replay.mtu``, ``sink.mtu``): 8192 when its
+    endpoint is this host's loopback, where no link MTU splits a datagram; None elsewhere (the
+    caller keeps its own: beyond 1472 bytes a datagram is IP-fragmented on a 1500-byte Ethernet,
+    and losing one fragment loses the whole datagram). The one home of that rule."""
+    uri = ChannelUri.parse(channel) if isinstance(channel, str) else channel
+    if not uri.is_udp or not is_loopback_endpoint(uri.get("endpoint")):
+        return None
+    return DEFAULT_LOOPBACK_REPLAY_MTU
 
 
 def is_loopback_endpoint(endpoint: str | None) -> bool:
