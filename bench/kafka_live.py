@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import struct
@@ -66,10 +67,13 @@ from live_tail_latency import (
     LatencySamples,
     Publisher,
     SinkWatcher,
+    explain_visible,
+    foreach_rows,
     read_foreach_latencies,
     run_query,
     summary_line,
 )
+from profile_processes import PROFILED_KINDS, SamplingProfiler, spark_targets
 from spark_bench_support import (
     CLUSTER_MASTER,
     ProcessCpu,
@@ -156,8 +160,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", default="",
                         help="comma list of parts to leave out: visible, committed, realtime (default: none)")
     parser.add_argument("--work-dir", type=Path, help="where the archives and Kafka's data go (default: a temp dir)")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="sample every process (py-spy, perf) over the measured window of each visible query; "
+                             "a summary per query in DIR/*.txt (bench/profile_processes.py). Not for quiet runs")
+    parser.add_argument("--step-timings", action="store_true",
+                        help="the connector's step timings (AERON_SPARK_TIMINGS, connector/step_timings.py) of our "
+                             "reads and commits, medians per query: where a batch's read of ours goes")
+    parser.add_argument("--per-message", type=Path, metavar="FILE",
+                        help="write each visible query's per-message figures (wait for its batch, in batch) as JSON")
     add_kafka_layout_argument(parser)
     args = parser.parse_args(argv)
+    profiler = SamplingProfiler(args.profile) if args.profile else None
     skip = {part.strip() for part in args.skip.split(",") if part.strip()}
     if not skip <= {"visible", "committed", "realtime"}:
         parser.error(f"--skip {args.skip!r}: accepted values are visible, committed, realtime (comma separated)")
@@ -191,8 +204,13 @@ def main(argv: list[str] | None = None) -> int:
             kafka = kafka_options(broker)
             hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
             stack.enter_context(spark_processes_stopped())
+            timings_file = work / "step-timings.jsonl" if args.step_timings else None
+            extra: dict[str, str] = {}
+            if timings_file is not None:  # driver-side workers inherit it, executors' get it from executorEnv
+                os.environ[live_tail_latency.TIMINGS_VARIABLE] = str(timings_file)
+                extra[f"spark.executorEnv.{live_tail_latency.TIMINGS_VARIABLE}"] = str(timings_file)
             spark = spark_with_kafka("kafka-live", args.layout, hosts, installation,
-                                     **{"spark.default.parallelism": "2"})
+                                     **{"spark.default.parallelism": "2", **extra})
             stack.callback(stop_session, spark)
             live_tail_latency.JVM_PID = spark_jvm_pid(spark)  # run_query samples Spark's CPU per batch
             # The executors' Python workers cannot import bench/: its ForeachWriter travels by value.
@@ -213,11 +231,24 @@ def main(argv: list[str] | None = None) -> int:
             cpu = ProcessCpu(named, spark_jvm_pid(spark))
             runs = iter(range(1000))
 
+            per_message: dict[str, dict] = {}
+
             def measured(name: str, start: Callable[[], Any], samples: LatencySamples,
-                         collect: Callable[[], None] | None = None) -> None:
+                         collect: Callable[[], None] | None = None, foreach_dir: Path | None = None) -> None:
                 before = cpu.sample()
-                result = run_query(name, start, args.warmup, args.seconds, samples, collect)
+                mark = live_tail_latency._timings_mark(str(timings_file) if timings_file else None)
+                window = None
+                if profiler is not None:
+                    def window():
+                        return profiler.profiling(name, spark_targets(cpu, PROFILED_KINDS))
+                result = run_query(name, start, args.warmup, args.seconds, samples, collect, window)
                 cpu.add(name, before, cpu.sample())
+                if profiler is not None:
+                    progress(f"  {name}: sampling profile {profiler.written[-1]}")
+                if timings_file is not None:
+                    live_tail_latency._timings_report(str(timings_file), mark)
+                if foreach_dir is not None:
+                    per_message[name] = explain_visible(result, foreach_rows(foreach_dir))
                 results.append((name, result.latency,
                                 next(line for line in cpu.lines() if f"run, {name} (core-s)" in line)))
 
@@ -234,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                     if output_mode:
                         writer = writer.outputMode(output_mode)
                     return (writer.trigger(**trigger) if trigger else writer).start()
-                measured(name, start, samples, lambda: read_foreach_latencies(out, samples))
+                measured(name, start, samples, lambda: read_foreach_latencies(out, samples), foreach_dir=out)
 
             def committed(name: str, stream_of: Callable[[Path], Any], archive_dir: Path, sink: dict[str, str],
                           trigger: dict[str, str] | None) -> None:
@@ -280,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
                     committed(f"committed, Kafka, {label}", theirs, kafka_sink_sidecar.archive_dir,
                               kafka_sink_options, trigger)
             report(results, args, CLUSTER_MASTER if cluster else "local[2]", publisher.sent, kafka_publisher.sent)
+            if args.per_message:
+                args.per_message.write_text(json.dumps(per_message, indent=1))
+                progress(f"per-message figures: {args.per_message}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

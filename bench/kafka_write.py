@@ -44,6 +44,7 @@ from kafka_bench_support import (
     kafka_options,
     spark_with_kafka,
 )
+from profile_processes import PROFILED_KINDS, SamplingProfiler, spark_targets
 from spark_bench_support import (
     CLUSTER_MASTER,
     ProcessCpu,
@@ -70,7 +71,7 @@ DEFAULT_WORKLOADS = [Workload(10_000_000, 32), Workload(1_000_000, 1024)]
 
 def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str, str], read_options: dict[str, str],
             kafka: dict[str, str], topic: str, stream_id: int, repetitions: int, cpu: ProcessCpu,
-            compare_mtu: str | None = None) -> dict[str, Timings]:
+            compare_mtu: str | None = None, profiler: SamplingProfiler | None = None) -> dict[str, Timings]:
     from pyspark.sql import functions as F
 
     rows = spark.read.parquet(str(input_path)).repartition(2).cache()
@@ -129,6 +130,10 @@ def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str,
             cpu.add(f"{workload.label}, {name}", before, cpu.sample())
         progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
                  + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    if profiler is not None:  # untimed: the samplers cost CPU
+        with profiler.profiling(f"write {workload.label}, {OURS}", spark_targets(cpu, PROFILED_KINDS)):
+            ours()
+        progress(f"{workload.label}: profiled {OURS}: {profiler.written[-1]}")
     rows.unpersist()
     return {name: Timings(values) for name, values in seconds.items()}
 
@@ -147,8 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-sink-mtu", metavar="MTU",
                         help="also write with sink.mtu=MTU (e.g. 1408, the UDP default before sink.mtu=auto), "
                              "same run, its own sink recording")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="after the timed runs, one more run of ours per workload (and mode) under py-spy and "
+                             "perf; a summary per run in DIR/*.txt (bench/profile_processes.py)")
     add_kafka_layout_argument(parser)
     args = parser.parse_args(argv)
+    profiler = SamplingProfiler(args.profile) if args.profile else None
     workloads = args.workload or (QUICK_WORKLOADS if args.quick else DEFAULT_WORKLOADS)
     repetitions = 1 if args.quick else args.repetitions
     cluster = args.layout == "cluster"
@@ -194,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 topic = f"bench-write-{index}"
                 broker.create_topic(topic, partitions=2)
                 timings = measure(spark, workload, path, sink_options, read_options, kafka, topic,
-                                  SINK_STREAM_ID_BASE + index, repetitions, cpu, args.compare_sink_mtu)
+                                  SINK_STREAM_ID_BASE + index, repetitions, cpu, args.compare_sink_mtu, profiler)
                 print(f"\n{workload.label} ({repetitions} repetitions, {master}, layout {args.layout}; "
                       f"Kafka topic {topic}, 2 partitions)")
                 for name, timing in timings.items():

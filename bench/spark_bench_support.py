@@ -483,6 +483,16 @@ class ProcessCpu:
             self._kinds[key] = kind
         return self._kinds[key]
 
+    def pids_by_kind(self) -> dict[str, list[int]]:
+        """The processes running now, by kind (the named ones under their names)."""
+        table = process_table()
+        found: dict[str, list[int]] = {name: [pid] for name, pid in self.named.items() if pid in table}
+        if self.jvm_pid is not None and self.jvm_pid in table:
+            found["Spark driver JVM"] = [self.jvm_pid]
+            for pid in descendants(self.jvm_pid, table):
+                found.setdefault(self._kind(pid, table), []).append(pid)
+        return found
+
     def worker_layout(self) -> str:
         """Which media driver each running Python worker uses: AERON_DIR in its environment, and
         how many started an embedded driver (an ``aeron-spark-worker-<pid>-*`` directory)."""
