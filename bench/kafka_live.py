@@ -168,8 +168,16 @@ def main(argv: list[str] | None = None) -> int:
                              "reads and commits, medians per query: where a batch's read of ours goes")
     parser.add_argument("--per-message", type=Path, metavar="FILE",
                         help="write each visible query's per-message figures (wait for its batch, in batch) as JSON")
+    parser.add_argument("--trigger-order", default=",".join(TRIGGERS),
+                        help=f"the order the triggers run in, a comma list of {', '.join(TRIGGERS)} (default: that)")
+    parser.add_argument("--session-warmup", type=float, default=0.0, metavar="SECONDS",
+                        help="first run one unmeasured query of each source for this long (the session's first "
+                             "queries also pay for the JVM's JIT and the workers' start; default 0: none)")
     add_kafka_layout_argument(parser)
     args = parser.parse_args(argv)
+    trigger_order = [label.strip() for label in args.trigger_order.split(",") if label.strip()]
+    if sorted(trigger_order) != sorted(TRIGGERS):
+        parser.error(f"--trigger-order {args.trigger_order!r}: give each of {', '.join(TRIGGERS)} once")
     profiler = SamplingProfiler(args.profile) if args.profile else None
     skip = {part.strip() for part in args.skip.split(",") if part.strip()}
     if not skip <= {"visible", "committed", "realtime"}:
@@ -291,7 +299,18 @@ def main(argv: list[str] | None = None) -> int:
             def theirs(_checkpoint: Path):
                 return kafka_stream(spark, kafka)
 
-            for label, interval in TRIGGERS.items():
+            if args.session_warmup > 0:  # unmeasured: JIT and Python workers warm for both sources
+                for stream_of in (ours, theirs):
+                    checkpoint = work / f"chk-{next(runs)}"
+                    query = (stream_of(checkpoint).writeStream.format("noop")
+                             .option("checkpointLocation", str(checkpoint)).start())
+                    try:
+                        time.sleep(args.session_warmup)
+                    finally:
+                        query.stop()
+                progress(f"session warm-up: {args.session_warmup:.0f} s per source, unmeasured")
+            for label in trigger_order:
+                interval = TRIGGERS[label]
                 trigger = {"processingTime": interval} if interval else None
                 if "visible" not in skip:
                     visible(f"visible, ours, {label}", ours, trigger)
@@ -305,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
                     results.append((f"visible, Kafka, realTime={REAL_TIME_TRIGGER}", None,
                                     f"  failed: {type(error).__name__}: {str(error)[:300]}"))
             if "committed" not in skip:
-                for label, interval in TRIGGERS.items():
+                for label in trigger_order:
+                    interval = TRIGGERS[label]
                     trigger = {"processingTime": interval} if interval else None
                     committed(f"committed, ours, {label}", ours, sidecar.archive_dir, sink_options, trigger)
                     committed(f"committed, Kafka, {label}", theirs, kafka_sink_sidecar.archive_dir,
