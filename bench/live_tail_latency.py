@@ -343,7 +343,9 @@ def explain_visible(result: QueryResult, rows: list[tuple[int, int, int]]) -> di
     it "missed a batch". Prints the tail (messages at or above p95 / p99) and the batches' begin-to-begin
     intervals; returns the figures."""
     window_start, window_end = result.window_ns
-    begins = {record["batchId"]: record["begin_ns"] for record in result.progress_records}
+    begins: dict[int, int] = {}
+    for record in sorted(result.progress_records, key=lambda r: (not r["rows"], r["begin_ns"])):
+        begins.setdefault(record["batchId"], record["begin_ns"])  # the run that read rows, not a no-data report
     ordered = sorted(begins.items())
     previous_begin = {batch: ordered[index - 1][1] for index, (batch, _) in enumerate(ordered) if index}
     messages = []
@@ -372,6 +374,9 @@ def explain_visible(result: QueryResult, rows: list[tuple[int, int, int]]) -> di
     everyone = {"mean wait_ms": statistics.mean(m["wait_ms"] for m in messages),
                 "mean in-batch_ms": statistics.mean(m["in_batch_ms"] for m in messages)}
     figures["all"] = everyone
+    figures["rows"] = [[batch_id, published, seen] for batch_id, published, seen in rows
+                       if window_start <= published < window_end]  # (batch id, publish ns, seen ns)
+    figures["batches"] = result.progress_records
     if intervals:
         figures["batch begin-to-begin_ms"] = {"median": statistics.median(intervals),
                                               "p99": intervals[int(0.99 * (len(intervals) - 1))],

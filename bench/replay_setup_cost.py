@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-subscription", action=argparse.BooleanOptionalAction, default=None,
                         help="replays share one subscription per connection (replay_endpoint."
                              "SharedReplaySubscriptions) or bind a port each (default: the connector's default)")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="sample the sidecar and this process (py-spy, perf) over the reads; summary in DIR")
     parser.add_argument("--replay-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra source option for the reads (e.g. replay.mtu=recording)")
     args = parser.parse_args(argv)
@@ -128,7 +130,15 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 publisher.start()
                 os.environ["AERON_DIR"] = str(work / "worker-aeron")  # no driver there: an embedded one starts
-                clock = run_reads(sidecar, args)
+                profiling: Any = contextlib.nullcontext()
+                if args.profile:
+                    from profile_processes import SamplingProfiler, Target
+
+                    profiler = SamplingProfiler(args.profile)
+                    profiling = profiler.profiling("replay set-up", [Target("sidecar", sidecar.pid, True),
+                                                                     Target("this reader", os.getpid(), True)])
+                with profiling:
+                    clock = run_reads(sidecar, args)
             finally:
                 publisher.close()
     finally:
