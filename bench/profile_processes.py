@@ -91,11 +91,7 @@ class SamplingProfiler:
                                                      stderr=subprocess.PIPE), output, target))
             perf_data = self.out_dir / f"{slug}.perf.data"
             if self.perf is not None and targets:
-                pids = sorted(labels)
-                command = [self.perf, "record", "--freq", str(PERF_RATE_HZ), "--pid", ",".join(map(str, pids)),
-                           "--output", str(perf_data), "--quiet"]
-                started.append((subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                 stderr=subprocess.PIPE), perf_data, None))
+                started.append((self._start_perf(perf_data, labels), perf_data, None))
             time.sleep(0.5)  # the samplers attach
             yield
         finally:
@@ -105,6 +101,22 @@ class SamplingProfiler:
             "run": run, "labels": {str(pid): label for pid, label in labels.items()},
             "python": {str(t.pid): [t.label, t.follow_children] for t in targets if t.python}}))
         self.written.append(self._write_report(run, slug, labels, started))
+
+    def _start_perf(self, perf_data: Path, labels: dict[int, str]) -> subprocess.Popen:
+        """``perf record`` on the processes still running: perf refuses the whole list when one of
+        them has exited (a worker Spark ended meanwhile), so a refused start is tried again."""
+        assert self.perf is not None
+        for _ in range(3):
+            pids = [pid for pid in sorted(labels) if os.path.exists(f"/proc/{pid}")]
+            command = [self.perf, "record", "--freq", str(PERF_RATE_HZ), "--pid", ",".join(map(str, pids)),
+                       "--output", str(perf_data), "--quiet"]
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE)
+            try:
+                process.wait(0.3)  # still running after this: attached
+            except subprocess.TimeoutExpired:
+                return process
+        return process
 
     def _write_report(self, run: str, slug: str, labels: dict[int, str],
                       started: list[tuple[subprocess.Popen, Path, Target | None]]) -> Path:
