@@ -19,7 +19,12 @@ embedded driver (the source given ``archive.controlChannel`` only) and a real KR
    ``SinkWatcher``) − publish time. Kafka's sink cannot commit exactly once, so "committed by the
    sink" is our sink behind either source.
 
-Each query runs ``--warmup`` s unmeasured, then ``--seconds`` s measured. Printed per query:
+First one unmeasured query per source (``--session-warmup`` s): a session's first queries pay for the
+JVM's JIT and the Python workers' start (measured: 4x the p99 of the same query run later). Each query
+runs ``--warmup`` s unmeasured, then ``--seconds`` s measured, and every batch is kept in its progress
+(Spark keeps 100 by default). Per visible query, each message's latency is split across batch
+boundaries: the wait for the batch that read it to begin, then the time in it, and whether it was
+published before the previous batch began (a stale latest offset would show there). Printed per query:
 p50/p95/p99/max, the ratio ours / Kafka of the visible p99 at the same trigger (target ≤ 1.0×),
 Spark's progress medians and the CPU-seconds of every process over the query (warm-up included):
 the sidecars, the Kafka broker, the Kafka console producer, Spark's JVMs and Python workers.
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import struct
@@ -66,10 +72,13 @@ from live_tail_latency import (
     LatencySamples,
     Publisher,
     SinkWatcher,
+    explain_visible,
+    foreach_rows,
     read_foreach_latencies,
     run_query,
     summary_line,
 )
+from profile_processes import PROFILED_KINDS, SamplingProfiler, spark_targets
 from spark_bench_support import (
     CLUSTER_MASTER,
     ProcessCpu,
@@ -156,13 +165,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", default="",
                         help="comma list of parts to leave out: visible, committed, realtime (default: none)")
     parser.add_argument("--work-dir", type=Path, help="where the archives and Kafka's data go (default: a temp dir)")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="sample every process (py-spy, perf) over the measured window of each visible query; "
+                             "a summary per query in DIR/*.txt (bench/profile_processes.py). Not for quiet runs")
+    parser.add_argument("--step-timings", action="store_true",
+                        help="the connector's step timings (AERON_SPARK_TIMINGS, connector/step_timings.py) of our "
+                             "reads and commits, medians per query: where a batch's read of ours goes")
+    parser.add_argument("--per-message", type=Path, metavar="FILE",
+                        help="write each visible query's per-message figures (wait for its batch, in batch) as JSON")
+    parser.add_argument("--trigger-order", default=",".join(TRIGGERS),
+                        help=f"the order the triggers run in, a comma list of {', '.join(TRIGGERS)} (default: that)")
+    parser.add_argument("--session-warmup", type=float, default=15.0, metavar="SECONDS",
+                        help="first run one unmeasured query of each source for this long: the session's first "
+                             "queries also pay for the JVM's JIT and the workers' start, and would not be like the "
+                             "later ones (default 15, --quick 5; 0: none)")
     add_kafka_layout_argument(parser)
     args = parser.parse_args(argv)
+    trigger_order = [label.strip() for label in args.trigger_order.split(",") if label.strip()]
+    if set(trigger_order) != set(TRIGGERS):
+        parser.error(f"--trigger-order {args.trigger_order!r}: give each of {', '.join(TRIGGERS)} (at least once)")
+    # a trigger given again runs again, named "<trigger> #2": the first queries of a session pay for
+    # the JIT and the workers' start, and a repeat shows how much
+    profiler = SamplingProfiler(args.profile) if args.profile else None
     skip = {part.strip() for part in args.skip.split(",") if part.strip()}
     if not skip <= {"visible", "committed", "realtime"}:
         parser.error(f"--skip {args.skip!r}: accepted values are visible, committed, realtime (comma separated)")
     if args.quick:
-        args.seconds, args.warmup = 10.0, 5.0
+        args.seconds, args.warmup, args.session_warmup = 10.0, 5.0, min(args.session_warmup, 5.0)
     cluster = args.layout == "cluster"
 
     exit_on_sigterm()
@@ -191,8 +220,16 @@ def main(argv: list[str] | None = None) -> int:
             kafka = kafka_options(broker)
             hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
             stack.enter_context(spark_processes_stopped())
+            timings_file = work / "step-timings.jsonl" if args.step_timings else None
+            extra: dict[str, str] = {}
+            if timings_file is not None:  # driver-side workers inherit it, executors' get it from executorEnv
+                os.environ[live_tail_latency.TIMINGS_VARIABLE] = str(timings_file)
+                extra[f"spark.executorEnv.{live_tail_latency.TIMINGS_VARIABLE}"] = str(timings_file)
             spark = spark_with_kafka("kafka-live", args.layout, hosts, installation,
-                                     **{"spark.default.parallelism": "2"})
+                                     **{"spark.default.parallelism": "2",
+                                        # every batch of a query in its progress (Spark keeps 100 by default):
+                                        # the medians and the per-message figures need the whole window
+                                        "spark.sql.streaming.numRecentProgressUpdates": "100000", **extra})
             stack.callback(stop_session, spark)
             live_tail_latency.JVM_PID = spark_jvm_pid(spark)  # run_query samples Spark's CPU per batch
             # The executors' Python workers cannot import bench/: its ForeachWriter travels by value.
@@ -213,11 +250,24 @@ def main(argv: list[str] | None = None) -> int:
             cpu = ProcessCpu(named, spark_jvm_pid(spark))
             runs = iter(range(1000))
 
+            per_message: dict[str, dict] = {}
+
             def measured(name: str, start: Callable[[], Any], samples: LatencySamples,
-                         collect: Callable[[], None] | None = None) -> None:
+                         collect: Callable[[], None] | None = None, foreach_dir: Path | None = None) -> None:
                 before = cpu.sample()
-                result = run_query(name, start, args.warmup, args.seconds, samples, collect)
+                mark = live_tail_latency._timings_mark(str(timings_file) if timings_file else None)
+                window = None
+                if profiler is not None:
+                    def window():
+                        return profiler.profiling(name, spark_targets(cpu, PROFILED_KINDS))
+                result = run_query(name, start, args.warmup, args.seconds, samples, collect, window)
                 cpu.add(name, before, cpu.sample())
+                if profiler is not None:
+                    progress(f"  {name}: sampling profile {profiler.written[-1]}")
+                if timings_file is not None:
+                    live_tail_latency._timings_report(str(timings_file), mark)
+                if foreach_dir is not None:
+                    per_message[name] = explain_visible(result, foreach_rows(foreach_dir))
                 results.append((name, result.latency,
                                 next(line for line in cpu.lines() if f"run, {name} (core-s)" in line)))
 
@@ -234,17 +284,19 @@ def main(argv: list[str] | None = None) -> int:
                     if output_mode:
                         writer = writer.outputMode(output_mode)
                     return (writer.trigger(**trigger) if trigger else writer).start()
-                measured(name, start, samples, lambda: read_foreach_latencies(out, samples))
+                measured(name, start, samples, lambda: read_foreach_latencies(out, samples), foreach_dir=out)
 
             def committed(name: str, stream_of: Callable[[Path], Any], archive_dir: Path, sink: dict[str, str],
                           trigger: dict[str, str] | None) -> None:
                 samples = LatencySamples()
-                watcher = SinkWatcher(archive_dir, samples)
-                checkpoint = work / f"chk-{next(runs)}"
+                run = next(runs)
+                sink_id = f"{SINK_ID}-{run}"  # a sink (recording) per query: its batch ids start at 0 again
+                watcher = SinkWatcher(archive_dir, samples, sink_id, SINK_STREAM_ID)
+                checkpoint = work / f"chk-{run}"
 
                 def start():
                     writer = (stream_of(checkpoint).writeStream.format("aeron-archive").options(**sink)
-                              .option("streamId", str(SINK_STREAM_ID)).option("sink.id", SINK_ID)
+                              .option("streamId", str(SINK_STREAM_ID)).option("sink.id", sink_id)
                               .option("checkpointLocation", str(checkpoint)))
                     return (writer.trigger(**trigger) if trigger else writer).start()
                 try:
@@ -258,8 +310,23 @@ def main(argv: list[str] | None = None) -> int:
             def theirs(_checkpoint: Path):
                 return kafka_stream(spark, kafka)
 
-            for label, interval in TRIGGERS.items():
+            if args.session_warmup > 0:  # unmeasured: JIT and Python workers warm for both sources
+                for stream_of in (ours, theirs):
+                    checkpoint = work / f"chk-{next(runs)}"
+                    query = (stream_of(checkpoint).writeStream.format("noop")
+                             .option("checkpointLocation", str(checkpoint)).start())
+                    try:
+                        time.sleep(args.session_warmup)
+                    finally:
+                        query.stop()
+                progress(f"session warm-up: {args.session_warmup:.0f} s per source, unmeasured")
+            seen: dict[str, int] = {}
+            for label in trigger_order:
+                interval = TRIGGERS[label]
                 trigger = {"processingTime": interval} if interval else None
+                seen[label] = seen.get(label, 0) + 1
+                if seen[label] > 1:
+                    label = f"{label} #{seen[label]}"
                 if "visible" not in skip:
                     visible(f"visible, ours, {label}", ours, trigger)
                     visible(f"visible, Kafka, {label}", theirs, trigger)
@@ -272,15 +339,16 @@ def main(argv: list[str] | None = None) -> int:
                     results.append((f"visible, Kafka, realTime={REAL_TIME_TRIGGER}", None,
                                     f"  failed: {type(error).__name__}: {str(error)[:300]}"))
             if "committed" not in skip:
-                for label, interval in TRIGGERS.items():
+                for label in dict.fromkeys(trigger_order):  # each once
+                    interval = TRIGGERS[label]
                     trigger = {"processingTime": interval} if interval else None
                     committed(f"committed, ours, {label}", ours, sidecar.archive_dir, sink_options, trigger)
-                    # The watcher knows one sink id, and a second query on it would repeat its batch ids:
-                    # Kafka's committed run has one sidecar, so it runs at the default trigger only.
-                    if interval is None:
-                        committed(f"committed, Kafka, {label}", theirs, kafka_sink_sidecar.archive_dir,
-                                  kafka_sink_options, trigger)
+                    committed(f"committed, Kafka, {label}", theirs, kafka_sink_sidecar.archive_dir,
+                              kafka_sink_options, trigger)
             report(results, args, CLUSTER_MASTER if cluster else "local[2]", publisher.sent, kafka_publisher.sent)
+            if args.per_message:
+                args.per_message.write_text(json.dumps(per_message, indent=1))
+                progress(f"per-message figures: {args.per_message}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -294,7 +362,8 @@ def report(results: list[tuple[str, dict[str, float] | None, str]], args, master
     by_name = {name: latency for name, latency, _ in results}
     for name, latency, _ in results:
         print(summary_line(name, latency or {}))
-    for label in TRIGGERS:
+    labels = sorted({name.split(", ", 2)[2] for name, _, _ in results if name.startswith("visible, ours, ")})
+    for label in labels:
         ours, theirs = by_name.get(f"visible, ours, {label}"), by_name.get(f"visible, Kafka, {label}")
         if ours and theirs:
             print(f"  ratio visible p99 ours / Kafka, {label}: {ours['p99'] / theirs['p99']:.2f}x (target <= 1.0x)")

@@ -49,6 +49,7 @@ from kafka_bench_support import (
     spark_with_kafka,
     streamed_rows,
 )
+from profile_processes import PROFILED_KINDS, SamplingProfiler, spark_targets
 from spark_bench_support import (
     CLUSTER_MASTER,
     ProcessCpu,
@@ -119,7 +120,8 @@ def fill_topic(spark, kafka: dict[str, str], topic: str, parquets: list[Path], w
 
 
 def measure(spark, workload: Workload, connection: dict[str, str], recording_ids: list[int], kafka: dict[str, str],
-            topic: str, modes: list[str], repetitions: int, work: Path, cpu: ProcessCpu) -> dict[str, Timings]:
+            topic: str, modes: list[str], repetitions: int, work: Path, cpu: ProcessCpu,
+            profiler: SamplingProfiler | None = None) -> dict[str, Timings]:
     from pyspark.sql import functions as F
 
     ids = ",".join(str(recording_id) for recording_id in recording_ids)
@@ -182,6 +184,12 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_ids
             cpu.add(f"{workload.label}, {name}", before, cpu.sample())
         progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
                  + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    if profiler is not None:  # untimed: the samplers cost CPU
+        for name, read in reads.items():
+            if "ours" in name:
+                with profiler.profiling(f"read {workload.label}, {name}", spark_targets(cpu, PROFILED_KINDS)):
+                    read()
+                progress(f"{workload.label}: profiled {name}: {profiler.written[-1]}")
     return {name: Timings(values) for name, values in seconds.items()}
 
 
@@ -196,8 +204,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="a small run that proves the benchmark works: "
                              + " and ".join(w.label for w in QUICK_WORKLOADS) + ", 1 repetition")
     parser.add_argument("--work-dir", type=Path, help="where the archive, Kafka's data and Parquet go (default: a temp dir)")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="after the timed runs, one more run of ours per workload (and mode) under py-spy and "
+                             "perf; a summary per run in DIR/*.txt (bench/profile_processes.py)")
     add_kafka_layout_argument(parser)
     args = parser.parse_args(argv)
+    profiler = SamplingProfiler(args.profile) if args.profile else None
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     if not modes or any(mode not in MODES for mode in modes):
         parser.error(f"--modes {args.modes!r}: accepted values are {', '.join(MODES)} (comma separated)")
@@ -245,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             for workload, recording_ids, parquets, topic in recorded:
                 fill_topic(spark, kafka, topic, parquets, workload)
                 timings = measure(spark, workload, connection, recording_ids, kafka, topic, modes, repetitions,
-                                  work, cpu)
+                                  work, cpu, profiler)
                 print(f"\n{workload.label} ({repetitions} repetitions, {master}, layout {args.layout}; ours: "
                       f"recordings {recording_ids}, Kafka: topic {topic}, 2 partitions)")
                 for name, timing in timings.items():

@@ -44,6 +44,7 @@ from kafka_bench_support import (
     kafka_options,
     spark_with_kafka,
 )
+from profile_processes import PROFILED_KINDS, SamplingProfiler, spark_targets
 from spark_bench_support import (
     CLUSTER_MASTER,
     ProcessCpu,
@@ -69,7 +70,8 @@ DEFAULT_WORKLOADS = [Workload(10_000_000, 32), Workload(1_000_000, 1024)]
 
 
 def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str, str], read_options: dict[str, str],
-            kafka: dict[str, str], topic: str, stream_id: int, repetitions: int, cpu: ProcessCpu) -> dict[str, Timings]:
+            kafka: dict[str, str], topic: str, stream_id: int, repetitions: int, cpu: ProcessCpu,
+            compare_mtu: str | None = None, profiler: SamplingProfiler | None = None) -> dict[str, Timings]:
     from pyspark.sql import functions as F
 
     rows = spark.read.parquet(str(input_path)).repartition(2).cache()
@@ -86,6 +88,16 @@ def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str,
         rows.select(F.col("payload").alias("value")).write.format("kafka").options(**kafka).option("topic", topic).save()
 
     writers: dict[str, Callable[[], None]] = {OURS: ours, KAFKA: kafka_sink}
+    compared: dict[str, str] = {}  # writer name -> its sink id, for the read-back check
+    if compare_mtu is not None:  # the same sink at another sink.mtu: its own sink id, so a new recording
+        # not a prefix of sink_id's alias: recordings are found by a channel fragment (substring)
+        name, other_id = f"{OURS}, sink.mtu={compare_mtu}", f"mtu-{compare_mtu}-{sink_id}"
+
+        def ours_at_compared_mtu() -> None:
+            (rows.write.format("aeron-archive").mode("append").options(**sink_options)
+             .option("streamId", str(stream_id)).option("sink.id", other_id).option("sink.mtu", compare_mtu).save())
+        writers[name] = ours_at_compared_mtu
+        compared[name] = other_id
     for name, write in writers.items():  # warm-up (workers, JIT), and the correctness check below
         started = time.perf_counter()
         write()
@@ -95,7 +107,12 @@ def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str,
     kafka_back = (spark.read.format("kafka").options(**kafka).option("subscribe", topic)
                   .option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
                   .select(F.col("value").alias("payload")))
-    for name, written in ((OURS, ours_back), (KAFKA, kafka_back)):
+    checks = [(OURS, ours_back), (KAFKA, kafka_back)]
+    for name, other_id in compared.items():
+        checks.append((name, spark.read.format("aeron-archive").options(**read_options)
+                       .option("channel", f"alias=aeron-spark-sink:{other_id}").option("streamId", str(stream_id))
+                       .load()))
+    for name, written in checks:
         answer = fingerprint(written)
         if answer != expected:
             raise AssertionError(f"{name}: read back {answer}, the input is {expected}")
@@ -113,6 +130,10 @@ def measure(spark, workload: Workload, input_path: Path, sink_options: dict[str,
             cpu.add(f"{workload.label}, {name}", before, cpu.sample())
         progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
                  + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    if profiler is not None:  # untimed: the samplers cost CPU
+        with profiler.profiling(f"write {workload.label}, {OURS}", spark_targets(cpu, PROFILED_KINDS)):
+            ours()
+        progress(f"{workload.label}: profiled {OURS}: {profiler.written[-1]}")
     rows.unpersist()
     return {name: Timings(values) for name, values in seconds.items()}
 
@@ -126,8 +147,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="a small run that proves the benchmark works: "
                              + " and ".join(w.label for w in QUICK_WORKLOADS) + ", 1 repetition")
     parser.add_argument("--work-dir", type=Path, help="where the archive, Kafka's data and the input go (default: a temp dir)")
+    parser.add_argument("--sink-mtu", help="our sink's sink.mtu (default: its default, auto: 8192 on this loopback "
+                                           "cluster)")
+    parser.add_argument("--compare-sink-mtu", metavar="MTU",
+                        help="also write with sink.mtu=MTU (e.g. 1408, the UDP default before sink.mtu=auto), "
+                             "same run, its own sink recording")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="after the timed runs, one more run of ours per workload (and mode) under py-spy and "
+                             "perf; a summary per run in DIR/*.txt (bench/profile_processes.py)")
     add_kafka_layout_argument(parser)
     args = parser.parse_args(argv)
+    profiler = SamplingProfiler(args.profile) if args.profile else None
     workloads = args.workload or (QUICK_WORKLOADS if args.quick else DEFAULT_WORKLOADS)
     repetitions = 1 if args.quick else args.repetitions
     cluster = args.layout == "cluster"
@@ -154,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 read_options = {"archive.dir": str(sidecar.archive_dir)}
                 sink_options = {**read_options, "channel": "aeron:ipc"}
+            if args.sink_mtu:
+                sink_options["sink.mtu"] = args.sink_mtu
             installation, broker = stack.enter_context(kafka_broker_for_bench(work))
             kafka = kafka_options(broker)
             hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
@@ -171,12 +203,14 @@ def main(argv: list[str] | None = None) -> int:
                 topic = f"bench-write-{index}"
                 broker.create_topic(topic, partitions=2)
                 timings = measure(spark, workload, path, sink_options, read_options, kafka, topic,
-                                  SINK_STREAM_ID_BASE + index, repetitions, cpu)
+                                  SINK_STREAM_ID_BASE + index, repetitions, cpu, args.compare_sink_mtu, profiler)
                 print(f"\n{workload.label} ({repetitions} repetitions, {master}, layout {args.layout}; "
                       f"Kafka topic {topic}, 2 partitions)")
                 for name, timing in timings.items():
                     print(timing.line(name, workload))
-                print(timings[OURS].ratio_line(OURS, timings[KAFKA], KAFKA))
+                for name in timings:
+                    if name != KAFKA:
+                        print(timings[name].ratio_line(name, timings[KAFKA], KAFKA))
                 print("\n".join(line for line in cpu.lines() if workload.label in line), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

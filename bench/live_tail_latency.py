@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import json
 import os
 import shutil
@@ -74,6 +75,7 @@ SOURCE_STREAM_ID = 7101
 SINK_STREAM_ID = 7102
 SINK_ID = "live-tail-latency"
 REPLAY_STREAM_ID = 7199
+TIMINGS_VARIABLE = "AERON_SPARK_TIMINGS"  # connector/step_timings.py TIMINGS_FILE_VARIABLE
 MESSAGE_BYTES = 32
 ASYNC_PROGRESS_SINKS = ("foreach", "memory")  # of the visible sinks, those Spark allows async progress for
 PROGRESS_PARTS = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
@@ -182,11 +184,14 @@ class SinkWatcher:
     After the query, one replay of everything committed gives each message's publish time, matched
     to the commit whose range holds it (replaying in the polling thread would delay the next polls)."""
 
-    def __init__(self, archive_dir: Path, samples: LatencySamples) -> None:
+    def __init__(self, archive_dir: Path, samples: LatencySamples, sink_id: str = SINK_ID,
+                 stream_id: int = SINK_STREAM_ID) -> None:
         from aeron_spark.archive.client.archive_client import ArchiveClient
 
         self.archive = ArchiveClient.from_mark_file(archive_dir)
         self.samples = samples
+        self.sink_id = sink_id  # the watched sink: each committed query its own, so batch ids never repeat
+        self.stream_id = stream_id
         self.commits: list[tuple[int, int, int]] = []  # (start, stop, seen ns)
         self.commit_batch_ids: dict[int, int] = {}  # commit index -> batch id (from its marker)
         self.message_commits: list[tuple[int, int]] = []  # (sequence, commit index) per committed message
@@ -211,8 +216,8 @@ class SinkWatcher:
         recording_id, seen_stop, was_active = None, None, True
         while not self._stop.wait(0.001):
             if recording_id is None:
-                found = self.archive.list_recordings_for_uri(0, None, f"alias=aeron-spark-sink:{SINK_ID}",
-                                                             SINK_STREAM_ID)
+                found = self.archive.list_recordings_for_uri(0, None, f"alias=aeron-spark-sink:{self.sink_id}",
+                                                             self.stream_id)
                 if not found:
                     self._stop.wait(0.01)
                     continue
@@ -318,6 +323,79 @@ def memory_sink_latencies(result: "QueryResult", publisher: "Publisher", samples
             samples.add(published_ns, batches[index][2])
 
 
+def foreach_rows(directory: Path) -> list[tuple[int, int, int]]:
+    """(batch id, publish ns, seen ns) of every row ForeachLatencyWriter noted (its files are named
+    ``<epoch = batch id>-<partition>-<pid>.txt``)."""
+    rows = []
+    for path in directory.glob("*.txt"):
+        batch_id = int(path.name.split("-", 1)[0])
+        for line in path.read_text(encoding="ascii").splitlines():
+            published, seen = line.split()
+            rows.append((batch_id, int(published), int(seen)))
+    return rows
+
+
+def explain_visible(result: QueryResult, rows: list[tuple[int, int, int]]) -> dict:
+    """Where the visible latency of the window's messages goes, per message across batch boundaries:
+    ``wait`` = the begin of the batch that read it − its publish time (Spark's progress timestamp: the
+    trigger, before latestOffset), ``in batch`` = seen − that begin. A message published before the
+    *previous* batch began was there when that batch asked for its latest offset but was not in it:
+    it "missed a batch". Prints the tail (messages at or above p95 / p99) and the batches' begin-to-begin
+    intervals; returns the figures."""
+    window_start, window_end = result.window_ns
+    begins: dict[int, int] = {}
+    for record in sorted(result.progress_records, key=lambda r: (not r["rows"], r["begin_ns"])):
+        begins.setdefault(record["batchId"], record["begin_ns"])  # the run that read rows, not a no-data report
+    ordered = sorted(begins.items())
+    previous_begin = {batch: ordered[index - 1][1] for index, (batch, _) in enumerate(ordered) if index}
+    messages = []
+    for batch_id, published, seen in rows:
+        if not window_start <= published < window_end or batch_id not in begins:
+            continue
+        begin = begins[batch_id]
+        before = previous_begin.get(batch_id)
+        messages.append({"batch": batch_id, "latency_ms": (seen - published) / 1e6, "wait_ms": (begin - published) / 1e6,
+                         "in_batch_ms": (seen - begin) / 1e6,
+                         "missed_a_batch": before is not None and published < before})
+    if not messages:
+        return {}
+    latencies = sorted(m["latency_ms"] for m in messages)
+    intervals = sorted((b - a) / 1e6 for (_, a), (_, b) in zip(ordered, ordered[1:])
+                       if window_start <= a < window_end)
+    figures: dict = {"messages": len(messages),
+                     "missed a batch": sum(m["missed_a_batch"] for m in messages) / len(messages)}
+    for label, q in (("p95", 0.95), ("p99", 0.99)):
+        cut = latencies[int(q * (len(latencies) - 1))]
+        tail = [m for m in messages if m["latency_ms"] >= cut]
+        figures[label] = {"latency_ms": cut, "n": len(tail),
+                          "mean wait_ms": statistics.mean(m["wait_ms"] for m in tail),
+                          "mean in-batch_ms": statistics.mean(m["in_batch_ms"] for m in tail),
+                          "missed a batch": sum(m["missed_a_batch"] for m in tail) / len(tail)}
+    everyone = {"mean wait_ms": statistics.mean(m["wait_ms"] for m in messages),
+                "mean in-batch_ms": statistics.mean(m["in_batch_ms"] for m in messages)}
+    figures["all"] = everyone
+    figures["rows"] = [[batch_id, published, seen] for batch_id, published, seen in rows
+                       if window_start <= published < window_end]  # (batch id, publish ns, seen ns)
+    figures["batches"] = result.progress_records
+    if intervals:
+        figures["batch begin-to-begin_ms"] = {"median": statistics.median(intervals),
+                                              "p99": intervals[int(0.99 * (len(intervals) - 1))],
+                                              "max": intervals[-1]}
+    progress(f"  {result.name}: per message, {len(messages)} in the window: mean wait for its batch to begin "
+             f"{everyone['mean wait_ms']:.0f} ms, then in the batch {everyone['mean in-batch_ms']:.0f} ms; "
+             f"{100 * figures['missed a batch']:.1f} % missed a batch (published before the previous batch began)")
+    for label in ("p95", "p99"):
+        tail = figures[label]
+        progress(f"    at or above {label} ({tail['latency_ms']:.0f} ms, {tail['n']} messages): wait "
+                 f"{tail['mean wait_ms']:.0f} ms, in batch {tail['mean in-batch_ms']:.0f} ms, "
+                 f"{100 * tail['missed a batch']:.0f} % missed a batch")
+    if intervals:
+        spacing = figures["batch begin-to-begin_ms"]
+        progress(f"    batches begin every {spacing['median']:.0f} ms (median), p99 {spacing['p99']:.0f} ms, "
+                 f"max {spacing['max']:.0f} ms")
+    return figures
+
+
 def read_foreach_latencies(directory: Path, samples: LatencySamples) -> None:
     for path in directory.glob("*.txt"):
         for line in path.read_text(encoding="ascii").splitlines():
@@ -385,7 +463,8 @@ def batch_records(query) -> list[dict]:
 
 
 def run_query(name: str, start_query, warmup_s: float, seconds: float,
-              samples: LatencySamples | None, collect=None) -> QueryResult:
+              samples: LatencySamples | None, collect=None, window=None) -> QueryResult:
+    """``window``: a context manager factory held over the measured seconds (a sampling profile)."""
     query = start_query()
     try:
         time.sleep(warmup_s)
@@ -396,7 +475,8 @@ def run_query(name: str, start_query, warmup_s: float, seconds: float,
         cpu_start = spark_cpu_seconds(JVM_PID)
         if samples is not None:
             samples.window_start_ns = window_start
-        time.sleep(seconds)
+        with window() if window is not None else contextlib.nullcontext():
+            time.sleep(seconds)
         window_end = time.time_ns()
         cpu_end = spark_cpu_seconds(JVM_PID)
         if samples is not None:

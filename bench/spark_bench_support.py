@@ -442,7 +442,7 @@ class ProcessCpu:
     jvm_pid: int | None
     totals: dict[str, dict[str, float]] = field(default_factory=dict)  # run name -> kind -> seconds
     runs: dict[str, int] = field(default_factory=dict)
-    _kinds: dict[int, str] = field(default_factory=dict)
+    _kinds: dict[tuple[int, str], str] = field(default_factory=dict)  # (pid, command line) -> kind
 
     def sample(self) -> dict[tuple[int, bool], tuple[str, float]]:
         """(pid, driver thread only) -> (kind, CPU seconds)."""
@@ -466,8 +466,11 @@ class ProcessCpu:
         return sample
 
     def _kind(self, pid: int, table: dict[int, tuple[int, float]]) -> str:
-        if pid not in self._kinds:
-            command = _cmdline(pid)
+        # Keyed by the command line too: a process caught between fork and exec still shows its
+        # parent's (a JVM's child looks like that JVM), and a reused pid is another process.
+        command = _cmdline(pid)
+        key = (pid, command)
+        if key not in self._kinds:
             if "CoarseGrainedExecutorBackend" in command:
                 kind = "executor JVMs"
             elif "python" in command.split(" ", 1)[0] or "pyspark" in command:
@@ -477,8 +480,18 @@ class ProcessCpu:
                 kind = "driver Python workers" if parent == self.jvm_pid else "executor Python workers"
             else:
                 kind = "other Spark processes"
-            self._kinds[pid] = kind
-        return self._kinds[pid]
+            self._kinds[key] = kind
+        return self._kinds[key]
+
+    def pids_by_kind(self) -> dict[str, list[int]]:
+        """The processes running now, by kind (the named ones under their names)."""
+        table = process_table()
+        found: dict[str, list[int]] = {name: [pid] for name, pid in self.named.items() if pid in table}
+        if self.jvm_pid is not None and self.jvm_pid in table:
+            found["Spark driver JVM"] = [self.jvm_pid]
+            for pid in descendants(self.jvm_pid, table):
+                found.setdefault(self._kind(pid, table), []).append(pid)
+        return found
 
     def worker_layout(self) -> str:
         """Which media driver each running Python worker uses: AERON_DIR in its environment, and

@@ -7,7 +7,10 @@ means nothing to the archive. So each replay subscribes to ``<aeron.bindAddress>
 ``<aeron.host>:<port>``. One ephemeral port per replay: the C driver matches receive endpoints by
 the channel as subscribed, so a second subscription naming an already-resolved port would try to
 bind it again (measured: EADDRINUSE), and a shared wildcard subscription would bind a new port
-anyway. Partitions of one worker therefore never see each other's replays.
+anyway. So the port is bound once per connection: one subscription without a ``session-id``
+(:class:`SharedReplaySubscriptions`), lent to every replay, each of which tells the archive its own
+``session-id`` and reads only the Image of that session. Partitions of one worker therefore never
+see each other's replays, and a replay does not pay for a subscription and a port of its own.
 
 A client connected over a response channel (``archive.responseChannel`` with
 ``control-mode=response``: the worker has no port the archive can reach) gets its replays over a
@@ -36,6 +39,10 @@ from aeron_spark.driver_integration.channel_uri import MTU, ChannelUri
 from aeron_spark.connector.options import DEFAULT_LOOPBACK_REPLAY_MTU, REPLAY_MTU_AUTO, REPLAY_MTU_RECORDING
 
 IPC = "aeron:ipc"
+#: Replays to a port-0 UDP channel share one subscription per connection
+#: (:class:`SharedReplaySubscriptions`); off (the constructor's argument): each replay binds a port
+#: of its own, as before (measured on the cluster layout: 11 -> 6 ms per live partition read).
+SHARE_UDP_SUBSCRIPTION = True
 
 
 @dataclass
@@ -76,8 +83,10 @@ class ReplayEndpoints:
     """
 
     def __init__(self, aeron: AeronClient, shares_archive_driver: bool, hosts: tuple[str, str] | None, timeout_s: float,
-                 response_channel: str | None = None) -> None:
+                 response_channel: str | None = None, share_udp_subscription: bool = SHARE_UDP_SUBSCRIPTION) -> None:
         self._aeron = aeron
+        #: replays to a port-0 UDP channel share one subscription (see SharedReplaySubscriptions)
+        self.shared = SharedReplaySubscriptions(aeron, timeout_s) if share_udp_subscription else None
         self.shares_archive_driver = shares_archive_driver
         #: the client's response channel if it is one (control-mode=response), else None
         self.response_channel = response_channel if response_channel and is_response_channel(response_channel) \
@@ -98,12 +107,59 @@ class ReplayEndpoints:
         if is_response_channel(base):
             subscription = self._aeron.add_subscription(base, stream_id)
             return ReplayReceiver(subscription, base, over_udp=ChannelUri.parse(base).is_udp, response_mode=True)
+        if self.shared is not None and needs_port_resolution(base):
+            lent, resolved = self.shared.lend(base, stream_id)
+            told = with_param(with_endpoint_host(resolved, self.advertised_host), "session-id", str(session_id))
+            return ReplayReceiver(lent, told, over_udp=True)
         channel = with_param(base, "session-id", str(session_id))
         if needs_port_resolution(channel):
             subscription, resolved = subscribe_resolved(self._aeron, channel, stream_id, self._timeout_s)
             return ReplayReceiver(subscription, with_endpoint_host(resolved, self.advertised_host), over_udp=True)
         subscription = self._aeron.add_subscription(channel, stream_id)
         return ReplayReceiver(subscription, channel, over_udp=ChannelUri.parse(channel).is_udp)
+
+
+class _LentSubscription(Subscription):
+    """A shared replay subscription as one replay holds it: the same subscription (its state is the
+    shared one's), except that ``close`` ends only the loan: the replay's code closes what it was
+    given, and the shared subscription stays for the next replay."""
+
+    def __init__(self, shared: Subscription) -> None:
+        self.__dict__.update(shared.__dict__)  # the shared one's state: not a second subscription
+
+    def close(self) -> None:
+        pass
+
+
+class SharedReplaySubscriptions:
+    """One subscription per (port-0 UDP channel, stream id), bound once and lent to every replay.
+
+    Each replay still has a session of its own: the archive is told ``session-id=<its own>`` and
+    the replay reads the Image of that session (``image_by_session_id``), so replays in flight at
+    once on the same port never mix, and an Image of an earlier replay (ended, lingering) is never
+    read. What it saves per replay is the subscription and its port: adding a subscription, the
+    driver binding a socket and resolving the port (~2 ms on the cluster layout,
+    bench/replay_setup_cost.py), and closing them, and on the archive's side a new send endpoint
+    per replay. Closed with the Aeron client that owns it (the connection's), or by ``close``."""
+
+    def __init__(self, aeron: AeronClient, timeout_s: float) -> None:
+        self._aeron = aeron
+        self._timeout_s = timeout_s
+        self._subscriptions: dict[tuple[str, int], tuple[Subscription, str]] = {}
+
+    def lend(self, channel: str, stream_id: int) -> tuple[Subscription, str]:
+        """(the shared subscription as a loan, its resolved channel); a closed one is replaced."""
+        key = (channel, stream_id)
+        held = self._subscriptions.get(key)
+        if held is None or held[0].is_closed:
+            held = self._subscriptions[key] = subscribe_resolved(self._aeron, channel, stream_id, self._timeout_s)
+        return _LentSubscription(held[0]), held[1]
+
+    def close(self) -> None:
+        subscriptions, self._subscriptions = self._subscriptions, {}
+        for subscription, _ in subscriptions.values():
+            with contextlib.suppress(Exception):
+                subscription.close()
 
 
 def _udp_channel(host: str) -> str:
@@ -119,13 +175,25 @@ def replay_mtu_to_ask(setting: int | str, told: str, recording_mtu: int, term_le
     if not uri.is_udp or MTU in uri or setting == REPLAY_MTU_RECORDING:
         return None
     if setting == REPLAY_MTU_AUTO:
-        if not is_loopback_endpoint(uri.get("endpoint")):
+        loopback = loopback_udp_mtu(uri)
+        if loopback is None:
             return None
-        wanted = DEFAULT_LOOPBACK_REPLAY_MTU
+        wanted = loopback
     else:
         wanted = int(setting)
     wanted = min(wanted, term_length // 8)
     return wanted if wanted > recording_mtu else None
+
+
+def loopback_udp_mtu(channel: ChannelUri | str) -> int | None:
+    """The mtu ``auto`` picks for a UDP channel (``replay.mtu``, ``sink.mtu``): 8192 when its
+    endpoint is this host's loopback, where no link MTU splits a datagram; None elsewhere (the
+    caller keeps its own: beyond 1472 bytes a datagram is IP-fragmented on a 1500-byte Ethernet,
+    and losing one fragment loses the whole datagram). The one home of that rule."""
+    uri = ChannelUri.parse(channel) if isinstance(channel, str) else channel
+    if not uri.is_udp or not is_loopback_endpoint(uri.get("endpoint")):
+        return None
+    return DEFAULT_LOOPBACK_REPLAY_MTU
 
 
 def is_loopback_endpoint(endpoint: str | None) -> bool:

@@ -33,6 +33,7 @@ from aeron_spark.connector.options import (
 )
 from aeron_spark.connector.source_option_specs import OPTION_SPECS as SOURCE_OPTION_SPECS
 from aeron_spark.connector.commit_markers import sink_alias
+from aeron_spark.connector.replay_endpoint import loopback_udp_mtu
 from aeron_spark.connector.sink.staging import (
     ACCEPTED_STAGING_FORMS,
     StagingRootError,
@@ -46,6 +47,9 @@ SINK_PREFIX = "sink."
 DEFAULT_TERM_LENGTH = 16 << 20
 DEFAULT_IPC_MTU = 8192
 DEFAULT_UDP_MTU = 1408
+#: ``sink.mtu=auto`` (the default): 8192 for IPC and for a UDP sink channel to a loopback address
+#: (replay_endpoint.loopback_udp_mtu, the rule ``replay.mtu=auto`` uses), else Aeron's UDP default.
+SINK_MTU_AUTO = "auto"
 DEFAULT_COMMIT_TIMEOUT_MS = 60_000
 STAGING_SUBDIR = "spark-sink-staging"  # under archive.dir
 CHECKPOINT_STAGING_SUBDIR = "aeron-sink-staging"  # under checkpointLocation
@@ -65,8 +69,12 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = (
                "Where tasks stage their rows until the driver commits them (opened with pyarrow.fs.FileSystem.from_uri)."),
     OptionSpec("sink.termLength", "a power of two between 64k and 1g", "16m", BOTH_MODES,
                "Term length of a new sink recording."),
-    OptionSpec("sink.mtu", "a multiple of 32 in [128, 65536], at most termLength/8", "8192 (ipc), 1408 (udp)",
-               BOTH_MODES, "MTU of a new sink recording (messages longer than mtu-32 are fragmented)."),
+    OptionSpec("sink.mtu", f"{SINK_MTU_AUTO} | an int: a multiple of 32 in [128, 65536], at most termLength/8",
+               f"{SINK_MTU_AUTO}: {DEFAULT_IPC_MTU} (ipc), {DEFAULT_IPC_MTU} (udp to a loopback address), "
+               f"{DEFAULT_UDP_MTU} (other udp)", BOTH_MODES,
+               "MTU of a new sink recording (messages longer than mtu-32 are fragmented; a UDP commit sends up to "
+               "mtu bytes of whole frames per datagram). auto: 8192 where no IP fragmentation can happen (IPC, "
+               "loopback), else 1408. An existing sink recording keeps its mtu."),
     OptionSpec("sink.sourceLocation", "local | remote", "local (ipc), remote (udp)", BOTH_MODES,
                "How the archive records the sink channel (local: IPC or spy on the shared media driver)."),
     OptionSpec("sink.commitTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_COMMIT_TIMEOUT_MS), BOTH_MODES,
@@ -151,10 +159,7 @@ class SinkOptions:
             raise OptionError(f"option sink.termLength={raw.get('sink.termLength')} must be a power of two "
                               "between 64k and 1g")
         is_ipc = channel.startswith("aeron:ipc")
-        mtu = parse_int(raw, "sink.mtu", DEFAULT_IPC_MTU if is_ipc else DEFAULT_UDP_MTU)
-        if mtu % 32 or not 128 <= mtu <= 65536 or mtu > term_length // 8:
-            raise OptionError(f"option sink.mtu={mtu} must be a multiple of 32 in [128, 65536] and at most "
-                              f"sink.termLength / 8 = {term_length // 8}")
+        mtu = parse_sink_mtu(raw, channel, term_length)
         location = raw.get("sink.sourceLocation", "local" if is_ipc else "remote").lower()
         if location not in ("local", "remote"):
             raise OptionError(f"option sink.sourceLocation={location!r} is not valid; accepted: local | remote")
@@ -171,6 +176,23 @@ class SinkOptions:
             source_location_local=location == "local",
             commit_timeout_ms=parse_int(raw, "sink.commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, minimum=1),
         )
+
+
+def parse_sink_mtu(raw: Mapping[str, str], channel: str, term_length: int) -> int:
+    """``sink.mtu``: ``auto`` (see :data:`SINK_MTU_AUTO`) or an mtu Aeron accepts for ``term_length``."""
+    text = raw.get("sink.mtu", SINK_MTU_AUTO)
+    if text.lower() == SINK_MTU_AUTO:
+        if channel.startswith("aeron:ipc"):
+            return DEFAULT_IPC_MTU
+        return min(loopback_udp_mtu(channel) or DEFAULT_UDP_MTU, term_length // 8)
+    if not re.fullmatch(r"\d+", text):
+        raise OptionError(f"option sink.mtu={text!r} is not valid; accepted: {SINK_MTU_AUTO} | a multiple of 32 "
+                          f"in [128, 65536], at most sink.termLength / 8 = {term_length // 8}")
+    mtu = int(text)
+    if mtu % 32 or not 128 <= mtu <= 65536 or mtu > term_length // 8:
+        raise OptionError(f"option sink.mtu={mtu} must be a multiple of 32 in [128, 65536] and at most "
+                          f"sink.termLength / 8 = {term_length // 8} (or {SINK_MTU_AUTO})")
+    return mtu
 
 
 def parse_staging_root(raw: Mapping[str, str], archive_dir: str | None, *, streaming: bool) -> str:

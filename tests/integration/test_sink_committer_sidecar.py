@@ -8,6 +8,7 @@ the second extension; the lower recording id wins the start), the loser failing 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from pathlib import Path
@@ -157,15 +158,19 @@ def test_the_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path, monkey
         sidecar.kill()
 
 
-def test_a_udp_sink_channel_recorded_remotely_round_trips(archive_dir):
+@pytest.mark.parametrize("sink_mtu, expected_mtu", [("1408", 1408), ("auto", 8192)])
+def test_a_udp_sink_channel_recorded_remotely_round_trips(archive_dir, sink_mtu, expected_mtu):
     opts = SinkOptions.parse({"channel": f"aeron:udp?endpoint=localhost:{free_udp_port()}", "streamId": "4101",
                               "archive.dir": str(archive_dir), "sink.termLength": "64k",
-                              "sink.commitTimeoutMs": "8000"}, streaming=True)
-    assert not opts.source_location_local and opts.mtu == 1408
+                              "sink.commitTimeoutMs": "8000", "sink.mtu": sink_mtu}, streaming=True)
+    assert not opts.source_location_local and opts.mtu == expected_mtu
     first = commit_staged(opts, [stage(opts, 0, rows(2000, "u"))], 0)
     second = commit_staged(opts, [stage(opts, 1, rows(10, "v"))], 1)
     assert second.recording_id == first.recording_id
     assert visible_rows(archive_dir, first.recording_id) == rows(2000, "u") + rows(10, "v")
+    with contextlib.closing(ArchiveClient.from_mark_file(archive_dir)) as client:
+        descriptor = client.list_recording(first.recording_id)
+    assert descriptor is not None and descriptor.mtu_length == expected_mtu  # the extension kept the recording's
 
 
 # --- one writer per sink, enforced by the archive (no lock) -----------------------------------------

@@ -8,6 +8,10 @@ class FakeSubscription:
         self.channel, self.stream_id, self._port = channel, stream_id, bound_port
         self.closed = False
 
+    @property
+    def is_closed(self) -> bool:
+        return self.closed
+
     def await_resolved_channel(self, _timeout_s: float) -> str:
         return self.channel.replace(":0", f":{self._port}", 1)
 
@@ -33,7 +37,7 @@ def test_on_the_archive_driver_replays_use_ipc():
 
 def test_elsewhere_each_replay_binds_its_own_port_and_the_archive_is_told_the_reachable_host():
     aeron = FakeAeron()
-    endpoints = ReplayEndpoints(aeron, False, ("10.0.0.5", "0.0.0.0"), 5.0)
+    endpoints = ReplayEndpoints(aeron, False, ("10.0.0.5", "0.0.0.0"), 5.0, share_udp_subscription=False)
     first, second = endpoints.subscribe(None, 77, 1), endpoints.subscribe(None, 77, 2)
     assert first.subscription.channel == "aeron:udp?endpoint=0.0.0.0:0|session-id=1"
     assert first.told == "aeron:udp?endpoint=10.0.0.5:40000|session-id=1" and first.over_udp
@@ -42,7 +46,7 @@ def test_elsewhere_each_replay_binds_its_own_port_and_the_archive_is_told_the_re
 
 
 def test_a_configured_channel_is_used_as_given_except_a_port_0():
-    endpoints = ReplayEndpoints(FakeAeron(), False, ("10.0.0.5", "10.0.0.5"), 5.0)
+    endpoints = ReplayEndpoints(FakeAeron(), False, ("10.0.0.5", "10.0.0.5"), 5.0, share_udp_subscription=False)
     fixed = endpoints.subscribe("aeron:udp?endpoint=10.0.0.5:40500", 77, 3)
     assert fixed.told == fixed.subscription.channel == "aeron:udp?endpoint=10.0.0.5:40500|session-id=3"
     wildcard = endpoints.subscribe("aeron:udp?endpoint=localhost:0|term-length=64k", 77, 4)
@@ -74,3 +78,37 @@ def test_a_client_on_a_response_channel_gets_its_replays_over_that_response_chan
     assert ReplayEndpoints(aeron, True, None, 5.0, response_channel=RESPONSE).base_channel(None) == "aeron:ipc"
     plain = ReplayEndpoints(aeron, False, ("10.0.0.5", "0.0.0.0"), 5.0, response_channel="aeron:udp?endpoint=h:1")
     assert plain.response_channel is None and not plain.subscribe(None, 77, 1).response_mode
+
+
+def test_by_default_replays_share_one_subscription_and_port_each_with_its_own_session():
+    aeron = FakeAeron()
+    endpoints = ReplayEndpoints(aeron, False, ("10.0.0.5", "0.0.0.0"), 5.0)
+    first, second = endpoints.subscribe(None, 77, 1), endpoints.subscribe(None, 77, 2)
+    assert len(aeron.subscriptions) == 1  # bound once, no session-id: it receives every replay's session
+    assert aeron.subscriptions[0].channel == "aeron:udp?endpoint=0.0.0.0:0"
+    assert first.told == "aeron:udp?endpoint=10.0.0.5:40000|session-id=1" and first.over_udp
+    assert second.told == "aeron:udp?endpoint=10.0.0.5:40000|session-id=2"
+    first.subscription.close()  # a replay closes what it was lent: the shared one stays open
+    assert not aeron.subscriptions[0].closed
+    assert endpoints.subscribe(None, 78, 3).told == "aeron:udp?endpoint=10.0.0.5:40001|session-id=3"  # per stream
+
+
+def test_a_shared_subscription_found_closed_is_bound_again():
+    aeron = FakeAeron()
+    endpoints = ReplayEndpoints(aeron, False, ("10.0.0.5", "0.0.0.0"), 5.0)
+    endpoints.subscribe(None, 77, 1)
+    aeron.subscriptions[0].closed = True  # e.g. the driver dropped it
+    assert endpoints.subscribe(None, 77, 2).told == "aeron:udp?endpoint=10.0.0.5:40001|session-id=2"
+    assert endpoints.shared is not None
+    endpoints.shared.close()
+    assert aeron.subscriptions[1].closed
+
+
+def test_only_port_0_udp_replays_are_shared():
+    aeron = FakeAeron()
+    endpoints = ReplayEndpoints(aeron, False, ("10.0.0.5", "10.0.0.5"), 5.0)
+    fixed = endpoints.subscribe("aeron:udp?endpoint=10.0.0.5:40500", 77, 3)
+    assert fixed.told == fixed.subscription.channel == "aeron:udp?endpoint=10.0.0.5:40500|session-id=3"
+    endpoints.subscribe(None, 77, 4), endpoints.subscribe(None, 77, 5)
+    assert len(aeron.subscriptions) == 2  # the fixed port's, and one shared by the default channel's replays
+    assert ReplayEndpoints(aeron, True, None, 5.0).subscribe(None, 77, 6).told == "aeron:ipc?session-id=6"

@@ -54,9 +54,10 @@ def test_defaults_and_derived_values():
     assert stream.sink_channel("abc-1", 5) == "aeron:ipc?alias=aeron-spark-sink:abc-1|session-id=5"
     batch = SinkOptions.parse(BASE, streaming=False)
     assert batch.sink_id.startswith("batch-") and batch.sink_id == SinkOptions.parse(BASE, streaming=False).sink_id
-    udp = SinkOptions.parse({**BASE, "channel": "aeron:udp?endpoint=localhost:4000"}, streaming=True)
+    # sink.mtu=auto: Aeron's UDP default beyond this host (a loopback channel gets 8192, see below)
+    udp = SinkOptions.parse({**BASE, "channel": "aeron:udp?endpoint=archive-host:4000"}, streaming=True)
     assert (udp.mtu, udp.source_location_local) == (1408, False)
-    assert udp.sink_channel("s") == "aeron:udp?endpoint=localhost:4000|alias=aeron-spark-sink:s"
+    assert udp.sink_channel("s") == "aeron:udp?endpoint=archive-host:4000|alias=aeron-spark-sink:s"
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -66,6 +67,8 @@ def test_defaults_and_derived_values():
     ({"sink.id": "a b"}, "sink.id='a b' is not valid"),
     ({"sink.termLength": "100k"}, "power of two"),
     ({"sink.mtu": "100"}, "sink.mtu=100"),
+    ({"sink.mtu": "big"}, "sink.mtu='big' is not valid; accepted: auto | a multiple of 32"),
+    ({"sink.mtu": "16384", "sink.termLength": "64k"}, "at most sink.termLength / 8 = 8192"),
     ({"sink.sourceLocation": "near"}, "local | remote"),
     ({"startingPositions": "earliest"}, "startingPositions only applies to read"),
     ({"sink.idd": "x"}, "Did you mean 'sink.id'"),
@@ -168,3 +171,31 @@ def test_small_batches_are_coalesced_in_order_and_messages_pickle():
     assert [p for b in combined for p in b.column(0).to_pylist()] == [p for b in batches for p in b.column(0).to_pylist()]
     message = SinkCommitMessage("s", "b0000000000000000001", 2, 0, "/x", 5, 50)
     assert pickle.loads(pickle.dumps(message)) == message
+
+
+@pytest.mark.parametrize("channel, given, mtu", [
+    ("aeron:ipc", None, 8192),
+    ("aeron:udp?endpoint=localhost:4000", None, 8192),  # the simulated cluster: no IP fragmentation on loopback
+    ("aeron:udp?endpoint=127.0.0.1:4000", "auto", 8192),
+    ("aeron:udp?endpoint=[::1]:4000", "AUTO", 8192),
+    ("aeron:udp?endpoint=10.1.2.3:4000", None, 1408),  # beyond 1472 B a datagram is fragmented on Ethernet
+    ("aeron:udp?endpoint=archive-host:4000", "auto", 1408),
+    ("aeron:udp?endpoint=localhost:4000", "1408", 1408),  # an int is taken as given
+    ("aeron:udp?endpoint=10.1.2.3:4000", "4096", 4096),
+])
+def test_sink_mtu_auto_is_8192_for_ipc_and_loopback_udp_else_1408(channel, given, mtu):
+    raw = {**BASE, "channel": channel, **({"sink.mtu": given} if given is not None else {})}
+    assert SinkOptions.parse(raw, streaming=True).mtu == mtu
+
+
+def test_sink_mtu_auto_stays_within_the_smallest_term():
+    raw = {**BASE, "channel": "aeron:udp?endpoint=localhost:4000", "sink.termLength": "64k"}
+    assert SinkOptions.parse(raw, streaming=True).mtu == 8192  # 64k / 8: still valid for the smallest term
+
+
+def test_sink_mtu_auto_shares_the_replay_loopback_rule():
+    from aeron_spark.connector.replay_endpoint import loopback_udp_mtu
+
+    assert loopback_udp_mtu("aeron:udp?endpoint=localhost:1") == 8192
+    assert loopback_udp_mtu("aeron:udp?endpoint=192.168.0.2:1") is None
+    assert loopback_udp_mtu("aeron:ipc") is None
