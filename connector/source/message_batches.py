@@ -38,6 +38,8 @@ from aeron_spark.driver_integration.frame import (
     scan_frames,
 )
 
+from aeron_spark.connector.commit_markers import CommitMarker, MarkerError
+
 DEFAULT_TARGET_BATCH_BYTES = 8 << 20
 UNFRAGMENTED = FLAG_BEGIN | FLAG_END
 # Aeron's smallest term length; every term length is a power-of-two multiple, so a term's PAD
@@ -471,6 +473,8 @@ class BuilderStats:
     leading_fragments: int = 0
     dropped_fragments: int = 0
     unfinished_bytes: int = 0
+    debris_messages: int = 0   # sink recordings: messages of a dead commit, skipped
+    debris_fragments: int = 0  # sink recordings: a dead commit's unfinished message, skipped
 
 
 @dataclass
@@ -493,6 +497,7 @@ class MessageBatchBuilder:
     columns: OutputColumns | None = None  # None: the default source schema
     target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES
     # Messages with this reserved value are not rows (the sink's commit markers; sink recordings only).
+    # Set, the builder also skips a dead commit's debris: see ``SinkDebrisFilter``.
     drop_reserved_value: int | None = None
     stats: BuilderStats = field(default_factory=BuilderStats)
 
@@ -502,6 +507,8 @@ class MessageBatchBuilder:
         self._staging_position = self.start_position
         self._first_chunk = True
         self._constants = ConstantColumns()
+        self._debris = None if self.drop_reserved_value is None else SinkDebrisFilter(
+            self.drop_reserved_value, self.min_end_position, self.stats)
 
     @property
     def next_position(self) -> int:
@@ -522,6 +529,8 @@ class MessageBatchBuilder:
         """Assemble what is staged; an unfinished last message is left for the next range."""
         batches = self._assemble(final=True)
         self.stats.unfinished_bytes = self._staged
+        if self._debris is not None:
+            batches += self._record_batches(self._debris.finish())
         return batches
 
     def _append(self, incoming: np.ndarray) -> None:
@@ -545,7 +554,8 @@ class MessageBatchBuilder:
                     f"{self._staging_position} continue a message whose first fragment was not replayed")
             self.stats.leading_fragments += messages.leading_fragments
         self._first_chunk = False
-        self.stats.dropped_fragments += messages.dropped_fragments
+        if self._debris is None:
+            self.stats.dropped_fragments += messages.dropped_fragments
         self.stats.messages += messages.count
         self.stats.payload_bytes += int(messages.payload.size)
         carry = messages.carry_offset
@@ -554,22 +564,114 @@ class MessageBatchBuilder:
             self._staging[:remaining] = view[carry:].copy()
         self._staging_position += carry
         self._staged = remaining
+        if self._debris is not None:
+            return self._record_batches(self._debris.add(messages))
         if messages.count == 0:
             return []
-        if self.drop_reserved_value is not None:
-            messages = _without_reserved_value(messages, self.drop_reserved_value)
-            if messages.count == 0:
-                return []
+        return self._record_batches([messages])
+
+    def _record_batches(self, pieces: list[AssembledMessages]) -> list[pa.RecordBatch]:
         return [to_record_batch(messages, recording_id=self.recording_id, session_id=self.session_id,
                                 stream_id=self.stream_id, include_timestamp=self.include_timestamp,
-                                columns=self.columns, constants=self._constants)]
+                                columns=self.columns, constants=self._constants)
+                for messages in pieces if messages.count]
 
 
-def _without_reserved_value(messages: AssembledMessages, reserved_value: int) -> AssembledMessages:
-    """The messages whose reserved value differs (the sink's markers are dropped this way)."""
-    keep = messages.reserved != reserved_value
-    if keep.all():
-        return messages
+class SinkDebrisFilter:
+    """The rows of a sink recording's committed batches, in order, without its DEBRIS (sans-IO).
+
+    Each batch of a sink recording ends with a commit marker naming ``data_start``, where its data
+    begins (``connector/commit_markers.py``). A commit that died before its marker leaves debris,
+    and the sink never truncates it (why: ``connector/sink/commit.py``): the next batch is appended
+    after it, so [previous marker end, data_start) is debris. The messages after the last marker
+    seen are therefore HELD until the next marker says where its batch began: those ending at or
+    before ``data_start`` are debris (dropped, counted in ``debris_messages``), the rest are rows.
+    The markers themselves are never rows. A recording without debris (every one written before
+    this rule: they truncated it) has ``data_start`` = previous marker end, so nothing is dropped.
+
+    Held messages are at most the part of one batch that this range holds. ``finish`` releases
+    what is held at the range end: a range ending at a committed end (a marker end: every range the
+    source plans up to the sink's visible end) holds nothing there; a range cut inside a batch (a
+    term-boundary split) cannot see the next marker and releases its held messages as rows, which
+    is wrong only when the cut falls inside debris (see docs/sink.md, "Debris").
+
+    A dead commit's last message may be unfinished: its fragments are dropped when the next batch's
+    first message begins. Fragments dropped before a marker that reveals debris are counted as
+    ``debris_fragments``, not as data loss.
+    """
+
+    def __init__(self, marker_reserved_value: int, range_start: int, stats: BuilderStats) -> None:
+        self._marker_value = marker_reserved_value
+        self._resolved_end = range_start  # the end of the last marker seen, or the range start
+        self._held: list[AssembledMessages] = []
+        self._held_dropped = 0
+        self._stats = stats
+
+    def add(self, messages: AssembledMessages) -> list[AssembledMessages]:
+        """This chunk's messages -> the rows now known to be committed."""
+        self._held_dropped += messages.dropped_fragments
+        if messages.count == 0:
+            return []
+        markers = np.flatnonzero(messages.reserved == self._marker_value)
+        released: list[AssembledMessages] = []
+        first = 0
+        for index in markers.tolist():
+            before = _slice(messages, first, index)
+            if before.count:
+                self._held.append(before)
+            marker = _marker_of(messages, index)
+            if marker is not None:
+                released += self._release(marker.data_start, int(messages.end_positions[index]))
+            first = index + 1
+        rest = _slice(messages, first, messages.count)
+        if rest.count:
+            self._held.append(rest)
+        return released
+
+    def finish(self) -> list[AssembledMessages]:
+        released, self._held = self._held, []
+        self._stats.dropped_fragments += self._held_dropped
+        self._held_dropped = 0
+        return released
+
+    def _release(self, data_start: int, marker_end: int) -> list[AssembledMessages]:
+        released: list[AssembledMessages] = []
+        for held in self._held:
+            keep = held.end_positions > data_start
+            if keep.all():
+                released.append(held)
+                continue
+            self._stats.debris_messages += int(held.count - np.count_nonzero(keep))
+            if keep.any():
+                released.append(_select(held, keep))
+        if data_start > self._resolved_end:
+            self._stats.debris_fragments += self._held_dropped
+        else:
+            self._stats.dropped_fragments += self._held_dropped
+        self._held, self._held_dropped, self._resolved_end = [], 0, marker_end
+        return released
+
+
+def _marker_of(messages: AssembledMessages, index: int) -> CommitMarker | None:
+    payload = messages.payload[messages.value_offsets[index]:messages.value_offsets[index + 1]]
+    try:
+        return CommitMarker.decode(payload.tobytes())
+    except MarkerError:
+        return None  # not a marker (a row may not use the marker's reserved value): dropped, no effect
+
+
+def _slice(messages: AssembledMessages, first: int, stop: int) -> AssembledMessages:
+    """Messages [first, stop) (views, no copy of the payload)."""
+    offsets = messages.value_offsets
+    low, high = int(offsets[first]), int(offsets[stop])
+    return dataclasses.replace(messages, end_positions=messages.end_positions[first:stop],
+                               reserved=messages.reserved[first:stop],
+                               value_offsets=(offsets[first:stop + 1] - np.int32(low)).astype(np.int32, copy=False),
+                               payload=messages.payload[low:high], dropped_fragments=0)
+
+
+def _select(messages: AssembledMessages, keep: np.ndarray) -> AssembledMessages:
+    """The messages where ``keep`` is true."""
     starts, stops = messages.value_offsets[:-1][keep], messages.value_offsets[1:][keep]
     lengths = (stops - starts).astype(np.int64)
     value_offsets = np.zeros(lengths.size + 1, dtype=np.int32)
