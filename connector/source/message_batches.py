@@ -160,6 +160,7 @@ class AssembledMessages:
     carry_offset: int          # byte offset of an unfinished message's BEGIN frame, or buffer size
     leading_fragments: int     # DATA frames before the first BEGIN (a message begun earlier)
     dropped_fragments: int     # other DATA frames that belong to no complete message
+    dropped_positions: np.ndarray | None = None  # int64, where each dropped frame begins (None: none)
 
     @property
     def count(self) -> int:
@@ -214,8 +215,16 @@ def assemble_messages(buffer: FrameBuffer, base_position: int, min_end_position:
         carry_offset = int(frame_offsets[begin_at[-1]])
     selected = in_message & keep[safe_message]
     carried_frames = 0 if complete[-1] else int(data_index.size - begin_at[-1])
-    in_complete_message = int(np.count_nonzero(in_message & complete[safe_message]))
+    in_complete = in_message & complete[safe_message]
+    in_complete_message = int(np.count_nonzero(in_complete))
     dropped = int(data_index.size) - leading - in_complete_message - carried_frames
+    dropped_positions = None
+    if dropped:  # rare (a torn message): where, so a sink reader can tell a dead commit's from a loss
+        accounted = in_complete.copy()
+        accounted[:leading] = True
+        if carried_frames:
+            accounted[-carried_frames:] = True
+        dropped_positions = base_position + frame_offsets[~accounted]
 
     payload_starts = frame_offsets[selected] + HEADER_LENGTH
     payload_ends = frame_offsets[selected] + frame_lengths[selected]
@@ -241,6 +250,7 @@ def assemble_messages(buffer: FrameBuffer, base_position: int, min_end_position:
         carry_offset=carry_offset,
         leading_fragments=leading,
         dropped_fragments=dropped,
+        dropped_positions=dropped_positions,
     )
 
 
@@ -508,7 +518,7 @@ class MessageBatchBuilder:
         self._first_chunk = True
         self._constants = ConstantColumns()
         self._debris = None if self.drop_reserved_value is None else SinkDebrisFilter(
-            self.drop_reserved_value, self.min_end_position, self.stats)
+            self.drop_reserved_value, self.stats)
 
     @property
     def next_position(self) -> int:
@@ -596,20 +606,24 @@ class SinkDebrisFilter:
     is wrong only when the cut falls inside debris (see docs/sink.md, "Debris").
 
     A dead commit's last message may be unfinished: its fragments are dropped when the next batch's
-    first message begins. Fragments dropped before a marker that reveals debris are counted as
-    ``debris_fragments``, not as data loss.
+    first message begins. Fragments dropped inside debris are counted as ``debris_fragments``, the
+    others as ``dropped_fragments`` (data loss), as without this filter.
     """
 
-    def __init__(self, marker_reserved_value: int, range_start: int, stats: BuilderStats) -> None:
+    def __init__(self, marker_reserved_value: int, stats: BuilderStats) -> None:
         self._marker_value = marker_reserved_value
-        self._resolved_end = range_start  # the end of the last marker seen, or the range start
         self._held: list[AssembledMessages] = []
-        self._held_dropped = 0
+        self._held_dropped = np.empty(0, np.int64)  # where the held dropped fragments begin
         self._stats = stats
 
     def add(self, messages: AssembledMessages) -> list[AssembledMessages]:
         """This chunk's messages -> the rows now known to be committed."""
-        self._held_dropped += messages.dropped_fragments
+        if messages.dropped_fragments:
+            positions = messages.dropped_positions
+            if positions is None or positions.size != messages.dropped_fragments:
+                self._stats.dropped_fragments += messages.dropped_fragments  # not located: data loss
+            else:
+                self._held_dropped = np.concatenate([self._held_dropped, positions])
         if messages.count == 0:
             return []
         markers = np.flatnonzero(messages.reserved == self._marker_value)
@@ -630,11 +644,13 @@ class SinkDebrisFilter:
 
     def finish(self) -> list[AssembledMessages]:
         released, self._held = self._held, []
-        self._stats.dropped_fragments += self._held_dropped
-        self._held_dropped = 0
+        self._stats.dropped_fragments += int(self._held_dropped.size)
+        self._held_dropped = self._held_dropped[:0]
         return released
 
     def _release(self, data_start: int, marker_end: int) -> list[AssembledMessages]:
+        """A marker ending at ``marker_end`` names ``data_start``: what is held before it is its
+        batch's rows, or debris when it ends at or before ``data_start``."""
         released: list[AssembledMessages] = []
         for held in self._held:
             keep = held.end_positions > data_start
@@ -644,11 +660,13 @@ class SinkDebrisFilter:
             self._stats.debris_messages += int(held.count - np.count_nonzero(keep))
             if keep.any():
                 released.append(_select(held, keep))
-        if data_start > self._resolved_end:
-            self._stats.debris_fragments += self._held_dropped
-        else:
-            self._stats.dropped_fragments += self._held_dropped
-        self._held, self._held_dropped, self._resolved_end = [], 0, marker_end
+        if self._held_dropped.size:
+            before = self._held_dropped < marker_end
+            in_debris = int(np.count_nonzero(before & (self._held_dropped < data_start)))
+            self._stats.debris_fragments += in_debris
+            self._stats.dropped_fragments += int(np.count_nonzero(before)) - in_debris
+            self._held_dropped = self._held_dropped[~before]
+        self._held = []
         return released
 
 
@@ -667,7 +685,7 @@ def _slice(messages: AssembledMessages, first: int, stop: int) -> AssembledMessa
     return dataclasses.replace(messages, end_positions=messages.end_positions[first:stop],
                                reserved=messages.reserved[first:stop],
                                value_offsets=(offsets[first:stop + 1] - np.int32(low)).astype(np.int32, copy=False),
-                               payload=messages.payload[low:high], dropped_fragments=0)
+                               payload=messages.payload[low:high], dropped_fragments=0, dropped_positions=None)
 
 
 def _select(messages: AssembledMessages, keep: np.ndarray) -> AssembledMessages:
