@@ -31,7 +31,7 @@ from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 
-from tests.integration.stalled_sink_committer import SINK_ID, STREAM_ID, rows, sink_options, stage
+from tests.integration.stalled_sink_committer import rows, sink_options, stage
 from tests.support.sidecar import running_sidecar
 
 pytestmark = pytest.mark.timeout(180)
