@@ -21,6 +21,7 @@ rewrites them in every frame.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -535,12 +536,18 @@ class MessageBatchBuilder:
             return self._assemble(final=False)
         return []
 
-    def finish(self) -> list[pa.RecordBatch]:
-        """Assemble what is staged; an unfinished last message is left for the next range."""
+    def finish(self, next_batch_start: Callable[[], int | None] | None = None) -> list[pa.RecordBatch]:
+        """Assemble what is staged; an unfinished last message is left for the next range.
+
+        Sink recordings: ``next_batch_start``, called only when messages after the range's last
+        marker are still held, returns the ``data_start`` of the first marker at or after the range
+        end (None: unknown); held messages ending at or before it are debris. Without it they are
+        released as rows (``SinkDebrisFilter``)."""
         batches = self._assemble(final=True)
         self.stats.unfinished_bytes = self._staged
         if self._debris is not None:
-            batches += self._record_batches(self._debris.finish())
+            following = next_batch_start() if next_batch_start is not None and self._debris.holding else None
+            batches += self._record_batches(self._debris.finish(following))
         return batches
 
     def _append(self, incoming: np.ndarray) -> None:
@@ -602,8 +609,10 @@ class SinkDebrisFilter:
     Held messages are at most the part of one batch that this range holds. ``finish`` releases
     what is held at the range end: a range ending at a committed end (a marker end: every range the
     source plans up to the sink's visible end) holds nothing there; a range cut inside a batch (a
-    term-boundary split) cannot see the next marker and releases its held messages as rows, which
-    is wrong only when the cut falls inside debris (see docs/sink.md, "Debris").
+    term-boundary split) cannot see the next marker: given the next marker's ``data_start`` (the
+    reader looked past the range end: ``source/sink_visibility.py`` ``next_batch_start``) it
+    resolves them, otherwise it releases them as rows, which is wrong only when the cut falls
+    between debris and the marker after it (docs/exactly-once.md, "What readers see").
 
     A dead commit's last message may be unfinished: its fragments are dropped when the next batch's
     first message begins. Fragments dropped inside debris are counted as ``debris_fragments``, the
@@ -642,15 +651,24 @@ class SinkDebrisFilter:
             self._held.append(rest)
         return released
 
-    def finish(self) -> list[AssembledMessages]:
+    @property
+    def holding(self) -> bool:
+        """Whether messages after the last marker read wait for the next one."""
+        return bool(self._held) or bool(self._held_dropped.size)
+
+    def finish(self, next_batch_start: int | None = None) -> list[AssembledMessages]:
+        """What is still held, at the range end: the next batch's ``data_start`` when the caller
+        looked past the range end for the next marker, else everything held, as rows."""
+        if next_batch_start is not None:
+            return self._release(next_batch_start, None)
         released, self._held = self._held, []
         self._stats.dropped_fragments += int(self._held_dropped.size)
         self._held_dropped = self._held_dropped[:0]
         return released
 
-    def _release(self, data_start: int, marker_end: int) -> list[AssembledMessages]:
-        """A marker ending at ``marker_end`` names ``data_start``: what is held before it is its
-        batch's rows, or debris when it ends at or before ``data_start``."""
+    def _release(self, data_start: int, marker_end: int | None) -> list[AssembledMessages]:
+        """A marker ending at ``marker_end`` (None: past everything held) names ``data_start``: what
+        is held before it is its batch's rows, or debris when it ends at or before ``data_start``."""
         released: list[AssembledMessages] = []
         for held in self._held:
             keep = held.end_positions > data_start
@@ -661,7 +679,7 @@ class SinkDebrisFilter:
             if keep.any():
                 released.append(_select(held, keep))
         if self._held_dropped.size:
-            before = self._held_dropped < marker_end
+            before = self._held_dropped < (marker_end if marker_end is not None else np.iinfo(np.int64).max)
             in_debris = int(np.count_nonzero(before & (self._held_dropped < data_start)))
             self._stats.debris_fragments += in_debris
             self._stats.dropped_fragments += int(np.count_nonzero(before)) - in_debris
