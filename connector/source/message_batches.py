@@ -626,7 +626,8 @@ class SinkDebrisFilter:
         self._stats = stats
 
     def add(self, messages: AssembledMessages) -> list[AssembledMessages]:
-        """This chunk's messages -> the rows now known to be committed."""
+        """This chunk's messages -> the rows now known to be committed (vectorized: Python runs
+        only to decode the chunk's few markers)."""
         if messages.dropped_fragments:
             positions = messages.dropped_positions
             if positions is None or positions.size != messages.dropped_fragments:
@@ -635,20 +636,33 @@ class SinkDebrisFilter:
                 self._held_dropped = np.concatenate([self._held_dropped, positions])
         if messages.count == 0:
             return []
-        markers = np.flatnonzero(messages.reserved == self._marker_value)
-        released: list[AssembledMessages] = []
-        first = 0
-        for index in markers.tolist():
-            before = _slice(messages, first, index)
-            if before.count:
-                self._held.append(before)
-            marker = _marker_of(messages, index)
-            if marker is not None:
-                released += self._release(marker.data_start, int(messages.end_positions[index]))
-            first = index + 1
-        rest = _slice(messages, first, messages.count)
-        if rest.count:
-            self._held.append(rest)
+        is_marker = messages.reserved == self._marker_value
+        candidates = np.flatnonzero(is_marker)
+        decoded = [_marker_of(messages, index) for index in candidates.tolist()]
+        markers = np.array([i for i, m in zip(candidates.tolist(), decoded) if m is not None], dtype=np.int64)
+        if markers.size == 0:  # nothing resolved yet: hold it all (marker-valued messages are never rows)
+            rows = messages if not candidates.size else _select(messages, ~is_marker)
+            if rows.count:
+                self._held.append(rows)
+            return []
+        data_starts = np.array([m.data_start for m in decoded if m is not None], dtype=np.int64)
+        self._resolve_dropped(data_starts, messages.end_positions[markers])
+        released = self._release_held(int(data_starts[0]))
+        last = int(markers[-1])
+        # Each message up to the last marker belongs to the batch of the first marker at or after it.
+        batch_start = data_starts[np.searchsorted(markers, np.arange(last + 1))]
+        keep = np.zeros(messages.count, dtype=np.bool_)
+        keep[:last + 1] = messages.end_positions[:last + 1] > batch_start
+        keep &= ~is_marker
+        self._stats.debris_messages += int(last + 1 - np.count_nonzero(is_marker[:last + 1])
+                                           - np.count_nonzero(keep))
+        if keep.any():
+            released.append(messages if keep.all() else _select(messages, keep))
+        if last + 1 < messages.count:
+            rest = _slice(messages, last + 1, messages.count)
+            rest_rows = rest if not is_marker[last + 1:].any() else _select(rest, ~is_marker[last + 1:])
+            if rest_rows.count:
+                self._held.append(rest_rows)
         return released
 
     @property
@@ -660,15 +674,17 @@ class SinkDebrisFilter:
         """What is still held, at the range end: the next batch's ``data_start`` when the caller
         looked past the range end for the next marker, else everything held, as rows."""
         if next_batch_start is not None:
-            return self._release(next_batch_start, None)
+            far = np.iinfo(np.int64).max
+            self._resolve_dropped(np.array([next_batch_start], np.int64), np.array([far], np.int64))
+            return self._release_held(next_batch_start)
         released, self._held = self._held, []
         self._stats.dropped_fragments += int(self._held_dropped.size)
         self._held_dropped = self._held_dropped[:0]
         return released
 
-    def _release(self, data_start: int, marker_end: int | None) -> list[AssembledMessages]:
-        """A marker ending at ``marker_end`` (None: past everything held) names ``data_start``: what
-        is held before it is its batch's rows, or debris when it ends at or before ``data_start``."""
+    def _release_held(self, data_start: int) -> list[AssembledMessages]:
+        """The next marker names ``data_start``: what is held is its batch's rows, or debris when it
+        ends at or before ``data_start``."""
         released: list[AssembledMessages] = []
         for held in self._held:
             keep = held.end_positions > data_start
@@ -678,14 +694,20 @@ class SinkDebrisFilter:
             self._stats.debris_messages += int(held.count - np.count_nonzero(keep))
             if keep.any():
                 released.append(_select(held, keep))
-        if self._held_dropped.size:
-            before = self._held_dropped < (marker_end if marker_end is not None else np.iinfo(np.int64).max)
-            in_debris = int(np.count_nonzero(before & (self._held_dropped < data_start)))
-            self._stats.debris_fragments += in_debris
-            self._stats.dropped_fragments += int(np.count_nonzero(before)) - in_debris
-            self._held_dropped = self._held_dropped[~before]
         self._held = []
         return released
+
+    def _resolve_dropped(self, data_starts: np.ndarray, marker_ends: np.ndarray) -> None:
+        """Held dropped fragments followed by one of these markers: debris when they begin before
+        that marker's ``data_start``, else data loss."""
+        if not self._held_dropped.size:
+            return
+        following = np.searchsorted(marker_ends, self._held_dropped, side="right")
+        resolved = following < marker_ends.size
+        in_debris = int(np.count_nonzero(self._held_dropped[resolved] < data_starts[following[resolved]]))
+        self._stats.debris_fragments += in_debris
+        self._stats.dropped_fragments += int(np.count_nonzero(resolved)) - in_debris
+        self._held_dropped = self._held_dropped[~resolved]
 
 
 def _marker_of(messages: AssembledMessages, index: int) -> CommitMarker | None:
