@@ -18,8 +18,11 @@ value is ``MARKER_RESERVED_VALUE`` and whose 64-byte payload is::
 
 The marker frame is 32 + 64 = 96 bytes, aligned, so the recording's committed end is the end of
 its last marker frame and ``stop_position - MARKER_FRAME_LENGTH`` is where a tail marker starts.
-Everything after the last marker is the debris of a commit that did not finish; the next commit
-truncates it and readers never read past the last marker.
+Everything after the last marker is the debris of a commit that did not finish; readers never read
+past the last marker. The next commit does not truncate it (a late truncate could cut another
+committer's batch: ``sink/commit.py``) but appends after it, so its ``data_start`` is the end of the
+debris, and readers skip [previous marker end, data_start) (``source/message_batches.py``). Without
+debris ``data_start`` is the previous marker's end (or the recording's start).
 
 This module decodes markers from whole-frame buffers with numpy (a mask over frame headers, then
 Python only for the few frames that are markers).

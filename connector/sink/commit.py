@@ -5,14 +5,15 @@
 1. **Recover** the sink recording's state (``recover``): find it by its alias, wait for a
    recording left active by a crashed commit to stop, then read its TAIL. A commit marker ending
    exactly at the stop position means the recording is clean and names the last committed batch.
-   Anything else is the debris of a commit that died before its marker: the last marker is found
+   Anything else is the DEBRIS of a commit that died before its marker: the last marker is found
    by scanning forward from the last committed end this driver knows (hint file) or from the
-   recording's start, and the recording is TRUNCATED back to the end of that marker.
+   recording's start. The debris is left where it is (see "Debris is never truncated" below).
 2. **Skip** a batch whose id is <= the last marker's (Spark re-runs commit for a replayed batch).
 3. **Append**: an exclusive publication starting exactly at the recording's stop position
-   (initial term id, term length and mtu from the descriptor) is recorded by ExtendRecording (the
-   first batch: StartRecording); the staged files are appended in partition order as numpy-built
-   frames (``sink/frames.py``), then the commit marker (``connector/commit_markers.py``).
+   (initial term id, term length and mtu from the descriptor; after debris, that is the end of the
+   debris) is recorded by ExtendRecording (the first batch: StartRecording); the staged files are
+   appended in partition order as numpy-built frames (``sink/frames.py``), then the commit marker
+   (``connector/commit_markers.py``), whose ``data_start`` names where this batch's data begins.
 4. **Seal**: wait until the archive has recorded up to the publication's position, stop the
    recording, check its stop position. The marker being recorded is the commit point.
 
@@ -23,8 +24,25 @@ not join exactly at the stop position (INVALID_EXTENSION), so of two committers 
 same stop position only one can append: the other fails with ``SinkConflict``. The first recording
 of a sink has no stop position to race on: after StartRecording the committer lists the sink's
 recordings and the lowest recording id wins; a loser stops and purges its own (still empty)
-recording and fails with ``SinkConflict``. Truncating debris re-reads the descriptor first and fails
-the same way when the recording moved meanwhile.
+recording and fails with ``SinkConflict``.
+
+**Debris is never truncated.** Earlier versions truncated debris back to the last marker during
+recovery. The archive's TruncateRecording is unconditional (Aeron refuses it only for an active
+recording or a position past the stop position, and 1.52 no longer even for one being replayed),
+so a committer that re-read the recording and then stalled before its truncate could wake after
+another committer had recovered, appended and sealed a batch, and cut that committed batch. No
+fence held in the archive can refuse such a late truncate, so the commit now never truncates: the
+debris [last marker end, stop position) stays in the recording, and the recovering committer
+CLAIMS the recording by extending it at the stop position, i.e. after the debris. Only one
+ExtendRecording can join at a stop position, so exactly one of several committers that recovered
+the same state wins; a stalled one wakes to an extension refused (INVALID_EXTENSION: the stop
+moved) and fails with ``SinkConflict``, having changed nothing. The batch's marker names its
+``data_start`` (the end of the debris), so readers drop [previous marker end, data_start)
+(``source/message_batches.py``); in a recording without debris ``data_start`` is always the
+previous marker's end, which is how every recording written before this change reads, unchanged.
+The cost is disk: debris stays until the recording is purged (each dead commit leaves at most
+one batch of it). Fault point ``before-claim`` stops a commit exactly between its re-read of the
+recording and its claim (where the truncate was).
 
 Readers cap a sink recording at its last marker (``source/sink_visibility.py``), so a batch is
 visible entirely or not at all. The archive access is behind ``SinkArchive`` (``sink/sink_archive.py``)
@@ -194,23 +212,16 @@ class SinkCommitter:
         committed_end = last.end if last is not None else recording.start_position
         if committed_end < stop:
             LOG.warning("sink %s: recording %d holds %d bytes after its last commit marker (a commit that did not "
-                        "finish); truncating to %d", self.sink_id, recording.recording_id, stop - committed_end,
-                        committed_end)
-            self._check_unchanged(recording)
-            self.archive.truncate(recording.recording_id, committed_end)
-            recording = self.archive.describe(recording.recording_id) or recording.with_changes(
-                stop_position=committed_end)
-            if recording.stop_position != committed_end:
-                raise SinkCommitError(f"sink {self.sink_id}: truncating recording {recording.recording_id} to "
-                                      f"{committed_end} left it stopping at {recording.stop_position}")
-        return SinkState(recording, last, committed_end, truncated_from=stop)
+                        "finish); they stay, the next batch is appended after them and readers skip [%d, %d)",
+                        self.sink_id, recording.recording_id, stop - committed_end, committed_end, stop)
+        return SinkState(recording, last, committed_end)
 
     def _state_left_by_this_process(self) -> SinkState | None:
         """The state this process's last commit of the sink left, if the recording is still exactly
         there: stopped at that commit's marker end. One ListRecording instead of a listing and a tail
-        replay. Safe because the stop position only moves forward by an extension (which would move
-        it past this end) and back only by truncating debris to a marker end, which is never before
-        a committed marker: stopped at this end, the recording ends with this commit's marker."""
+        replay. Safe because the stop position only ever moves forward, by an extension (which would
+        move it past this end; nothing truncates a sink recording): stopped at this end, the recording
+        ends with this commit's marker."""
         states = self.archive.committed_states
         if states is None:
             return None
@@ -232,9 +243,9 @@ class SinkCommitter:
                 sealed, LocatedMarker(marker, marker_position), sealed.stop_position)
 
     def _check_unchanged(self, recovered: RecordingDescriptor) -> None:
-        """Right before a truncate (which the archive does not make conditional): the recording must
-        still be stopped where this commit scanned it. Otherwise another committer has appended since,
-        and cutting back to the marker found here could remove its committed batch."""
+        """Before claiming a recording that holds debris: it must still be stopped where this commit
+        re-read it. The archive's refusal of the extension is what decides (this check and the claim
+        are not atomic); this only fails a late committer early, naming what happened."""
         current = self.archive.describe(recovered.recording_id)
         if current is None or current.is_active or current.stop_position != recovered.stop_position:
             now = "gone" if current is None else "active" if current.is_active else f"stopped at {current.stop_position}"
@@ -337,15 +348,18 @@ class SinkCommitter:
         self._check_staged_present(inputs)
         self.timings.mark("check staged")
         fault_point("before-append", batch_id)  # test-only fault injection; off unless its env var is set
-        appender = self.archive.start_appender(state.recording, self.sink_id)
+        if state.recording is not None and state.committed_end != state.recording.stop_position:
+            self._check_unchanged(state.recording)  # debris: fail a late committer early, by name
+        fault_point("before-claim", batch_id)  # re-read, not yet claimed: where the old truncate raced
+        appender = self.archive.start_appender(state.recording, self.sink_id)  # the claim
         self.timings.mark("extend")
         try:
             if state.recording is None:
                 self._claim_first_recording(appender)
             data_start = appender.position
-            if state.committed_end is not None and data_start != state.committed_end:
+            if state.recording is not None and data_start != state.recording.stop_position:
                 raise SinkCommitError(f"sink {self.sink_id}: the publication starts at {data_start}, the recording "
-                                      f"ends at {state.committed_end}")
+                                      f"stops at {state.recording.stop_position}")
             written, payload_bytes, data_crc = self._append_staged(appender, inputs)
             self.timings.mark("append rows")
             fault_point("before-marker", batch_id)  # test-only fault injection (sink/fault_injection.py)

@@ -13,9 +13,14 @@ commit go on, or never does (the process is killed). Points:
 * ``before-append``: the tasks have staged the batch and the sink recording is recovered; this
   batch is not committed and nothing of it is appended: between the sink's write and its commit.
 * ``before-marker``: the batch's rows are appended to the sink recording, its commit marker is not.
+* ``before-claim``: the sink recording is recovered and, when it holds debris, re-read (still
+  stopped where recovery found it); the commit is about to claim it by ExtendRecording at its stop
+  position. This is exactly where the old protocol truncated the debris: a commit stalled here while
+  another commits must wake to a refused extension (``SinkConflict``), never to a cut batch.
 
 Unset (production) the hook costs one environment lookup per point. Used by
-``tests/spark/test_sink_failures.py`` (through ``tests/spark/sink_query_process.py``).
+``tests/spark/test_sink_failures.py`` (through ``tests/spark/sink_query_process.py``) and
+``tests/integration/test_sink_stalled_committer.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV_VAR = "AERON_SPARK_SINK_FAULT"
-POINTS = ("before-append", "before-marker")
+POINTS = ("before-append", "before-marker", "before-claim")
 POLL_S = 0.05
 
 

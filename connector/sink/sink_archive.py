@@ -50,7 +50,8 @@ class SinkAppender(Protocol):
 
 
 class SinkArchive(Protocol):
-    """What the committer needs from the archive (``ClientSinkArchive`` over the archive client)."""
+    """What the committer needs from the archive (``ClientSinkArchive`` over the archive client).
+    No truncate: a sink recording is never truncated (why: ``sink/commit.py``)."""
 
     def find_sink_recordings(self, sink_id: str, stream_id: int) -> list[RecordingDescriptor]:
         """Recordings of ``stream_id`` whose original channel contains the sink's alias."""
@@ -64,8 +65,6 @@ class SinkArchive(Protocol):
 
     def read(self, recording_id: int, start: int, end: int) -> ContextManager[Iterator[tuple[int, bytes]]]:
         """Whole frames of [start, end) as (position, block); raises if start is not a frame."""
-
-    def truncate(self, recording_id: int, position: int) -> None: ...
 
     def stop_active(self, recording_id: int) -> None:
         """Stop a recording left active (by identity)."""
@@ -86,5 +85,4 @@ class SinkState:
 
     recording: RecordingDescriptor | None
     last_marker: LocatedMarker | None
-    committed_end: int | None  # None: no sink recording yet
-    truncated_from: int | None = None  # the stop position before debris was cut
+    committed_end: int | None  # None: no sink recording yet; below the stop position: debris after it

@@ -21,6 +21,7 @@ rewrites them in every frame.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,8 @@ from aeron_spark.driver_integration.frame import (
     StopReason,
     scan_frames,
 )
+
+from aeron_spark.connector.commit_markers import CommitMarker, MarkerError
 
 DEFAULT_TARGET_BATCH_BYTES = 8 << 20
 UNFRAGMENTED = FLAG_BEGIN | FLAG_END
@@ -158,6 +161,7 @@ class AssembledMessages:
     carry_offset: int          # byte offset of an unfinished message's BEGIN frame, or buffer size
     leading_fragments: int     # DATA frames before the first BEGIN (a message begun earlier)
     dropped_fragments: int     # other DATA frames that belong to no complete message
+    dropped_positions: np.ndarray | None = None  # int64, where each dropped frame begins (None: none)
 
     @property
     def count(self) -> int:
@@ -212,8 +216,16 @@ def assemble_messages(buffer: FrameBuffer, base_position: int, min_end_position:
         carry_offset = int(frame_offsets[begin_at[-1]])
     selected = in_message & keep[safe_message]
     carried_frames = 0 if complete[-1] else int(data_index.size - begin_at[-1])
-    in_complete_message = int(np.count_nonzero(in_message & complete[safe_message]))
+    in_complete = in_message & complete[safe_message]
+    in_complete_message = int(np.count_nonzero(in_complete))
     dropped = int(data_index.size) - leading - in_complete_message - carried_frames
+    dropped_positions = None
+    if dropped:  # rare (a torn message): where, so a sink reader can tell a dead commit's from a loss
+        accounted = in_complete.copy()
+        accounted[:leading] = True
+        if carried_frames:
+            accounted[-carried_frames:] = True
+        dropped_positions = base_position + frame_offsets[~accounted]
 
     payload_starts = frame_offsets[selected] + HEADER_LENGTH
     payload_ends = frame_offsets[selected] + frame_lengths[selected]
@@ -239,6 +251,7 @@ def assemble_messages(buffer: FrameBuffer, base_position: int, min_end_position:
         carry_offset=carry_offset,
         leading_fragments=leading,
         dropped_fragments=dropped,
+        dropped_positions=dropped_positions,
     )
 
 
@@ -471,6 +484,8 @@ class BuilderStats:
     leading_fragments: int = 0
     dropped_fragments: int = 0
     unfinished_bytes: int = 0
+    debris_messages: int = 0   # sink recordings: messages of a dead commit, skipped
+    debris_fragments: int = 0  # sink recordings: a dead commit's unfinished message, skipped
 
 
 @dataclass
@@ -493,6 +508,7 @@ class MessageBatchBuilder:
     columns: OutputColumns | None = None  # None: the default source schema
     target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES
     # Messages with this reserved value are not rows (the sink's commit markers; sink recordings only).
+    # Set, the builder also skips a dead commit's debris: see ``SinkDebrisFilter``.
     drop_reserved_value: int | None = None
     stats: BuilderStats = field(default_factory=BuilderStats)
 
@@ -502,6 +518,8 @@ class MessageBatchBuilder:
         self._staging_position = self.start_position
         self._first_chunk = True
         self._constants = ConstantColumns()
+        self._debris = None if self.drop_reserved_value is None else SinkDebrisFilter(
+            self.drop_reserved_value, self.stats)
 
     @property
     def next_position(self) -> int:
@@ -518,10 +536,18 @@ class MessageBatchBuilder:
             return self._assemble(final=False)
         return []
 
-    def finish(self) -> list[pa.RecordBatch]:
-        """Assemble what is staged; an unfinished last message is left for the next range."""
+    def finish(self, next_batch_start: Callable[[], int | None] | None = None) -> list[pa.RecordBatch]:
+        """Assemble what is staged; an unfinished last message is left for the next range.
+
+        Sink recordings: ``next_batch_start``, called only when messages after the range's last
+        marker are still held, returns the ``data_start`` of the first marker at or after the range
+        end (None: unknown); held messages ending at or before it are debris. Without it they are
+        released as rows (``SinkDebrisFilter``)."""
         batches = self._assemble(final=True)
         self.stats.unfinished_bytes = self._staged
+        if self._debris is not None:
+            following = next_batch_start() if next_batch_start is not None and self._debris.holding else None
+            batches += self._record_batches(self._debris.finish(following))
         return batches
 
     def _append(self, incoming: np.ndarray) -> None:
@@ -545,7 +571,8 @@ class MessageBatchBuilder:
                     f"{self._staging_position} continue a message whose first fragment was not replayed")
             self.stats.leading_fragments += messages.leading_fragments
         self._first_chunk = False
-        self.stats.dropped_fragments += messages.dropped_fragments
+        if self._debris is None:
+            self.stats.dropped_fragments += messages.dropped_fragments
         self.stats.messages += messages.count
         self.stats.payload_bytes += int(messages.payload.size)
         carry = messages.carry_offset
@@ -554,22 +581,155 @@ class MessageBatchBuilder:
             self._staging[:remaining] = view[carry:].copy()
         self._staging_position += carry
         self._staged = remaining
+        if self._debris is not None:
+            return self._record_batches(self._debris.add(messages))
         if messages.count == 0:
             return []
-        if self.drop_reserved_value is not None:
-            messages = _without_reserved_value(messages, self.drop_reserved_value)
-            if messages.count == 0:
-                return []
+        return self._record_batches([messages])
+
+    def _record_batches(self, pieces: list[AssembledMessages]) -> list[pa.RecordBatch]:
         return [to_record_batch(messages, recording_id=self.recording_id, session_id=self.session_id,
                                 stream_id=self.stream_id, include_timestamp=self.include_timestamp,
-                                columns=self.columns, constants=self._constants)]
+                                columns=self.columns, constants=self._constants)
+                for messages in pieces if messages.count]
 
 
-def _without_reserved_value(messages: AssembledMessages, reserved_value: int) -> AssembledMessages:
-    """The messages whose reserved value differs (the sink's markers are dropped this way)."""
-    keep = messages.reserved != reserved_value
-    if keep.all():
-        return messages
+class SinkDebrisFilter:
+    """The rows of a sink recording's committed batches, in order, without its DEBRIS (sans-IO).
+
+    Each batch of a sink recording ends with a commit marker naming ``data_start``, where its data
+    begins (``connector/commit_markers.py``). A commit that died before its marker leaves debris,
+    and the sink never truncates it (why: ``connector/sink/commit.py``): the next batch is appended
+    after it, so [previous marker end, data_start) is debris. The messages after the last marker
+    seen are therefore HELD until the next marker says where its batch began: those ending at or
+    before ``data_start`` are debris (dropped, counted in ``debris_messages``), the rest are rows.
+    The markers themselves are never rows. A recording without debris (every one written before
+    this rule: they truncated it) has ``data_start`` = previous marker end, so nothing is dropped.
+
+    Held messages are at most the part of one batch that this range holds. ``finish`` releases
+    what is held at the range end: a range ending at a committed end (a marker end: every range the
+    source plans up to the sink's visible end) holds nothing there; a range cut inside a batch (a
+    term-boundary split) cannot see the next marker: given the next marker's ``data_start`` (the
+    reader looked past the range end: ``source/sink_visibility.py`` ``next_batch_start``) it
+    resolves them, otherwise it releases them as rows, which is wrong only when the cut falls
+    between debris and the marker after it (docs/exactly-once.md, "What readers see").
+
+    A dead commit's last message may be unfinished: its fragments are dropped when the next batch's
+    first message begins. Fragments dropped inside debris are counted as ``debris_fragments``, the
+    others as ``dropped_fragments`` (data loss), as without this filter.
+    """
+
+    def __init__(self, marker_reserved_value: int, stats: BuilderStats) -> None:
+        self._marker_value = marker_reserved_value
+        self._held: list[AssembledMessages] = []
+        self._held_dropped = np.empty(0, np.int64)  # where the held dropped fragments begin
+        self._stats = stats
+
+    def add(self, messages: AssembledMessages) -> list[AssembledMessages]:
+        """This chunk's messages -> the rows now known to be committed (vectorized: Python runs
+        only to decode the chunk's few markers)."""
+        if messages.dropped_fragments:
+            positions = messages.dropped_positions
+            if positions is None or positions.size != messages.dropped_fragments:
+                self._stats.dropped_fragments += messages.dropped_fragments  # not located: data loss
+            else:
+                self._held_dropped = np.concatenate([self._held_dropped, positions])
+        if messages.count == 0:
+            return []
+        is_marker = messages.reserved == self._marker_value
+        candidates = np.flatnonzero(is_marker)
+        decoded = [_marker_of(messages, index) for index in candidates.tolist()]
+        markers = np.array([i for i, m in zip(candidates.tolist(), decoded) if m is not None], dtype=np.int64)
+        if markers.size == 0:  # nothing resolved yet: hold it all (marker-valued messages are never rows)
+            rows = messages if not candidates.size else _select(messages, ~is_marker)
+            if rows.count:
+                self._held.append(rows)
+            return []
+        data_starts = np.array([m.data_start for m in decoded if m is not None], dtype=np.int64)
+        self._resolve_dropped(data_starts, messages.end_positions[markers])
+        released = self._release_held(int(data_starts[0]))
+        last = int(markers[-1])
+        # Each message up to the last marker belongs to the batch of the first marker at or after it.
+        batch_start = data_starts[np.searchsorted(markers, np.arange(last + 1))]
+        keep = np.zeros(messages.count, dtype=np.bool_)
+        keep[:last + 1] = messages.end_positions[:last + 1] > batch_start
+        keep &= ~is_marker
+        self._stats.debris_messages += int(last + 1 - np.count_nonzero(is_marker[:last + 1])
+                                           - np.count_nonzero(keep))
+        if keep.any():
+            released.append(messages if keep.all() else _select(messages, keep))
+        if last + 1 < messages.count:
+            rest = _slice(messages, last + 1, messages.count)
+            rest_rows = rest if not is_marker[last + 1:].any() else _select(rest, ~is_marker[last + 1:])
+            if rest_rows.count:
+                self._held.append(rest_rows)
+        return released
+
+    @property
+    def holding(self) -> bool:
+        """Whether messages after the last marker read wait for the next one."""
+        return bool(self._held) or bool(self._held_dropped.size)
+
+    def finish(self, next_batch_start: int | None = None) -> list[AssembledMessages]:
+        """What is still held, at the range end: the next batch's ``data_start`` when the caller
+        looked past the range end for the next marker, else everything held, as rows."""
+        if next_batch_start is not None:
+            far = np.iinfo(np.int64).max
+            self._resolve_dropped(np.array([next_batch_start], np.int64), np.array([far], np.int64))
+            return self._release_held(next_batch_start)
+        released, self._held = self._held, []
+        self._stats.dropped_fragments += int(self._held_dropped.size)
+        self._held_dropped = self._held_dropped[:0]
+        return released
+
+    def _release_held(self, data_start: int) -> list[AssembledMessages]:
+        """The next marker names ``data_start``: what is held is its batch's rows, or debris when it
+        ends at or before ``data_start``."""
+        released: list[AssembledMessages] = []
+        for held in self._held:
+            keep = held.end_positions > data_start
+            if keep.all():
+                released.append(held)
+                continue
+            self._stats.debris_messages += int(held.count - np.count_nonzero(keep))
+            if keep.any():
+                released.append(_select(held, keep))
+        self._held = []
+        return released
+
+    def _resolve_dropped(self, data_starts: np.ndarray, marker_ends: np.ndarray) -> None:
+        """Held dropped fragments followed by one of these markers: debris when they begin before
+        that marker's ``data_start``, else data loss."""
+        if not self._held_dropped.size:
+            return
+        following = np.searchsorted(marker_ends, self._held_dropped, side="right")
+        resolved = following < marker_ends.size
+        in_debris = int(np.count_nonzero(self._held_dropped[resolved] < data_starts[following[resolved]]))
+        self._stats.debris_fragments += in_debris
+        self._stats.dropped_fragments += int(np.count_nonzero(resolved)) - in_debris
+        self._held_dropped = self._held_dropped[~resolved]
+
+
+def _marker_of(messages: AssembledMessages, index: int) -> CommitMarker | None:
+    payload = messages.payload[messages.value_offsets[index]:messages.value_offsets[index + 1]]
+    try:
+        return CommitMarker.decode(payload.tobytes())
+    except MarkerError:
+        return None  # not a marker (a row may not use the marker's reserved value): dropped, no effect
+
+
+def _slice(messages: AssembledMessages, first: int, stop: int) -> AssembledMessages:
+    """Messages [first, stop) (views, no copy of the payload)."""
+    offsets = messages.value_offsets
+    low, high = int(offsets[first]), int(offsets[stop])
+    return dataclasses.replace(messages, end_positions=messages.end_positions[first:stop],
+                               reserved=messages.reserved[first:stop],
+                               value_offsets=(offsets[first:stop + 1] - np.int32(low)).astype(np.int32, copy=False),
+                               payload=messages.payload[low:high], dropped_fragments=0, dropped_positions=None)
+
+
+def _select(messages: AssembledMessages, keep: np.ndarray) -> AssembledMessages:
+    """The messages where ``keep`` is true."""
     starts, stops = messages.value_offsets[:-1][keep], messages.value_offsets[1:][keep]
     lengths = (stops - starts).astype(np.int64)
     value_offsets = np.zeros(lengths.size + 1, dtype=np.int32)

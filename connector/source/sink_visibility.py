@@ -12,9 +12,12 @@ once its marker is recorded and the recording stopped. So, for the source's driv
   forward from the last committed end known (or the start). The result is cached per stop
   position, so a quiet recording costs one descriptor request per poll.
 
-Committed data only grows (the sink truncates debris, never a marker), so a cached committed end
-is always a valid lower bound. Marker rows themselves are dropped by the partition reader
-(``MessageBatchBuilder.drop_reserved_value``).
+Committed data only grows (nothing truncates a sink recording: a dead commit's debris stays, and
+the next batch is appended after it, ``connector/sink/commit.py``), so a cached committed end is
+always a valid lower bound. Debris never contains a marker of its sink, so the scans here find the
+same last marker with it. Marker rows and debris are dropped by the partition reader
+(``MessageBatchBuilder``, ``SinkDebrisFilter``); ``next_batch_start`` is what a reader whose range
+ends inside a batch needs to resolve what it holds.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from aeron_spark.connector.commit_markers import (
 
 LOG = logging.getLogger("aeron_spark.connector")
 
-__all__ = ["SinkVisibility", "is_sink_recording"]
+__all__ = ["SinkVisibility", "is_sink_recording", "next_batch_start"]
 
 
 class SinkVisibility:
@@ -112,3 +115,20 @@ class SinkVisibility:
                 if found:
                     last = found[-1]
         return last
+
+
+def next_batch_start(access: ArchiveAccess, descriptor: RecordingDescriptor, position: int, limit: int,
+                     replay: ReplaySettings) -> int | None:
+    """The ``data_start`` of the first marker of this sink ending after ``position`` (a range end
+    inside a batch), scanning [position, limit) (``limit``: the recorded or stop position); None
+    when there is none yet. Reads at most up to the end of that marker's batch."""
+    if position >= limit:
+        return None
+    expected = sink_id_hash(sink_id_of_channel(descriptor.original_channel) or "")
+    with access.replay(descriptor.recording_id, position, limit, replay) as blocks:
+        for block_position, block in blocks:
+            data = np.frombuffer(block, dtype=np.uint8)
+            found = markers_in_frames(data, block_position, scan_frames(data).offsets, expected)
+            if found:
+                return found[0].marker.data_start
+    return None

@@ -305,11 +305,12 @@ def rows(n: int, tag: str) -> list[bytes]:
     return [f"{tag}-{i}-".encode().ljust(100, b".") for i in range(n)]
 
 
-def test_a_commit_dying_before_its_marker_is_cut_back_by_the_java_archive(
+def test_a_commit_dying_before_its_marker_is_skipped_in_the_java_archive(
         java: RunningModernJavaArchive, tmp_path: Path, monkeypatch) -> None:
     """The committer alone (no Spark): a commit that dies mid-data and leaves its recording active
-    (as after kill -9) is invisible to readers; the retry stops the recording by identity, truncates
-    the debris in the Java archive, appends the batch once; a duplicated commit of it is skipped."""
+    (as after kill -9) is invisible to readers; the retry stops the recording by identity, extends
+    it in the Java archive after the debris (never truncated: sink/commit.py), appends the batch
+    once, and readers skip the debris; a duplicated commit of it is skipped."""
     opts = sink_options(java, tmp_path / "staging", 7020)
     first = commit_staged(opts, [staged(opts, 0, rows(300, "a"))], 0)
     assert first.outcome is CommitOutcome.COMMITTED
@@ -337,7 +338,7 @@ def test_a_commit_dying_before_its_marker_is_cut_back_by_the_java_archive(
 
     assert visible_rows(java, recording_id) == rows(300, "a")
     again = commit_staged(opts, [staged(opts, 1, rows(3000, "b"), attempt=1)], 1)
-    assert again.outcome is CommitOutcome.COMMITTED and again.data_start == first.end
+    assert again.outcome is CommitOutcome.COMMITTED and again.data_start >= debris.max_recorded_position
     assert visible_rows(java, recording_id) == rows(300, "a") + rows(3000, "b")
     duplicate = commit_staged(opts, [staged(opts, 1, rows(3000, "b"), attempt=2)], 1)
     assert duplicate.outcome is CommitOutcome.ALREADY_COMMITTED
@@ -458,7 +459,7 @@ def test_the_java_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path: P
         [descriptor] = restarted.list_recordings()
         assert descriptor["stopPosition"] > first.end  # stopped at what it recorded: debris after the marker
         again = commit_staged(opts, [staged(opts, 1, rows(5000, "b"), attempt=1)], 1)
-        assert again.outcome is CommitOutcome.COMMITTED and again.data_start == first.end
+        assert again.outcome is CommitOutcome.COMMITTED and again.data_start == descriptor["stopPosition"]
         assert visible_rows_at(opts, first.recording_id) == rows(300, "a") + rows(5000, "b")
         assert commit_staged(opts, [staged(opts, 1, rows(5000, "b"), attempt=2)], 1).outcome is \
             CommitOutcome.ALREADY_COMMITTED

@@ -2,7 +2,8 @@
 
 Recordings hold the exact bytes appended (frames from the start position). Like the real archive:
 a replay must start on a frame boundary inside [start, recorded), a truncate needs a stopped
-recording and a frame boundary, an extension must continue at the stop position with the same
+recording and a frame boundary (the sink never truncates; tests use it to replay the race that is
+why), an extension must continue at the stop position with the same
 initial term id / term length / mtu, and every appended block's first frame must be stamped for
 the publication's position (as offer_block checks). ``crash_after_appends`` makes an appender
 raise after that many appends, leaving the recording ACTIVE with what it got (a dead commit).

@@ -50,3 +50,12 @@ def test_pauses_while_the_pause_file_exists(monkeypatch, tmp_path):
 def test_a_bad_plan_names_the_variable_and_the_points(text):
     with pytest.raises(ValueError, match=f"{ENV_VAR}.*before-append, before-marker"):
         parse_fault_plan(text)
+
+
+def test_before_claim_is_a_point_of_its_own(monkeypatch, tmp_path):
+    pause = tmp_path / "paused"
+    assert parse_fault_plan(f"before-claim:4:{pause}").point == "before-claim"
+    monkeypatch.setenv(ENV_VAR, f"before-claim:4:{pause}")
+    fault_point("before-append", 4)  # the points before and after it pass through
+    fault_point("before-marker", 4)
+    assert not pause.exists()

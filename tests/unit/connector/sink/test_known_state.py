@@ -39,7 +39,7 @@ def test_a_commit_by_another_process_in_between_is_recovered_not_overwritten(tmp
     assert rows_of(archive, only_recording(archive)) == batch(10, "a") + batch(10, "b") + batch(10, "c")
 
 
-def test_debris_of_a_failed_commit_is_truncated_by_the_next(tmp_path):
+def test_debris_of_a_failed_commit_is_skipped_by_the_next(tmp_path):
     opts, archive = options(tmp_path), remembering_archive()
     commit(opts, archive, [stage(opts, 0, 0, batch(10, "a"))], 0)
     archive.crash_after_appends = 0

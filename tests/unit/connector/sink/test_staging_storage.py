@@ -135,7 +135,8 @@ def test_the_hint_is_one_put_and_a_torn_or_missing_one_falls_back_to_a_scan(root
         recording.data += bytes(recording.data[:2048])
         reads.clear()
         state = SinkCommitter(archive, SINK, 1001, hints=hints, staging=staging, timeout_s=1.0).recover()
-        assert recording.position == end_of_2
+        assert recording.position == end_of_2 + 2048  # the debris stays (never truncated: sink/commit.py)
+        del recording.data[end_of_2 - recording.start_position:]  # each round starts from one batch's debris
         return state.committed_end, min(reads)
 
     assert recover_after_debris() == (end_of_2, end_of_2 - 96)  # the hinted marker, then a scan from it
