@@ -17,7 +17,7 @@ fragments are dropped (its head was never recorded), as Aeron's FragmentAssemble
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import ContextManager, Protocol, cast
 
 import pyarrow as pa
@@ -30,6 +30,7 @@ from aeron_spark.connector.source.message_batches import MessageBatchBuilder, Ou
 from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.sbe_columns import SbeColumns
+from aeron_spark.connector.source.sink_visibility import next_batch_start
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
 from aeron_spark.connector.options import ReplaySettings
 from aeron_spark.connector.replay_pump import ReplayPump
@@ -39,7 +40,7 @@ from aeron_spark.connector.worker_gc import freeze_long_lived_objects
 LOG = logging.getLogger("aeron_spark.connector")
 
 
-class PumpingAccess(Protocol):
+class PumpingAccess(ArchiveAccess, Protocol):
     """An ``ArchiveAccess`` that also hands out replays block by block (``ClientArchiveAccess``)."""
 
     def replay_pump(self, recording_id: int, start: int, end: int,
@@ -146,6 +147,18 @@ def _builder(readable: ReplayRange, descriptor: RecordingDescriptor, options: So
     return builder, feed_start
 
 
+def _next_batch_start_after(end: int, descriptor: RecordingDescriptor, access: ArchiveAccess,
+                            replay: ReplaySettings) -> Callable[[], int | None]:
+    """For a sink recording whose range ends inside a batch: where the next marker says that
+    batch's data starts, so rows held past the range's last marker are told from debris
+    (``MessageBatchBuilder.finish`` calls it only when it holds such rows)."""
+    def find() -> int | None:
+        limit = (access.live_position(descriptor.recording_id) if descriptor.is_active
+                 else descriptor.stop_position)
+        return None if limit is None else next_batch_start(access, descriptor, end, limit, replay)
+    return find
+
+
 def _copy(view: memoryview, _position: int) -> bytes:
     return bytes(view)
 
@@ -173,7 +186,7 @@ def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options
         if builder.next_position != end:
             raise RuntimeError(f"recording {recording_id}: replay stopped at {builder.next_position}, "
                                f"range end is {end}")
-        yield from builder.finish()
+        yield from builder.finish(_next_batch_start_after(end, descriptor, access, options.replay))
         timings.mark("read")
     timings.mark("replay close")
     return builder
@@ -198,5 +211,5 @@ def _read_blocks(readable: ReplayRange, descriptor: RecordingDescriptor, options
         if builder.next_position != end:
             raise RuntimeError(f"recording {recording_id}: replay stopped at {builder.next_position}, "
                                f"range end is {end}")
-        yield from builder.finish()
+        yield from builder.finish(_next_batch_start_after(end, descriptor, access, options.replay))
     return builder

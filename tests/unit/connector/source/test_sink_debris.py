@@ -143,11 +143,22 @@ def test_a_range_cut_inside_a_batch_resolves_what_it_holds_by_the_next_marker(tm
 
 
 def test_without_looking_past_the_range_end_a_cut_inside_debris_shows_it(tmp_path):
-    """The known limit (docs/exactly-once.md, What readers see): the partition reader does not look
-    past a mid-batch range end yet, so a cut between debris and the next marker releases debris."""
+    """Why the partition reader looks past a mid-batch range end: a builder not told where the next
+    batch starts releases, at a cut between debris and the next marker, the debris as rows."""
     archive, rid, expected, (debris_start, debris_end) = sink_with_debris(tmp_path)
     recording = archive.recordings[rid]
     inside = [b for b in recording.boundaries() if debris_start < b < debris_end]
     head = read_piece(archive, rid, recording.start_position, inside[len(inside) // 2], look_past_end=False)
     assert head[:100] == expected[:100] and len(head) > 100  # debris rows after batch 0
     assert read_piece(archive, rid, recording.start_position, debris_start, look_past_end=False) == expected[:100]
+
+
+def test_the_partition_reader_splits_a_sink_recording_anywhere_without_showing_debris(tmp_path):
+    archive, rid, expected, (debris_start, debris_end) = sink_with_debris(tmp_path)
+    recording = archive.recordings[rid]
+    inside = [b for b in recording.boundaries() if debris_start < b < debris_end]
+    cuts = sorted(b for b in recording.boundaries() if recording.start_position < b < recording.position)
+    for cut in cuts[:: max(1, len(cuts) // 20)] + inside[:: max(1, len(inside) // 5)] + [debris_start, debris_end]:
+        first = read_all(archive, rid, recording.start_position, cut)
+        second = read_all(archive, rid, cut, recording.position)
+        assert first + second == expected, cut
