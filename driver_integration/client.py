@@ -19,7 +19,7 @@ import pyaeron
 from ._capi import COUNTER_MAX_KEY_LENGTH, COUNTER_MAX_LABEL_LENGTH, ffi, lib
 from .errors import AeronError, check, closed_error, last_c_error
 from .counters import Counter, CountersReader
-from .publication import ExclusivePublication, InitialPosition, Publication
+from .publication import ExclusivePublication, InitialPosition, PendingExclusivePublication, Publication
 from .subscription import (
     AVAILABLE_IMAGE_CALLBACK,
     UNAVAILABLE_IMAGE_CALLBACK,
@@ -204,6 +204,20 @@ class AeronClient:
         pointer = self._await(lib.aeron_async_add_exclusive_publication_poll,
                               "aeron_exclusive_publication_t **", async_p[0], what)
         return self._adopt(ExclusivePublication(self, pointer))
+
+    def async_add_exclusive_publication(self, channel: str, stream_id: int, *,
+                                        initial_position: InitialPosition | None = None
+                                        ) -> PendingExclusivePublication:
+        """``add_exclusive_publication`` without waiting: the request is sent to the driver and
+        the returned ``PendingExclusivePublication`` is polled until the publication is there
+        (or the driver's refusal, or ``timeout``, raises)."""
+        if initial_position is not None:
+            channel = initial_position.apply_to(channel)
+        what = f"add_exclusive_publication({channel!r}, {stream_id})"
+        async_p = ffi.new("aeron_async_add_exclusive_publication_t **")
+        check(lib.aeron_async_add_exclusive_publication(async_p, self._live(), channel.encode(), stream_id),
+              what)
+        return PendingExclusivePublication(self, async_p[0], what, self.timeout)
 
     def add_subscription(self, channel: str, stream_id: int, *,
                          on_available_image: ImageCallback | None = None,
