@@ -38,7 +38,6 @@ from typing import Any
 
 from aeron_spark.archive import codecs
 from aeron_spark.archive.codecs import BooleanType
-from aeron_spark.archive.service.aeron_port import AeronPort
 from aeron_spark.archive.service.archive_counters import ControlSessionCounters
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator, Authenticator
 from aeron_spark.archive.service.conductor_events import (
@@ -64,7 +63,7 @@ from aeron_spark.archive.service.recording_events_publisher import RecordingEven
 from aeron_spark.archive.service.recording_queries import RecordingQueries
 from aeron_spark.archive.service.recording_requests import RecordingRequests
 from aeron_spark.archive.service.recording_session import RecordingSession
-from aeron_spark.archive.service.replay_requests import ReplayRequests
+from aeron_spark.archive.service.replay_requests import ReplayAeronPort, ReplayRequests
 from aeron_spark.archive.service.replay_session import ReplaySession
 from aeron_spark.archive.service.replication_requests import ReplicationRequests
 from aeron_spark.archive.service.request_ports import RecorderPort, ReplayerPort
@@ -87,7 +86,7 @@ class ArchiveConductor:
 
     role_name = "archive-conductor"
 
-    def __init__(self, *, aeron: AeronPort, catalog: Catalog, settings: ConductorSettings,
+    def __init__(self, *, aeron: ReplayAeronPort, catalog: Catalog, settings: ConductorSettings,
                  recorder: RecorderPort, replayer: ReplayerPort | None = None,
                  control_channels: list[tuple[str, int]],
                  authenticator: Authenticator | None = None,
@@ -119,7 +118,8 @@ class ArchiveConductor:
                                             events=self.events)
         self.replays = ReplayRequests(aeron=aeron, catalog=catalog, settings=settings,
                                       replayer=replayer, recordings=self.recordings,
-                                      counters_reader=counters_reader, listener=self)
+                                      counters_reader=counters_reader, listener=self,
+                                      report_failure=self._replay_failed)
         self.maintenance = MaintenanceRequests(catalog=catalog, settings=settings,
                                                recordings=self.recordings, replays=self.replays)
         self.listings = ListingRequests(catalog=catalog, recordings=self.recordings)
@@ -176,6 +176,7 @@ class ArchiveConductor:
             self.cycle_tracker.measure_and_update(time.monotonic_ns())
         work = self._step(self._drain_events)
         work += self._step(self.demuxer.poll)
+        work += self._step(self.replays.poll_pending)  # replay publications the driver has added
         now = self._clock()
         work += self._step(lambda: self.demuxer.service_sessions(now))
         work += self._step(self.replications.do_work)
@@ -195,6 +196,13 @@ class ArchiveConductor:
                                          "archive conductor: duty cycle step failed: %s: %s",
                                          type(error).__name__, error, exc_info=True)
             return 1
+
+    def _replay_failed(self, request_name: str, correlation_id: int, error: Exception, text: str) -> None:
+        """A replay request that failed after its handler returned (its publication refused by
+        the driver): counted and logged as the demuxer does a failed request."""
+        self.demuxer.count_error(error)
+        self.demuxer.failures.failed((request_name, type(error).__name__),
+                                     "%s (correlationId=%d) failed: %s", request_name, correlation_id, text)
 
     def _drain_events(self) -> int:
         work = 0

@@ -89,6 +89,24 @@ class FakeCounter:
         self.closed = True
 
 
+class FakePendingPublication:
+    """An async add: the publication (or the driver's refusal), held back while ``held``."""
+
+    def __init__(self, publication: FakePublication | None, refusal: Exception | None = None) -> None:
+        self.publication = publication
+        self.refusal = refusal
+        self.held = False
+        self.polls = 0
+
+    def poll(self) -> FakePublication | None:
+        self.polls += 1
+        if self.held:
+            return None
+        if self.refusal is not None:
+            raise self.refusal
+        return self.publication
+
+
 class FakeAeron:
     """The `AeronPort` calls, recorded; ids count up as the driver's would."""
 
@@ -96,6 +114,9 @@ class FakeAeron:
         self.subscriptions: list[FakeSubscription] = []
         self.publications: list[FakePublication] = []
         self.counters: list[FakeCounter] = []
+        self.pending: list[FakePendingPublication] = []
+        self.hold_publications = False  # async adds stay pending until the test releases them
+        self.refusal: Exception | None = None  # the driver's answer to the next async adds
         self._next_id = 100
 
     def add_subscription(self, channel: str, stream_id: int, *, on_available_image=None,
@@ -109,6 +130,17 @@ class FakeAeron:
         publication = FakePublication(channel, stream_id, session_id=900 + len(self.publications))
         self.publications.append(publication)
         return publication
+
+    def async_add_exclusive_publication(self, channel: str, stream_id: int) -> FakePendingPublication:
+        """Added at once unless ``hold_publications`` (then the test settles each pending one)."""
+        if self.refusal is not None:
+            pending = FakePendingPublication(None, self.refusal)
+        else:
+            pending = FakePendingPublication(self.add_exclusive_publication(channel, stream_id))
+        if self.hold_publications:
+            pending.held = True
+        self.pending.append(pending)
+        return pending
 
     def add_counter(self, type_id: int, key: bytes, label: str) -> FakeCounter:
         counter = FakeCounter(len(self.counters), type_id, key, label)

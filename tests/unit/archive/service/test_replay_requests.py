@@ -239,3 +239,117 @@ def test_replay_session_ids_count_up(h):
     first, second = h.replayer.sessions
     assert first.replay_session_id >> 32 == 1 and second.replay_session_id >> 32 == 2
     assert STREAM_ID != REPLAY_STREAM  # the replay has its own stream
+
+
+# ---------------------------------------------------------------- the publication added without waiting
+
+def test_a_replay_waits_for_its_publication_without_blocking_then_starts_and_answers_when_ready(h):
+    recording_id = make_recording(h.catalog, h.directory, 0, 8192)
+    h.aeron.hold_publications = True
+    replay(h, recording_id, correlation_id=80)
+    [pending] = h.aeron.pending
+    assert pending.polls == 1 and h.replayer.sessions == [] and h.sent() == []  # asked, not waited for
+    assert h.replays.pending_count == 1 and h.replays.has_replays(recording_id)
+    assert h.replays.poll_pending() == 0 and h.replayer.sessions == []
+    pending.held = False
+    assert h.replays.poll_pending() == 1 and h.replays.pending_count == 0
+    [session] = h.replayer.sessions
+    assert session.publication is pending.publication
+    assert session.replay_session_id == make_replay_session_id(1, pending.publication.session_id)
+    assert h.sent() == []  # the OK still waits for the replayer, as before
+    h.replays.on_replay_ready(session)
+    assert h.sent() == [ok(80, session.replay_session_id)]
+    assert h.replays.poll_pending() == 0
+
+
+def test_pending_publications_count_towards_max_concurrent_replays(tmp_path):
+    with opened_handlers(tmp_path, max_concurrent_replays=1) as h:
+        recording_id = make_recording(h.catalog, tmp_path, 0, 4096)
+        h.aeron.hold_publications = True
+        replay(h, recording_id)
+        refused(lambda: replay(h, recording_id, correlation_id=81), ArchiveErrorCode.MAX_REPLAYS,
+                "max concurrent replays reached 1")
+
+
+def test_a_publication_the_driver_refuses_is_answered_with_its_reason_and_reported(tmp_path):
+    from aeron_spark.driver_integration.errors import AeronError
+
+    reported = []
+    with opened_handlers(tmp_path) as h:
+        h.replays.report_failure = lambda *args: reported.append(args)
+        recording_id = make_recording(h.catalog, tmp_path, 0, 4096)
+        h.aeron.hold_publications = True
+        h.aeron.refusal = AeronError("add_exclusive_publication('aeron:udp?endpoint=localhost:1', 2002): (-1) "
+                                     "invalid channel\n[aeron_driver_conductor.c:3898] port out of range\n")
+        replay(h, recording_id, correlation_id=82)
+        assert h.sent() == []
+        h.aeron.pending[0].held = False
+        assert h.replays.poll_pending() == 1
+        [answer] = h.sent()
+        assert (answer.correlation_id, answer.relevant_id) == (82, ArchiveErrorCode.GENERIC)
+        assert answer.error_message.startswith("ReplayRequest: media driver refused: add_exclusive_publication(")
+        assert "port out of range" in answer.error_message and "\n" not in answer.error_message
+        [(request_name, correlation_id, error_raised, text)] = reported
+        assert (request_name, correlation_id, text) == ("ReplayRequest", 82, answer.error_message)
+        assert error_raised is h.aeron.refusal
+        assert h.replayer.sessions == [] and not h.replays.has_replays(recording_id)
+
+
+def test_a_publication_refused_at_once_is_answered_in_the_request(h):
+    from aeron_spark.driver_integration.errors import AeronError
+
+    recording_id = make_recording(h.catalog, h.directory, 0, 4096)
+    h.aeron.refusal = AeronError("add_exclusive_publication: (-1) invalid channel")
+    bounded_replay = BoundedReplayRequest(CONTROL_SESSION_ID, 83, recording_id, -1, REPLAY_ALL_AND_STOP, 7,
+                                          REPLAY_STREAM, -1, -1, REPLAY_CHANNEL)
+    h.counters.allocate(7, value=4096)
+    h.replays.replay(h.session, bounded_replay)
+    [answer] = h.sent()
+    assert answer.correlation_id == 83
+    assert answer.error_message == "BoundedReplayRequest: media driver refused: add_exclusive_publication: (-1) " \
+                                   "invalid channel"
+    assert h.replays.pending_count == 0
+
+
+@pytest.mark.parametrize("stopped_recording", [-1, "its own"])
+def test_stop_all_replays_stops_a_pending_replay_whose_publication_is_closed_when_it_arrives(h, stopped_recording):
+    recording_id = make_recording(h.catalog, h.directory, 0, 4096)
+    other = make_recording(h.catalog, h.directory, 0, 4096)
+    h.aeron.hold_publications = True
+    replay(h, recording_id, correlation_id=84)
+    replay(h, other, correlation_id=85)
+    stopped = recording_id if stopped_recording == "its own" else -1
+    h.replays.stop_all_replays(h.session, StopAllReplaysRequest(CONTROL_SESSION_ID, 86, stopped))
+    assert h.sent() == [ok(86, 0)]
+    assert not h.replays.has_replays(recording_id)
+    for pending in h.aeron.pending:
+        pending.held = False
+    assert h.replays.poll_pending() == 2
+    first, second = h.aeron.pending
+    assert first.publication.closed
+    answers = h.sent()
+    assert answers[0] == error(84, ArchiveErrorCode.GENERIC,
+                               f"replay of recording {recording_id} stopped before it started: stop all replays")
+    if stopped == -1:
+        assert second.publication.closed and h.replayer.sessions == []
+        assert answers[1].correlation_id == 85 and "stopped before it started" in answers[1].error_message
+    else:
+        assert not second.publication.closed and [s.recording_id for s in h.replayer.sessions] == [other]
+        assert answers[1:] == []
+
+
+def test_a_session_that_cannot_be_built_closes_its_publication_and_answers(h, monkeypatch):
+    from aeron_spark.archive.service import replay_requests
+
+    def failing_session(**_kwargs):
+        raise OSError("segment file unreadable")
+
+    recording_id = make_recording(h.catalog, h.directory, 0, 4096)
+    h.aeron.hold_publications = True
+    replay(h, recording_id, correlation_id=88)
+    monkeypatch.setattr(replay_requests, "ReplaySession", failing_session)
+    h.aeron.pending[0].held = False
+    assert h.replays.poll_pending() == 1
+    assert h.sent() == [error(88, ArchiveErrorCode.GENERIC,
+                              "ReplayRequest failed: OSError: segment file unreadable")]
+    assert h.aeron.pending[0].publication.closed and not h.replays.has_replays(recording_id)
