@@ -22,6 +22,9 @@ Real-client facts used here:
   archive sends for it after its OK fails it at once with the archive's text; a replay idle at a
   position short of the range end replays the frame there once (``frame_end_at``) and fails at
   once if that frame crosses the end (the archive sends whole frames only, so it never would);
+* a replay read to its range end gets no StopReplay: the archive ends a bounded replay itself once
+  its last byte is sent (Aeron's ReplaySession too), and the round trip was a tenth of a live
+  read; a replay left early (an error, a probe, a reader that stopped) is stopped;
 * replays are refused when the archive records their channel/stream (ListRecordingSubscriptions,
   re-checked every few seconds): each would become a new recording;
 * a 1.15.x archive (no BoundedReplay) gets a plain Replay of exactly the range.
@@ -44,7 +47,7 @@ import numpy as np
 
 from aeron_spark.archive.client import RecordingDescriptor, RecordingSubscriptionDescriptor, live_positions
 from aeron_spark.archive.client.replay_subscription import replay_image_session_id
-from aeron_spark.driver_integration import AeronClient, Counter, CountersReader, Image
+from aeron_spark.driver_integration import AeronClient, AeronError, Counter, CountersReader, Image
 from aeron_spark.driver_integration.channel_uri import MTU
 from aeron_spark.driver_integration.frame import aligned_frame_length
 
@@ -58,7 +61,7 @@ from aeron_spark.connector.replay_errors import (
     archive_text,
     is_archive_error,
 )
-from aeron_spark.connector.replay_pump import ReplayPump, await_image, await_udp_image, replayed_blocks
+from aeron_spark.connector.replay_pump import ReplayPump, await_image, await_udp_image, pumped_blocks
 
 LOG = logging.getLogger(__name__)
 
@@ -295,22 +298,23 @@ class ClientArchiveAccess:
     def replay(self, recording_id: int, start: int, end: int,
                settings: ReplaySettings) -> Iterator[Iterator[tuple[int, bytes]]]:
         with self._replay_image(recording_id, start, end, settings) as (image, watch):
-            yield replayed_blocks(image, recording_id, start, end, settings.idle_timeout_ms, watch, self._archive_endpoint)
+            yield pumped_blocks(ReplayPump(image, recording_id, start, end, settings.idle_timeout_ms, watch,
+                                           self._archive_endpoint))
 
     @contextlib.contextmanager
     def replay_pump(self, recording_id: int, start: int, end: int,
                     settings: ReplaySettings) -> Iterator[ReplayPump]:
         """Like :meth:`replay`, but the caller copies each block where it wants it (one copy)."""
         with self._replay_image(recording_id, start, end, settings) as (image, watch):
-            try:
-                yield ReplayPump(image, recording_id, start, end, settings.idle_timeout_ms, watch, self._archive_endpoint)
-            finally:
-                image.close()
+            yield ReplayPump(image, recording_id, start, end, settings.idle_timeout_ms, watch, self._archive_endpoint)
 
     @contextlib.contextmanager
     def _replay_image(self, recording_id: int, start: int, end: int,
                       settings: ReplaySettings) -> Iterator[tuple[Image, ReplayWatch]]:
-        """(image, watch) of a replay of exactly [start, end) on a private session."""
+        """(image, watch) of a replay of exactly [start, end) on a private session; the image is
+        closed here after use. A replay read to ``end`` is not stopped: the archive ends a
+        bounded replay itself once it sent its last byte (Aeron's ReplaySession too), so a
+        StopReplay would only cost a control round trip per read; any other replay is stopped."""
         endpoints = self.replay_endpoints
         self._refuse_recorded_replay_stream(settings, endpoints.base_channel(settings.channel))
         aeron = self._client.aeron
@@ -320,6 +324,7 @@ class ClientArchiveAccess:
         told = receiver.told
         limit: Counter | None = None
         replay_session_id: int | None = None
+        image: Image | None = None
         # A response channel's replay names its subscription (and the Image has the replay's session id).
         registration_id = subscription.registration_id if receiver.response_mode else None
         try:
@@ -355,7 +360,10 @@ class ClientArchiveAccess:
                 image = await_image(subscription, session_id, settings.idle_timeout_ms, recording_id, watch)
             yield image, watch
         finally:
-            if replay_session_id is not None:
+            delivered = image is not None and delivered_to(image, end)
+            if image is not None:
+                image.close()
+            if replay_session_id is not None and not delivered:
                 with contextlib.suppress(Exception):
                     self._client.stop_replay(replay_session_id)
             for resource in (subscription, limit):
@@ -462,6 +470,16 @@ class ClientArchiveAccess:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._client.close()
+
+
+def delivered_to(image: Image, end: int) -> bool:
+    """Whether this subscriber read ``image`` up to ``end``; False when that is not known (the
+    image released already, or a stand-in that keeps no position): such a replay is stopped."""
+    try:
+        position = getattr(image, "position", None)
+    except AeronError:
+        return False
+    return isinstance(position, int) and position >= end
 
 
 def records_replays(recorded_channel: str, recorded_stream_id: int, replay_channel: str,

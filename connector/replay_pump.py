@@ -1,8 +1,8 @@
 """Receiving one replay: waiting for its image, then polling it block by block to the range end.
 
 ``ReplayPump.next_block(consume)`` hands each block to ``consume`` while the view still points
-into the term buffer (one copy, made by the caller where it wants the bytes); ``replayed_blocks``
-copies each block out. While nothing arrives, both ask the replay's ``ReplayWatch`` whether the
+into the term buffer (one copy, made by the caller where it wants the bytes); ``pumped_blocks``
+and ``replayed_blocks`` copy each block out. While nothing arrives, both ask the replay's ``ReplayWatch`` whether the
 archive failed it, and once per stalled position whether the stall can ever end.
 """
 
@@ -125,11 +125,17 @@ def _copied(view: memoryview, _position: int) -> bytes:
     return bytes(view)
 
 
+def pumped_blocks(pump: ReplayPump) -> Iterator[tuple[int, bytes]]:
+    """Each block of ``pump`` copied out; the image stays open (its owner closes it)."""
+    while (block := pump.next_block(_copied)) is not None:
+        yield block
+
+
 def replayed_blocks(image: Image, recording_id: int, start: int, end: int, idle_timeout_ms: int,
                     watch: ReplayWatch | None = None, archive: str | None = None) -> Iterator[tuple[int, bytes]]:
+    """``pumped_blocks`` of a new pump on ``image``, which is closed when the blocks end."""
     pump = ReplayPump(image, recording_id, start, end, idle_timeout_ms, watch, archive)
     try:
-        while (block := pump.next_block(_copied)) is not None:
-            yield block
+        yield from pumped_blocks(pump)
     finally:
         image.close()

@@ -268,3 +268,76 @@ def test_list_matching_since_continues_where_the_archive_scan_ended():
     found, next_from = access.list_matching_since("aeron:ipc", 1001, 0)
     assert [d.recording_id for d in found] == [2, 3, 4]
     assert next_from == 300  # not 5: recordings 5..299 of other channels are not scanned again
+
+
+class PositionedImage(Image):
+    """An Image that reports how far its subscriber read, as driver_integration's does."""
+
+    def __init__(self, session_id, parts):
+        super().__init__(session_id, parts)
+        self.position = parts[0][0] if parts else 0
+
+    def block_poll(self, handler, limit):
+        if not self.parts:
+            return 0
+        position, block = self.parts[0]
+        consumed = super().block_poll(handler, limit)
+        self.position = position + consumed
+        return consumed
+
+
+def with_positioned_images(client):
+    start_bounded_replay = client.start_bounded_replay
+
+    def start(*args, **kwargs):
+        replay_session_id = start_bounded_replay(*args, **kwargs)
+        image = client.aeron.image
+        client.aeron.image = PositionedImage(image.session_id, image.parts)
+        return replay_session_id
+    client.start_bounded_replay = start
+
+
+@pytest.mark.parametrize("reader", ["replay", "replay_pump"])
+def test_a_replay_read_to_its_end_is_not_stopped_the_archive_ends_it(reader):
+    log, client, access = setup()
+    with_positioned_images(client)
+    end = log.messages[30].end_position
+    if reader == "replay":
+        with access.replay(1, 0, end, SETTINGS) as replayed:
+            data = b"".join(block for _, block in replayed)
+    else:
+        with access.replay_pump(1, 0, end, SETTINGS) as pump:
+            parts = []
+            while pump.next_block(lambda view, _position: parts.append(bytes(view))) is not None:
+                pass
+            data = b"".join(parts)
+    assert data == log.bytes_between(0, end)
+    assert client.stopped == []  # no StopReplay round trip: the bounded replay ends itself
+    assert client.aeron.image.closed and client.aeron.subscriptions[0].closed and client.aeron.limits[0].closed
+
+
+def test_a_replay_left_before_its_end_is_stopped():
+    log, client, access = setup()
+    with_positioned_images(client)
+    end = log.messages[30].end_position
+    with access.replay(1, 0, end, SETTINGS) as replayed:
+        next(iter(replayed))
+    assert len(client.stopped) == 1 and client.aeron.image.closed
+    with pytest.raises(RuntimeError, match="reader failed"):
+        with access.replay(1, 0, end, SETTINGS) as replayed:
+            for _ in replayed:
+                raise RuntimeError("reader failed")
+    assert len(client.stopped) == 2
+
+
+def test_delivered_to_is_false_for_a_released_image():
+    from aeron_spark.driver_integration import ResourceClosedError
+
+    class Released:
+        @property
+        def position(self):
+            raise ResourceClosedError("image session 5 (stream 1001) is closed")
+
+    assert not archive_reading.delivered_to(Released(), 0)
+    assert archive_reading.delivered_to(SimpleNamespace(position=4096), 4096)
+    assert not archive_reading.delivered_to(SimpleNamespace(position=4064), 4096)
