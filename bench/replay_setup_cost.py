@@ -17,12 +17,17 @@ timed by wrapping the calls the reader makes:
 * ``start replay``: the StartReplay request and its response,
 * ``await image``: until the replay's Image is there (the archive's publication connected over UDP),
 * ``read``: the replayed blocks to Arrow batches,
-* ``stop replay``: the StopReplay request and its response, then closing the subscription.
+* ``stop replay``: the StopReplay request and its response (only for a replay not read to its end:
+  the archive ends a bounded replay itself), then closing the subscription.
+
+``--ab-stop-replay`` alternates the reads between the connector as it is (no StopReplay after a
+replay read to its end) and one that always sends it, and prints both: a same-run A/B.
 
 Run::
 
     .venv/bin/python bench/replay_setup_cost.py                 # 200 reads, one every 100 ms
     .venv/bin/python bench/replay_setup_cost.py --reads 500 --batch-ms 50
+    .venv/bin/python bench/replay_setup_cost.py --reads 300 --ab-stop-replay
 
 Prints per step the median and p90 ms. Every process started here is stopped by PID.
 """
@@ -48,12 +53,21 @@ from spark_bench_support import exit_on_sigterm, loopback_udp_channel, progress,
 STEPS = ("describe", "subscribe", "start replay", "await image", "read", "stop replay", "close subscription")
 
 
+ALWAYS_STOP = "StopReplay after every read (as before)"
+AS_IS = "the connector as it is"
+
+
 class StepClock:
-    """Milliseconds per named step, per read."""
+    """Milliseconds per named step, per read; each read is counted under the current ``variant``."""
 
     def __init__(self) -> None:
         self.current: dict[str, float] = {}
-        self.reads: list[dict[str, float]] = []
+        self.variant = AS_IS
+        self.reads_by_variant: dict[str, list[dict[str, float]]] = {}
+
+    @property
+    def reads(self) -> list[dict[str, float]]:
+        return [read for reads in self.reads_by_variant.values() for read in reads]
 
     def timed(self, step: str, call: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(call)
@@ -69,13 +83,22 @@ class StepClock:
         timed = sum(self.current.values())
         self.current["read"] = total_ms - timed  # the rest: blocks to Arrow, and the generator's own work
         self.current["total"] = total_ms
-        self.reads.append(self.current)
+        self.reads_by_variant.setdefault(self.variant, []).append(self.current)
         self.current = {}
 
     def lines(self) -> list[str]:
         lines = []
+        for variant, reads in self.reads_by_variant.items():
+            if len(self.reads_by_variant) > 1:
+                lines.append(f" {variant} ({len(reads)} reads):")
+            lines.extend(self._variant_lines(reads))
+        return lines
+
+    @staticmethod
+    def _variant_lines(reads: list[dict[str, float]]) -> list[str]:
+        lines = []
         for step in (*STEPS, "total"):
-            values = sorted(read.get(step, 0.0) for read in self.reads)
+            values = sorted(read.get(step, 0.0) for read in reads)
             if not values:
                 continue
             lines.append(f"  {step:<20} median {statistics.median(values):7.2f} ms   p90 "
@@ -119,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="sample the sidecar and this process (py-spy, perf) over the reads; summary in DIR")
     parser.add_argument("--replay-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra source option for the reads (e.g. replay.mtu=recording)")
+    parser.add_argument("--ab-stop-replay", action="store_true",
+                        help="alternate reads as they are and with a StopReplay after every read (same-run A/B)")
     args = parser.parse_args(argv)
     exit_on_sigterm()
     work = Path(tempfile.mkdtemp(prefix="replay-setup-cost-"))
@@ -155,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_reads(sidecar, args) -> StepClock:
     from aeron_spark.archive.client.archive_client import ArchiveClient
+    from aeron_spark.connector import archive_reading
     from aeron_spark.connector.options import ReadMode
     from aeron_spark.connector.source.archive_access import open_archive
     from aeron_spark.connector.source.options import SourceOptions
@@ -168,6 +194,7 @@ def run_reads(sidecar, args) -> StepClock:
     options = SourceOptions.parse(raw, ReadMode.BATCH)
     access = open_archive(options.connection)
     clock = StepClock()
+    delivered_to = archive_reading.delivered_to
     try:
         if args.shared_subscription is not None:
             from aeron_spark.connector.replay_endpoint import SharedReplaySubscriptions
@@ -185,6 +212,10 @@ def run_reads(sidecar, args) -> StepClock:
             if end <= start:
                 continue
             clock.current = {}
+            always_stop = args.ab_stop_replay and index % 2 == 1
+            clock.variant = ALWAYS_STOP if always_stop else AS_IS
+            # the B side: the reader never counts a replay as read to its end, so it stops each one
+            archive_reading.delivered_to = (lambda _image, _end: False) if always_stop else delivered_to
             started = time.perf_counter()
             for batch in read_range(ReplayRange(recording_id, start, end), options, access):
                 rows += batch.num_rows
@@ -193,6 +224,7 @@ def run_reads(sidecar, args) -> StepClock:
             start = end
         progress(f"read {rows} rows of recording {recording_id}")
     finally:
+        archive_reading.delivered_to = delivered_to
         access.close()
     return clock
 
