@@ -22,12 +22,17 @@ timed by wrapping the calls the reader makes:
 
 ``--ab-stop-replay`` alternates the reads between the connector as it is (no StopReplay after a
 replay read to its end) and one that always sends it, and prints both: a same-run A/B.
+``--concurrent-readers N`` adds N-1 readers on connections of their own, reading the same recording
+at the same cadence on threads of this process (as the partitions of one micro-batch on several
+executors): their StartReplays reach the sidecar's conductor at about the same time. Only the
+first reader is timed.
 
 Run::
 
     .venv/bin/python bench/replay_setup_cost.py                 # 200 reads, one every 100 ms
     .venv/bin/python bench/replay_setup_cost.py --reads 500 --batch-ms 50
     .venv/bin/python bench/replay_setup_cost.py --reads 300 --ab-stop-replay
+    .venv/bin/python bench/replay_setup_cost.py --reads 200 --concurrent-readers 3
 
 Prints per step the median and p90 ms. Every process started here is stopped by PID.
 """
@@ -42,6 +47,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +70,7 @@ class StepClock:
         self.current: dict[str, float] = {}
         self.variant = AS_IS
         self.reads_by_variant: dict[str, list[dict[str, float]]] = {}
+        self.owner = threading.get_ident()  # the timed reader; other readers' calls are not counted
 
     @property
     def reads(self) -> list[dict[str, float]]:
@@ -72,6 +79,8 @@ class StepClock:
     def timed(self, step: str, call: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(call)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() != self.owner:
+                return call(*args, **kwargs)
             started = time.perf_counter()
             try:
                 return call(*args, **kwargs)
@@ -142,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="sample the sidecar and this process (py-spy, perf) over the reads; summary in DIR")
     parser.add_argument("--replay-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra source option for the reads (e.g. replay.mtu=recording)")
+    parser.add_argument("--concurrent-readers", type=int, default=1, metavar="N",
+                        help="readers reading at once, each on its own connection; only the first is timed")
     parser.add_argument("--ab-stop-replay", action="store_true",
                         help="alternate reads as they are and with a StopReplay after every read (same-run A/B)")
     args = parser.parse_args(argv)
@@ -172,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             os.environ["AERON_DIR"] = previous
         shutil.rmtree(work, ignore_errors=True)
+    others = (f", beside {args.concurrent_readers - 1} other readers on their own connections"
+              if args.concurrent_readers > 1 else "")
     print(f"\none partition's live read, {len(clock.reads)} reads one every {args.batch_ms:.0f} ms "
-          f"(sidecar on its own driver over UDP, this process on an embedded driver):")
+          f"(sidecar on its own driver over UDP, this process on an embedded driver{others}):")
     print("\n".join(clock.lines()))
     return 0
 
@@ -194,7 +207,11 @@ def run_reads(sidecar, args) -> StepClock:
     options = SourceOptions.parse(raw, ReadMode.BATCH)
     access = open_archive(options.connection)
     clock = StepClock()
-    delivered_to = archive_reading.delivered_to
+    delivered_to = getattr(archive_reading, "delivered_to", None)  # absent before the StopReplay skip
+    stop_others = threading.Event()
+    others = [threading.Thread(target=read_beside, args=(recording_id, options, args.batch_ms, stop_others),
+                               name=f"reader-{index}", daemon=True)
+              for index in range(1, args.concurrent_readers)]
     try:
         if args.shared_subscription is not None:
             from aeron_spark.connector.replay_endpoint import SharedReplaySubscriptions
@@ -204,6 +221,8 @@ def run_reads(sidecar, args) -> StepClock:
                                 if args.shared_subscription else None)
         progress(f"replays share a subscription: {access.replay_endpoints.shared is not None}")
         instrument(access, clock)
+        for other in others:
+            other.start()
         start = access.live_position(recording_id) or 0
         rows = 0
         for index in range(args.reads + 5):
@@ -214,8 +233,11 @@ def run_reads(sidecar, args) -> StepClock:
             clock.current = {}
             always_stop = args.ab_stop_replay and index % 2 == 1
             clock.variant = ALWAYS_STOP if always_stop else AS_IS
-            # the B side: the reader never counts a replay as read to its end, so it stops each one
-            archive_reading.delivered_to = (lambda _image, _end: False) if always_stop else delivered_to
+            # the B side: the timed reader never counts a replay as read to its end, so it stops each one
+            if delivered_to is not None:
+                archive_reading.delivered_to = (
+                    (lambda image, end: False if threading.get_ident() == clock.owner else delivered_to(image, end))
+                    if always_stop else delivered_to)
             started = time.perf_counter()
             for batch in read_range(ReplayRange(recording_id, start, end), options, access):
                 rows += batch.num_rows
@@ -224,9 +246,32 @@ def run_reads(sidecar, args) -> StepClock:
             start = end
         progress(f"read {rows} rows of recording {recording_id}")
     finally:
-        archive_reading.delivered_to = delivered_to
+        stop_others.set()
+        for other in others:
+            other.join(timeout=30)
+        if delivered_to is not None:
+            archive_reading.delivered_to = delivered_to
         access.close()
     return clock
+
+
+def read_beside(recording_id: int, options: Any, batch_ms: float, stop: threading.Event) -> None:
+    """Another partition's reader: same recording, same cadence, its own connection; untimed."""
+    from aeron_spark.connector.source.archive_access import open_archive
+    from aeron_spark.connector.source.partition_planner import ReplayRange
+    from aeron_spark.connector.source.partition_reader import read_range
+
+    access = open_archive(options.connection)
+    try:
+        start = access.live_position(recording_id) or 0
+        while not stop.wait(batch_ms / 1000.0):
+            end = access.live_position(recording_id) or start
+            if end > start:
+                for _batch in read_range(ReplayRange(recording_id, start, end), options, access):
+                    pass
+                start = end
+    finally:
+        access.close()
 
 
 if __name__ == "__main__":
