@@ -2,7 +2,7 @@
 
 The state machine, modelled on Aeron's ``ReplaySession``. The request was checked and planned
 first (:mod:`~aeron_spark.archive.service.replay_plan`); the replay request handler
-(:mod:`~aeron_spark.archive.service.replay_requests`) opens the publication (channel from
+(:mod:`~aeron_spark.archive.service.replay_requests`) has the publication added (channel from
 ``channel_uri.replay_channel``: the client's stripped channel at the replay position with the
 recording's initial term id, term length and mtu, or the channel's larger mtu) and builds the session with
 ``replay_session_id = make_replay_session_id(replay_id, publication.session_id)``.

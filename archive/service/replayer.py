@@ -7,8 +7,9 @@ Interface with the conductor (its own thread; see :mod:`aeron_spark.archive.serv
   limit the replay follows (a :class:`~aeron_spark.archive.service.limit_counter.LimitCounterReader` on
   the active recording's rec-pos counter id, or on a bounded replay's ``limitCounterId``; None
   for a stopped recording), calls :func:`~aeron_spark.archive.service.replay_plan.plan_replay`
-  (``ReplayRequestError.code`` -> ERROR), opens the exclusive publication on
-  ``channel_uri.replay_channel(...)`` and adds ``ReplaySession(replay_session_id=
+  (``ReplayRequestError.code`` -> ERROR), asks the driver for the exclusive publication on
+  ``channel_uri.replay_channel(...)`` without waiting, and once a later duty cycle finds it added
+  adds ``ReplaySession(replay_session_id=
   make_replay_session_id(replay_id, publication.session_id), recording=RecordingLayout.of(
   descriptor), plan=..., publication=..., archive_dir=..., limit=..., correlation_id=...,
   owner=<control session>, file_io_max_length=..., connect_timeout_ns=..., listener=...)``
