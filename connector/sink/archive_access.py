@@ -199,6 +199,10 @@ class ClientAppender:
                                          publication.mtu_length, publication.session_id, publication.stream_id)
         self._position = initial.position
         self._max_piece = min(MAX_PIECE, publication.term_buffer_length // 4)
+        # What back pressure cost this commit (its step timings report them): offers refused, and the
+        # seconds from each first refusal to the offer that went through.
+        self.refused_offers = 0
+        self.back_pressure_s = 0.0
 
     @property
     def recording_id(self) -> int:
@@ -238,12 +242,17 @@ class ClientAppender:
         self._position = block.end
 
     def _retry(self, offer: Callable[[], int], what: str) -> None:
-        deadline = time.monotonic() + self._timeout
+        result = offer()
+        if result >= 0:
+            return
+        refused_at = time.monotonic()
+        deadline = refused_at + self._timeout
         pause = 0.0
         while True:
-            result = offer()
             if result >= 0:
+                self.back_pressure_s += time.monotonic() - refused_at
                 return
+            self.refused_offers += 1
             code = OfferResult(result)
             if not code.is_retryable:
                 raise SinkArchiveError(f"{what} on the sink publication failed: {code.name}")
@@ -253,6 +262,7 @@ class ClientAppender:
             if pause:
                 time.sleep(pause)
             pause = min(0.001, pause + 0.00002)
+            result = offer()
 
     def seal(self) -> RecordingDescriptor:
         target = self._position
