@@ -16,6 +16,10 @@ For each workload (default: 10,000,000 x 32 B and 1,000,000 x 1 KiB rows) it
 4. prints min / median seconds, rows/s, the ratio ours / Kafka (rows/s; target ≥ 1.0×) and the
    CPU-seconds of every process per run (sidecar and Kafka broker included).
 
+The sidecar writes its segment files buffered (``--segment-io buffered``, its default and Aeron's;
+Kafka's broker, at its defaults, writes through the page cache too); ``--compare-segment-io direct``
+also writes the same rows into a second sidecar with O_DIRECT segment writes, in the same run.
+
 Layout (``--layout cluster``, the default) as bench/spark_sink_vs_parquet.py's: the sidecar on its
 own embedded driver with a UDP control channel, Spark ``local-cluster[2,1,1024]``, a UDP sink channel
 recorded REMOTE and ``sink.stagingDir`` on a local directory; Kafka on localhost. Run::
@@ -68,6 +72,10 @@ OURS = "aeron-archive sink"
 KAFKA = "Kafka sink"
 QUICK_WORKLOADS = [Workload(200_000, 32), Workload(20_000, 1024)]
 DEFAULT_WORKLOADS = [Workload(10_000_000, 32), Workload(1_000_000, 1024)]
+# Both sides at their defaults: Kafka's broker writes its log through the page cache and never
+# fsyncs by default; our sidecar's default is buffered segment writes, as Aeron's. O_DIRECT (the
+# setting before) measured no faster here in the same run (docs/performance.md, "(b) Write").
+KAFKA_WRITE_SEGMENT_IO = "buffered"
 
 
 @dataclass(frozen=True)
@@ -157,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="after the timed runs, one more run of ours per workload (and mode) under py-spy and "
                              "perf; a summary per run in DIR/*.txt (bench/profile_processes.py)")
-    add_segment_io_argument(parser)
+    add_segment_io_argument(parser, KAFKA_WRITE_SEGMENT_IO)
     parser.add_argument("--compare-segment-io", choices=sorted(SEGMENT_IO_SERVE_ARGS),
                         help="also write into a second sidecar whose segment files are written this way "
                              "(buffered or direct), same run, same rows: an A/B of --segment-io")

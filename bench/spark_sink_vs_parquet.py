@@ -72,13 +72,15 @@ PARQUET = "Parquet writer"
 # How the sidecar writes its segment files: `aeron-archive serve`'s own default is buffered (as
 # Aeron's); O_DIRECT (`--segment-direct-io`) is the opt-in for an archive that records large blocks.
 SEGMENT_IO_SERVE_ARGS = {"buffered": ("--no-segment-direct-io",), "direct": ("--segment-direct-io",)}
-DEFAULT_BENCH_SEGMENT_IO = "direct"
+# This benchmark's figures (docs/performance.md) were taken with O_DIRECT segment writes, chosen for
+# IPC sinks writing 1 MiB blocks (docs/performance-history.md "O_DIRECT segment writes").
+SINK_VS_PARQUET_SEGMENT_IO = "direct"
 
 
-def add_segment_io_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segment-io", choices=sorted(SEGMENT_IO_SERVE_ARGS), default=DEFAULT_BENCH_SEGMENT_IO,
+def add_segment_io_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--segment-io", choices=sorted(SEGMENT_IO_SERVE_ARGS), default=default,
                         help="how the sidecar writes segment files: buffered (page cache, the sidecar's default) "
-                             f"or direct (O_DIRECT, --segment-direct-io); default: {DEFAULT_BENCH_SEGMENT_IO}")
+                             f"or direct (O_DIRECT, --segment-direct-io); default here: {default}")
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, help="where the archive, input and outputs go (default: a temp dir)")
     parser.add_argument("--sink-mtu", help="the sink's sink.mtu (default: its default, 8192 on IPC, 1408 on UDP); "
                                            "over UDP a datagram carries up to this many bytes")
-    add_segment_io_argument(parser)
+    add_segment_io_argument(parser, SINK_VS_PARQUET_SEGMENT_IO)
     add_layout_argument(parser)
     args = parser.parse_args(argv)
     workloads = args.workload or [Workload(1_000_000, 32), Workload(300_000, 1024)]
