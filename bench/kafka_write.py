@@ -162,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-sink-mtu", metavar="MTU",
                         help="also write with sink.mtu=MTU (e.g. 1408, the UDP default before sink.mtu=auto), "
                              "same run, its own sink recording")
+    parser.add_argument("--sink-channel-params", metavar="PARAMS",
+                        help="extra URI params on our UDP sink channel, e.g. 'rcv-wnd=2m|so-rcvbuf=2m' (the archive's "
+                             "receiver window; default: none, the driver's defaults)")
+    parser.add_argument("--compare-sink-channel-params", metavar="PARAMS",
+                        help="also write with these extra URI params on the sink channel (its own endpoint and sink "
+                             "recording), same run: e.g. 'rcv-wnd=2m|so-rcvbuf=2m'")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="after the timed runs, one more run of ours per workload (and mode) under py-spy and "
                              "perf; a summary per run in DIR/*.txt (bench/profile_processes.py)")
@@ -209,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                     sink_options = {**read_options, "channel": "aeron:ipc"}
                 if args.sink_mtu:
                     sink_options["sink.mtu"] = args.sink_mtu
+                if cluster and args.sink_channel_params:
+                    sink_options["channel"] += f"|{args.sink_channel_params}"
                 name = OURS if segment_io == args.segment_io else f"{OURS}, {segment_io} segment io"
                 variants.append(OursVariant(name, f"{segment_io}-sink", sink_options, read_options))
                 if args.compare_sink_mtu is not None and segment_io == args.segment_io:
@@ -216,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
                     variants.append(OursVariant(f"{OURS}, sink.mtu={args.compare_sink_mtu}",
                                                 f"mtu-{args.compare_sink_mtu}-sink",
                                                 {**sink_options, "sink.mtu": args.compare_sink_mtu}, read_options))
+                if cluster and args.compare_sink_channel_params and segment_io == args.segment_io:
+                    variants.append(OursVariant(f"{OURS}, {args.compare_sink_channel_params}", "params-sink", {
+                        **sink_options, "channel": f"{loopback_udp_channel()}|{args.compare_sink_channel_params}"},
+                        read_options))
             installation, broker = stack.enter_context(kafka_broker_for_bench(work))
             kafka = kafka_options(broker)
             hosts = stack.enter_context(cluster_hosts(work)) if cluster else None
