@@ -69,6 +69,18 @@ from spark_bench_support import (
 SINK_STREAM_ID_BASE = 5001
 SINK = "aeron-archive sink"
 PARQUET = "Parquet writer"
+# How the sidecar writes its segment files: `aeron-archive serve`'s own default is buffered (as
+# Aeron's); O_DIRECT (`--segment-direct-io`) is the opt-in for an archive that records large blocks.
+SEGMENT_IO_SERVE_ARGS = {"buffered": ("--no-segment-direct-io",), "direct": ("--segment-direct-io",)}
+# This benchmark's figures (docs/performance.md) were taken with O_DIRECT segment writes, chosen for
+# IPC sinks writing 1 MiB blocks (docs/performance-history.md "O_DIRECT segment writes").
+SINK_VS_PARQUET_SEGMENT_IO = "direct"
+
+
+def add_segment_io_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--segment-io", choices=sorted(SEGMENT_IO_SERVE_ARGS), default=default,
+                        help="how the sidecar writes segment files: buffered (page cache, the sidecar's default) "
+                             f"or direct (O_DIRECT, --segment-direct-io); default here: {default}")
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -154,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, help="where the archive, input and outputs go (default: a temp dir)")
     parser.add_argument("--sink-mtu", help="the sink's sink.mtu (default: its default, 8192 on IPC, 1408 on UDP); "
                                            "over UDP a datagram carries up to this many bytes")
+    add_segment_io_argument(parser, SINK_VS_PARQUET_SEGMENT_IO)
     add_layout_argument(parser)
     args = parser.parse_args(argv)
     workloads = args.workload or [Workload(1_000_000, 32), Workload(300_000, 1024)]
@@ -171,10 +184,10 @@ def main(argv: list[str] | None = None) -> int:
             inputs.append((workload, path))
         progress(f"wrote the inputs: {', '.join(workload.label for workload, _ in inputs)}")
         with contextlib.ExitStack() as stack:
-            # --segment-direct-io: a sink's archive records large blocks
             control = loopback_udp_channel() if cluster else "aeron:ipc"
             sidecar = stack.enter_context(running_sidecar(
-                work / "archive", "--control-channel", control, "--log-level", "WARNING", "--segment-direct-io"))
+                work / "archive", "--control-channel", control, "--log-level", "WARNING",
+                *SEGMENT_IO_SERVE_ARGS[args.segment_io]))
             if cluster:  # the Spark driver commits over UDP from its own driver; staging on a local directory
                 read_options = {"archive.controlChannel": sidecar.control_channel}
                 sink_options = {**read_options, "channel": loopback_udp_channel(),

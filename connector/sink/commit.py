@@ -362,6 +362,7 @@ class SinkCommitter:
                                       f"stops at {state.recording.stop_position}")
             written, payload_bytes, data_crc = self._append_staged(appender, inputs)
             self.timings.mark("append rows")
+            self._note_back_pressure(appender)
             fault_point("before-marker", batch_id)  # test-only fault injection (sink/fault_injection.py)
             if written != rows:
                 raise SinkCommitError(f"sink {self.sink_id}: staged files hold {written} rows, the tasks reported {rows}")
@@ -439,6 +440,14 @@ class SinkCommitter:
                 rows += batch.num_rows
                 payload_bytes += last - first
         return rows, payload_bytes, data_crc
+
+    def _note_back_pressure(self, appender: SinkAppender) -> None:
+        """Of "append rows", the part spent waiting for the archive to drain the publication (an
+        appender that counts it: the archive client's); with the offers refused meanwhile."""
+        waited = getattr(appender, "back_pressure_s", None)
+        if waited is not None:
+            self.timings.ms["append rows: back pressured"] = waited * 1000.0
+            self.timings.ms["append rows: offers refused"] = float(getattr(appender, "refused_offers", 0))
 
     def _append_message(self, appender: SinkAppender, payload: bytes, reserved_value: int) -> None:
         values = np.frombuffer(payload, dtype=np.uint8)

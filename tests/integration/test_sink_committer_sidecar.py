@@ -263,3 +263,24 @@ def test_two_committers_extending_the_sink_recording_at_once_append_one_batch(ar
     retried = commit_staged(opts, [stage(opts, 1, rows(400, lost), attempt=5)], 1)
     assert retried.outcome is CommitOutcome.ALREADY_COMMITTED
     assert visible_rows(archive_dir, first.recording_id) == rows(300, "zero") + rows(400, won)
+
+
+def test_a_commit_reports_how_long_back_pressure_held_its_appends(archive_dir, monkeypatch, tmp_path):
+    # 64k terms: 16 KiB pieces against a 32 KiB publication window, so 5,000 rows of 100 B meet
+    # back pressure whenever the recorder lags; the figures are reported whether or not it did.
+    import json
+
+    from aeron_spark.connector.step_timings import TIMINGS_FILE_VARIABLE
+
+    timings_file = tmp_path / "timings.jsonl"
+    monkeypatch.setenv(TIMINGS_FILE_VARIABLE, str(timings_file))
+    opts = options(archive_dir)
+    result = commit_staged(opts, [stage(opts, 0, rows(5000, "p"))], 0)
+    assert result.outcome is CommitOutcome.COMMITTED
+    commits = [line for line in map(json.loads, timings_file.read_text().splitlines()) if line["what"] == "sink.commit"]
+    assert len(commits) == 1
+    steps = commits[0]["ms"]
+    assert 0.0 <= steps["append rows: back pressured"] <= steps["append rows"]
+    assert steps["append rows: offers refused"] >= 0 and steps["append rows: offers refused"] == int(
+        steps["append rows: offers refused"])
+    assert visible_rows(archive_dir, result.recording_id) == rows(5000, "p")
