@@ -15,6 +15,9 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 from aeron_spark.connector.options import (
     BOTH_MODES,
@@ -33,7 +36,7 @@ from aeron_spark.connector.options import (
 )
 from aeron_spark.connector.source_option_specs import OPTION_SPECS as SOURCE_OPTION_SPECS
 from aeron_spark.connector.commit_markers import sink_alias
-from aeron_spark.connector.replay_endpoint import loopback_udp_mtu
+from aeron_spark.connector.replay_endpoint import is_loopback_endpoint, loopback_udp_mtu
 from aeron_spark.connector.sink.staging import (
     ACCEPTED_STAGING_FORMS,
     StagingRootError,
@@ -50,6 +53,14 @@ DEFAULT_UDP_MTU = 1408
 #: ``sink.mtu=auto`` (the default): 8192 for IPC and for a UDP sink channel to a loopback address
 #: (replay_endpoint.loopback_udp_mtu, the rule ``replay.mtu=auto`` uses), else Aeron's UDP default.
 SINK_MTU_AUTO = "auto"
+#: ``sink.receiveWindow=auto`` (the default): for a UDP sink channel to a loopback address, the
+#: archive's recording subscription gets ``rcv-wnd`` and ``so-rcvbuf`` of this size (capped by the
+#: host's ``net.core.rmem_max``, which the driver will not exceed): the media driver's default 128 KiB
+#: window, not the disk, bounds a commit's rate there. Elsewhere the channel's own settings (the
+#: archive host's limits are not known here).
+SINK_RECEIVE_WINDOW_AUTO = "auto"
+LOOPBACK_RECEIVE_WINDOW = 2 << 20
+RMEM_MAX_PATH = "/proc/sys/net/core/rmem_max"
 DEFAULT_COMMIT_TIMEOUT_MS = 60_000
 STAGING_SUBDIR = "spark-sink-staging"  # under archive.dir
 CHECKPOINT_STAGING_SUBDIR = "aeron-sink-staging"  # under checkpointLocation
@@ -75,6 +86,11 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = (
                "MTU of a new sink recording (messages longer than mtu-32 are fragmented; a UDP commit sends up to "
                "mtu bytes of whole frames per datagram). auto: 8192 where no IP fragmentation can happen (IPC, "
                "loopback), else 1408. An existing sink recording keeps its mtu."),
+    OptionSpec("sink.receiveWindow", f"{SINK_RECEIVE_WINDOW_AUTO} | none | a size (e.g. 2m), at most termLength/2",
+               f"{SINK_RECEIVE_WINDOW_AUTO}: 2m for udp to a loopback address (at most net.core.rmem_max), else none",
+               BOTH_MODES,
+               "Receive window (rcv-wnd and so-rcvbuf) of the archive's recording subscription on a UDP sink "
+               "channel; none: the media driver's default (128k). Ignored when channel sets rcv-wnd or so-rcvbuf."),
     OptionSpec("sink.sourceLocation", "local | remote", "local (ipc), remote (udp)", BOTH_MODES,
                "How the archive records the sink channel (local: IPC or spy on the shared media driver)."),
     OptionSpec("sink.commitTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_COMMIT_TIMEOUT_MS), BOTH_MODES,
@@ -120,6 +136,7 @@ class SinkOptions:
     mtu: int
     source_location_local: bool
     commit_timeout_ms: int
+    receive_window: int | None = None  # rcv-wnd / so-rcvbuf added to a UDP sink channel (None: the channel's)
 
     @property
     def is_ipc(self) -> bool:
@@ -136,6 +153,8 @@ class SinkOptions:
         """The channel a commit publishes on and the archive records (alias names the sink)."""
         separator = "|" if "?" in self.channel else "?"
         channel = f"{self.channel}{separator}alias={sink_alias(sink_id)}"
+        if self.receive_window is not None:
+            channel += f"|rcv-wnd={self.receive_window}|so-rcvbuf={self.receive_window}"
         return channel if session_id is None else f"{channel}|session-id={session_id}"
 
     @classmethod
@@ -175,7 +194,31 @@ class SinkOptions:
             mtu=mtu,
             source_location_local=location == "local",
             commit_timeout_ms=parse_int(raw, "sink.commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, minimum=1),
+            receive_window=parse_sink_receive_window(raw, channel, term_length),
         )
+
+
+def parse_sink_receive_window(raw: Mapping[str, str], channel: str, term_length: int,
+                              rmem_max_path: str = RMEM_MAX_PATH) -> int | None:
+    """``sink.receiveWindow`` (see :data:`SINK_RECEIVE_WINDOW_AUTO`): the window to put on the sink
+    channel, or None to leave the channel (and the media driver's default) alone."""
+    text = raw.get("sink.receiveWindow", SINK_RECEIVE_WINDOW_AUTO).strip().lower()
+    uri = ChannelUri.parse(channel)
+    if text == "none" or not uri.is_udp or uri.get("rcv-wnd") is not None or uri.get("so-rcvbuf") is not None:
+        return None
+    if text == SINK_RECEIVE_WINDOW_AUTO:
+        if not is_loopback_endpoint(uri.get("endpoint")):
+            return None
+        try:
+            rmem_max = int(Path(rmem_max_path).read_text())
+        except (OSError, ValueError):
+            return None
+        return min(LOOPBACK_RECEIVE_WINDOW, rmem_max, term_length // 2)
+    window = parse_size("sink.receiveWindow", text)
+    if not 4096 <= window <= term_length // 2:
+        raise OptionError(f"option sink.receiveWindow={raw.get('sink.receiveWindow')!r} is not valid; accepted: "
+                          f"{SINK_RECEIVE_WINDOW_AUTO} | none | a size from 4k to termLength/2 ({term_length // 2})")
+    return window
 
 
 def parse_sink_mtu(raw: Mapping[str, str], channel: str, term_length: int) -> int:

@@ -171,6 +171,8 @@ def test_a_udp_sink_channel_recorded_remotely_round_trips(archive_dir, sink_mtu,
     with contextlib.closing(ArchiveClient.from_mark_file(archive_dir)) as client:
         descriptor = client.list_recording(first.recording_id)
     assert descriptor is not None and descriptor.mtu_length == expected_mtu  # the extension kept the recording's
+    # sink.receiveWindow=auto on loopback: the archive's recording subscription got a window (half the 64k term)
+    assert "|rcv-wnd=32768|so-rcvbuf=32768" in descriptor.original_channel
 
 
 # --- one writer per sink, enforced by the archive (no lock) -----------------------------------------

@@ -70,6 +70,9 @@ def test_defaults_and_derived_values():
     ({"sink.mtu": "big"}, "sink.mtu='big' is not valid; accepted: auto | a multiple of 32"),
     ({"sink.mtu": "16384", "sink.termLength": "64k"}, "at most sink.termLength / 8 = 8192"),
     ({"sink.sourceLocation": "near"}, "local | remote"),
+    ({"channel": "aeron:udp?endpoint=h:1", "sink.receiveWindow": "lots"}, "sink.receiveWindow='lots' is not a size"),
+    ({"channel": "aeron:udp?endpoint=h:1", "sink.receiveWindow": "1k"}, "accepted: auto | none | a size from 4k"),
+    ({"channel": "aeron:udp?endpoint=h:1", "sink.receiveWindow": "16m"}, r"termLength/2 \(8388608\)"),
     ({"startingPositions": "earliest"}, "startingPositions only applies to read"),
     ({"sink.idd": "x"}, "Did you mean 'sink.id'"),
     ({"archive.dir": None}, "sink.stagingDir is required"),
@@ -199,3 +202,40 @@ def test_sink_mtu_auto_shares_the_replay_loopback_rule():
     assert loopback_udp_mtu("aeron:udp?endpoint=localhost:1") == 8192
     assert loopback_udp_mtu("aeron:udp?endpoint=192.168.0.2:1") is None
     assert loopback_udp_mtu("aeron:ipc") is None
+
+
+@pytest.mark.parametrize("channel, given, window", [
+    ("aeron:udp?endpoint=localhost:4000", None, 2 << 20),  # the archive on this host: its rmem_max is known
+    ("aeron:udp?endpoint=127.0.0.1:4000", "auto", 2 << 20),
+    ("aeron:udp?endpoint=10.1.2.3:4000", None, None),  # another host's limits are not known here
+    ("aeron:udp?endpoint=localhost:4000", "none", None),
+    ("aeron:udp?endpoint=localhost:4000|rcv-wnd=64k", None, None),  # the channel's own setting wins
+    ("aeron:udp?endpoint=localhost:4000|so-rcvbuf=1m", "4m", None),
+    ("aeron:udp?endpoint=10.1.2.3:4000", "4m", 4 << 20),
+    ("aeron:ipc", "4m", None),
+])
+def test_sink_receive_window(tmp_path, channel, given, window):
+    from aeron_spark.connector.sink.options import parse_sink_receive_window
+
+    rmem_max = tmp_path / "rmem_max"
+    rmem_max.write_text("4194304\n")
+    raw = {**BASE, "channel": channel, **({"sink.receiveWindow": given} if given is not None else {})}
+    assert parse_sink_receive_window(raw, channel, 16 << 20, str(rmem_max)) == window
+
+
+def test_sink_receive_window_auto_stays_within_rmem_max_and_the_term(tmp_path):
+    from aeron_spark.connector.sink.options import parse_sink_receive_window
+
+    rmem_max = tmp_path / "rmem_max"
+    rmem_max.write_text("1048576\n")
+    loopback = "aeron:udp?endpoint=localhost:4000"
+    assert parse_sink_receive_window({}, loopback, 16 << 20, str(rmem_max)) == 1 << 20
+    assert parse_sink_receive_window({}, loopback, 1 << 20, str(rmem_max)) == 512 << 10
+    assert parse_sink_receive_window({}, loopback, 16 << 20, str(tmp_path / "missing")) is None
+
+
+def test_the_receive_window_goes_on_the_sink_channel():
+    options = SinkOptions.parse({**BASE, "channel": "aeron:udp?endpoint=10.1.2.3:4000", "sink.receiveWindow": "1m"},
+                                streaming=True)
+    assert options.sink_channel("s", 5) == ("aeron:udp?endpoint=10.1.2.3:4000|alias=aeron-spark-sink:s"
+                                            "|rcv-wnd=1048576|so-rcvbuf=1048576|session-id=5")
