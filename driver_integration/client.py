@@ -195,9 +195,14 @@ class AeronClient:
                                   initial_position: InitialPosition | None = None) -> ExclusivePublication:
         """An exclusive publication, optionally starting at ``initial_position`` (adds the
         init-term-id/term-id/term-offset/term-length[/mtu] channel params)."""
-        pending, what = self._request_exclusive_publication(channel, stream_id, initial_position)
+        if initial_position is not None:
+            channel = initial_position.apply_to(channel)
+        what = f"add_exclusive_publication({channel!r}, {stream_id})"
+        async_p = ffi.new("aeron_async_add_exclusive_publication_t **")
+        check(lib.aeron_async_add_exclusive_publication(async_p, self._live(), channel.encode(), stream_id),
+              what)
         pointer = self._await(lib.aeron_async_add_exclusive_publication_poll,
-                              "aeron_exclusive_publication_t **", pending, what)
+                              "aeron_exclusive_publication_t **", async_p[0], what)
         return self._adopt(ExclusivePublication(self, pointer))
 
     def async_add_exclusive_publication(self, channel: str, stream_id: int, *,
@@ -206,19 +211,13 @@ class AeronClient:
         """``add_exclusive_publication`` without waiting: the request is sent to the driver and
         the returned ``PendingExclusivePublication`` is polled until the publication is there
         (or the driver's refusal, or ``timeout``, raises)."""
-        pending, what = self._request_exclusive_publication(channel, stream_id, initial_position)
-        return PendingExclusivePublication(self, pending, what, self.timeout)
-
-    def _request_exclusive_publication(self, channel: str, stream_id: int,
-                                       initial_position: InitialPosition | None) -> tuple[object, str]:
-        """Sends the add to the driver: the async handle to poll, and what to name in errors."""
         if initial_position is not None:
             channel = initial_position.apply_to(channel)
         what = f"add_exclusive_publication({channel!r}, {stream_id})"
         async_p = ffi.new("aeron_async_add_exclusive_publication_t **")
         check(lib.aeron_async_add_exclusive_publication(async_p, self._live(), channel.encode(), stream_id),
               what)
-        return async_p[0], what
+        return PendingExclusivePublication(self, async_p[0], what, self.timeout)
 
     def add_subscription(self, channel: str, stream_id: int, *,
                          on_available_image: ImageCallback | None = None,

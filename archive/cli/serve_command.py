@@ -51,20 +51,15 @@ def _udp_channel(text: str) -> str:
     return text
 
 
-def _bytes(text: str, expected: str) -> int:
-    """A number of bytes, optionally with a k/m/g suffix (1024-based); ``expected`` names the form in
-    the error."""
-    number, unit = text.strip().lower(), 1
+def _power_of_two_length(text: str) -> int:
+    number, unit = text.lower(), 1
     if number[-1:] in _LENGTH_UNITS:
         number, unit = number[:-1], _LENGTH_UNITS[number[-1]]
     try:
-        return int(number) * unit
+        value = int(number) * unit
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-
-
-def _power_of_two_length(text: str) -> int:
-    value = _bytes(text, "a byte length such as 1048576, 64k, 128m or 1g")
+        raise argparse.ArgumentTypeError(f"expected a byte length such as 1048576, 64k, 128m or 1g, "
+                                         f"got {text!r}") from None
     if value <= 0 or value & (value - 1):
         raise argparse.ArgumentTypeError(f"length {text} must be a power of two")
     return value
@@ -93,7 +88,14 @@ def _threading_mode(text: str) -> str:
 
 def _byte_count(text: str) -> int:
     """A byte count >= 0: 1048576, or with a k/m/g suffix (1024-based, as the other length options)."""
-    value = _bytes(text, "a byte count such as 134217728, 512k, 128m or 1g")
+    number, unit = text.strip().lower(), 1
+    if number[-1:] in _LENGTH_UNITS:
+        number, unit = number[:-1], _LENGTH_UNITS[number[-1]]
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a byte count such as 134217728, 512k, 128m or 1g, "
+                                         f"got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"byte count {text} must be >= 0")
     return value
