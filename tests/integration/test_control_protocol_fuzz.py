@@ -57,9 +57,12 @@ def fuzz_rounds(sidecar: Sidecar, aeron: AeronClient) -> tuple[list[int], int]:
                 per_session, other_sessions, mix, response_stream_id=40 + index)
             sent += result.sent
             responses += result.responses
-            assert sidecar.process.poll() is None, sidecar.log_tail()
+            exit_code = sidecar.process.poll()
+            assert exit_code is None, f"the sidecar exited ({exit_code}) in round {round_index}:\n{sidecar.log_tail()}"
         fuzzing, cpu = time.monotonic() - started, cpu_seconds(sidecar.pid) - cpu
         time.sleep(SETTLE_S)
+        exit_code = sidecar.process.poll()
+        assert exit_code is None, f"the sidecar exited ({exit_code}) in round {round_index}:\n{sidecar.log_tail()}"
         memory.append(rss_anon_kb(sidecar.pid))
         if os.environ.get("AERON_ARCHIVE_TRACEMALLOC") == "1":  # the sidecar logs its growth since the last round
             os.kill(sidecar.pid, signal.SIGUSR2)
