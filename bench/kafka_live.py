@@ -13,7 +13,10 @@ embedded driver (the source given ``archive.controlChannel`` only) and a real KR
 2. **visible**: ``readStream`` (latest) → ``foreach`` (the executor notes when it processes each
    row; latency = that time − publish time), for ours and for Kafka, with the default trigger and
    with ``processingTime=0``; and the Kafka source under ``trigger(realTime=...)`` (Spark's
-   real-time mode, Kafka only, output mode update), the field's latency bound;
+   real-time mode, Kafka only, output mode update), the field's latency bound; and, at each
+   trigger, **the Python floor** (bench/python_source_floor.py: a Python Data Source whose messages
+   are a clock's ticks, read from memory): what any Python streaming source pays per micro-batch, so
+   ours − floor is our archive's share of the latency and floor − Kafka the Python Data Source path's;
 3. **committed**: the same ``readStream`` → our exactly-once sink (one sidecar per sink so each has
    its own recording); latency = when the sink's commit was seen (live_tail_latency's
    ``SinkWatcher``) − publish time. Kafka's sink cannot commit exactly once, so "committed by the
@@ -25,7 +28,8 @@ runs ``--warmup`` s unmeasured, then ``--seconds`` s measured, and every batch i
 (Spark keeps 100 by default). Per visible query, each message's latency is split across batch
 boundaries: the wait for the batch that read it to begin, then the time in it, and whether it was
 published before the previous batch began (a stale latest offset would show there). Printed per query:
-p50/p95/p99/max, the ratio ours / Kafka of the visible p99 at the same trigger (target ≤ 1.0×),
+p50/p95/p99/max, the ratio ours / Kafka of the visible p99 at the same trigger (target ≤ 1.0×) and
+ours / floor, floor / Kafka,
 Spark's progress medians and the CPU-seconds of every process over the query (warm-up included):
 the sidecars, the Kafka broker, the Kafka console producer, Spark's JVMs and Python workers.
 
@@ -55,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import live_tail_latency
+import python_source_floor
 from kafka_bench_support import (
     KafkaBroker,
     KafkaInstallation,
@@ -163,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval-ms", type=float, default=5.0, help="one message per publisher every this many ms")
     parser.add_argument("--quick", action="store_true", help="10 s per query after a 5 s warm-up")
     parser.add_argument("--skip", default="",
-                        help="comma list of parts to leave out: visible, committed, realtime (default: none)")
+                        help="comma list of parts to leave out: visible, committed, realtime, floor (default: none)")
     parser.add_argument("--work-dir", type=Path, help="where the archives and Kafka's data go (default: a temp dir)")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="sample every process (py-spy, perf) over the measured window of each visible query; "
@@ -188,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     # the JIT and the workers' start, and a repeat shows how much
     profiler = SamplingProfiler(args.profile) if args.profile else None
     skip = {part.strip() for part in args.skip.split(",") if part.strip()}
-    if not skip <= {"visible", "committed", "realtime"}:
-        parser.error(f"--skip {args.skip!r}: accepted values are visible, committed, realtime (comma separated)")
+    if not skip <= {"visible", "committed", "realtime", "floor"}:
+        parser.error(f"--skip {args.skip!r}: accepted values are visible, committed, realtime, floor (comma separated)")
     if args.quick:
         args.seconds, args.warmup, args.session_warmup = 10.0, 5.0, min(args.session_warmup, 5.0)
     cluster = args.layout == "cluster"
@@ -235,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
             # The executors' Python workers cannot import bench/: its ForeachWriter travels by value.
             from pyspark import cloudpickle
             cloudpickle.register_pickle_by_value(live_tail_latency)
+            cloudpickle.register_pickle_by_value(python_source_floor)
             from aeron_spark.connector import register
             register(spark)
+            spark.dataSource.register(python_source_floor.PythonSourceFloor)
 
             publisher = Publisher(sidecar.archive_dir, args.interval_ms / 1000)
             stack.callback(publisher.close)
@@ -310,8 +317,11 @@ def main(argv: list[str] | None = None) -> int:
             def theirs(_checkpoint: Path):
                 return kafka_stream(spark, kafka)
 
+            def floor(_checkpoint: Path):
+                return python_source_floor.floor_stream(spark, args.interval_ms)
+
             if args.session_warmup > 0:  # unmeasured: JIT and Python workers warm for both sources
-                for stream_of in (ours, theirs):
+                for stream_of in (ours, theirs) if "floor" in skip else (ours, theirs, floor):
                     checkpoint = work / f"chk-{next(runs)}"
                     query = (stream_of(checkpoint).writeStream.format("noop")
                              .option("checkpointLocation", str(checkpoint)).start())
@@ -330,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                 if "visible" not in skip:
                     visible(f"visible, ours, {label}", ours, trigger)
                     visible(f"visible, Kafka, {label}", theirs, trigger)
+                    if "floor" not in skip:
+                        visible(f"visible, Python floor, {label}", floor, trigger)
             if "realtime" not in skip:
                 try:
                     visible(f"visible, Kafka, realTime={REAL_TIME_TRIGGER}", theirs,
@@ -367,6 +379,12 @@ def report(results: list[tuple[str, dict[str, float] | None, str]], args, master
         ours, theirs = by_name.get(f"visible, ours, {label}"), by_name.get(f"visible, Kafka, {label}")
         if ours and theirs:
             print(f"  ratio visible p99 ours / Kafka, {label}: {ours['p99'] / theirs['p99']:.2f}x (target <= 1.0x)")
+        python_floor = by_name.get(f"visible, Python floor, {label}")
+        if ours and theirs and python_floor:
+            print(f"  visible p99, {label}: ours / Python floor {ours['p99'] / python_floor['p99']:.2f}x, "
+                  f"Python floor / Kafka {python_floor['p99'] / theirs['p99']:.2f}x "
+                  f"(ours - floor {ours['p99'] - python_floor['p99']:+.0f} ms, "
+                  f"floor - Kafka {python_floor['p99'] - theirs['p99']:+.0f} ms)")
     for _, _, cpu_line in results:
         print(cpu_line)
 

@@ -119,9 +119,14 @@ def fill_topic(spark, kafka: dict[str, str], topic: str, parquets: list[Path], w
     progress(f"{workload.label}: produced into Kafka topic {topic} in {time.perf_counter() - started:.1f} s")
 
 
+def compared_read_name(options: dict[str, str]) -> str:
+    return "batch, ours, " + ", ".join(f"{key}={value}" for key, value in options.items())
+
+
 def measure(spark, workload: Workload, connection: dict[str, str], recording_ids: list[int], kafka: dict[str, str],
             topic: str, modes: list[str], repetitions: int, work: Path, cpu: ProcessCpu,
-            profiler: SamplingProfiler | None = None) -> dict[str, Timings]:
+            profiler: SamplingProfiler | None = None, compared_options: dict[str, str] | None = None
+            ) -> dict[str, Timings]:
     from pyspark.sql import functions as F
 
     ids = ",".join(str(recording_id) for recording_id in recording_ids)
@@ -158,6 +163,10 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_ids
     reads: dict[str, Callable[[], Any]] = {}
     if "batch" in modes:
         reads.update({"batch, ours": ours_batch, "batch, Kafka": kafka_batch})
+        if compared_options:
+            compared = {**ours_options, **compared_options}
+            reads[compared_read_name(compared_options)] = lambda: fingerprint(
+                spark.read.format("aeron-archive").options(**compared).schema(PAYLOAD_ONLY).load())
     if "availableNow" in modes:
         reads.update({"AvailableNow, ours": ours_stream, "AvailableNow, Kafka": kafka_stream})
     answers = {}
@@ -166,7 +175,8 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_ids
         answers[name] = read()
         progress(f"{workload.label}: warm-up {name} {time.perf_counter() - started:.2f} s -> {answers[name]}")
     if "batch" in modes:
-        if answers["batch, ours"] != answers["batch, Kafka"] or answers["batch, ours"][0] != workload.count:
+        batch_answers = {name: answer for name, answer in answers.items() if name.startswith("batch")}
+        if len(set(batch_answers.values())) != 1 or answers["batch, ours"][0] != workload.count:
             raise AssertionError(f"the batch reads disagree: {answers}")
     if "availableNow" in modes:
         if not answers["AvailableNow, ours"] == answers["AvailableNow, Kafka"] == workload.count:
@@ -207,9 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="after the timed runs, one more run of ours per workload (and mode) under py-spy and "
                              "perf; a summary per run in DIR/*.txt (bench/profile_processes.py)")
+    parser.add_argument("--compare-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="also read ours (batch) with this source option set, in the same run, alternating "
+                             "(repeatable: all of them on one more read), e.g. replay.mtu=65504")
     add_kafka_layout_argument(parser)
     args = parser.parse_args(argv)
     profiler = SamplingProfiler(args.profile) if args.profile else None
+    if any("=" not in option for option in args.compare_option):
+        parser.error(f"--compare-option {args.compare_option!r}: give each as KEY=VALUE")
+    compared_options = dict(option.split("=", 1) for option in args.compare_option)
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     if not modes or any(mode not in MODES for mode in modes):
         parser.error(f"--modes {args.modes!r}: accepted values are {', '.join(MODES)} (comma separated)")
@@ -257,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             for workload, recording_ids, parquets, topic in recorded:
                 fill_topic(spark, kafka, topic, parquets, workload)
                 timings = measure(spark, workload, connection, recording_ids, kafka, topic, modes, repetitions,
-                                  work, cpu, profiler)
+                                  work, cpu, profiler, compared_options)
                 print(f"\n{workload.label} ({repetitions} repetitions, {master}, layout {args.layout}; ours: "
                       f"recordings {recording_ids}, Kafka: topic {topic}, 2 partitions)")
                 for name, timing in timings.items():
@@ -265,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in ("batch", "AvailableNow"):
                     if f"{mode}, ours" in timings:
                         print(timings[f"{mode}, ours"].ratio_line(f"{mode}, ours", timings[f"{mode}, Kafka"], "Kafka"))
+                compared_name = compared_read_name(compared_options)
+                if compared_name in timings:
+                    print(timings[compared_name].ratio_line(compared_name, timings["batch, Kafka"], "Kafka"))
                 print("\n".join(line for line in cpu.lines() if workload.label in line), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -319,7 +319,7 @@ class ClientArchiveAccess:
         self._refuse_recorded_replay_stream(settings, endpoints.base_channel(settings.channel))
         aeron = self._client.aeron
         session_id = random.randint(1, (1 << 31) - 1)
-        receiver = endpoints.subscribe(settings.channel, settings.stream_id, session_id)
+        receiver = endpoints.subscribe(settings.channel, settings.stream_id, session_id, settings.receive_window)
         subscription = receiver.subscription
         told = receiver.told
         limit: Counter | None = None
@@ -447,7 +447,7 @@ class ClientArchiveAccess:
         probe_end = min(term_end, recorded if recorded is not None else descriptor.stop_position)
         if probe_end <= position:
             return None
-        probe = ReplaySettings(settings.channel, settings.stream_id, timeout_ms, settings.mtu)
+        probe = ReplaySettings(settings.channel, settings.stream_id, timeout_ms, settings.mtu, settings.receive_window)
         lengths: list[int] = []
         try:
             with self._replay_image(recording_id, position, probe_end, probe) as (image, watch):

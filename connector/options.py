@@ -12,7 +12,7 @@ what it accepts. See docs/options.md and docs/exactly-once.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -76,6 +76,20 @@ REPLAY_MTU_MODES = (REPLAY_MTU_AUTO, REPLAY_MTU_RECORDING)
 DEFAULT_LOOPBACK_REPLAY_MTU = 8192
 REPLAY_MTU_RANGE = (32, 65504)
 
+#: ``replay.receiveWindow`` / ``sink.receiveWindow`` values other than a size: the loopback
+#: default, or the media driver's own (128 KiB).
+RECEIVE_WINDOW_AUTO = "auto"
+RECEIVE_WINDOW_NONE = "none"
+RECEIVE_WINDOW_MODES = (RECEIVE_WINDOW_AUTO, RECEIVE_WINDOW_NONE)
+#: ``auto`` towards a loopback address: the receiving subscription's ``rcv-wnd`` and ``so-rcvbuf``
+#: (capped by the host's ``net.core.rmem_max``, which the driver will not exceed). The driver's
+#: default 128 KiB window, not either end's work, bounds a UDP stream's rate there: the sender
+#: waits a status-message round trip per 128 KiB.
+LOOPBACK_RECEIVE_WINDOW = 2 << 20
+RMEM_MAX_PATH = "/proc/sys/net/core/rmem_max"
+#: The smallest window a size may give (a few of the largest frames).
+MIN_RECEIVE_WINDOW = 4096
+
 #: Options the source and the sink both accept: where the archive is and how it replays.
 CONNECTION_OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("archive.dir", "a directory holding archive-mark.dat", None, BOTH_MODES,
@@ -120,6 +134,13 @@ CONNECTION_OPTION_SPECS: tuple[OptionSpec, ...] = (
                "that mtu, capped at the recording's term length / 8 (above ~1472 bytes means IP fragmentation on "
                "a 1500-byte Ethernet: only for jumbo-frame networks). Never below the recording's mtu; IPC replays "
                "and archives that replay at the recording's mtu (Java's) ignore it."),
+    OptionSpec("replay.receiveWindow", " | ".join(RECEIVE_WINDOW_MODES) + " | a size (e.g. 2m), at least 4k",
+               RECEIVE_WINDOW_AUTO, BOTH_MODES,
+               "Receive window (rcv-wnd and so-rcvbuf) of the UDP replay subscription on this host. auto: "
+               f"{LOOPBACK_RECEIVE_WINDOW >> 20}m (capped by net.core.rmem_max) when it binds a loopback address, "
+               "else the media driver's default (128k); none: always the driver's default; a size: that window "
+               "(the driver caps it at half the recording's term length, the kernel at net.core.rmem_max). Ignored "
+               "when replay.channel sets rcv-wnd or so-rcvbuf, and for IPC and response-channel replays."),
     OptionSpec("replay.idleTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_REPLAY_IDLE_TIMEOUT_MS), BOTH_MODES,
                "A partition fails when its replay makes no progress for this long (an error the "
                "archive reports for the replay fails it at once)."),
@@ -164,6 +185,8 @@ class ReplaySettings:
     idle_timeout_ms: int
     #: ``replay.mtu``: "auto", "recording" or the mtu to ask for (see replay_endpoint.replay_mtu_to_ask)
     mtu: int | str = REPLAY_MTU_AUTO
+    #: ``replay.receiveWindow``: "auto", "none" or a window in bytes (see replay_endpoint.replay_receive_window)
+    receive_window: int | str = RECEIVE_WINDOW_AUTO
 
 
 def parse_connection(raw: dict[str, str]) -> ArchiveConnection:
@@ -229,7 +252,24 @@ def parse_replay(raw: dict[str, str]) -> ReplaySettings:
         stream_id=parse_stream_id(raw, "replay.streamId", DEFAULT_REPLAY_STREAM_ID),
         idle_timeout_ms=parse_int(raw, "replay.idleTimeoutMs", DEFAULT_REPLAY_IDLE_TIMEOUT_MS, minimum=1),
         mtu=parse_replay_mtu(raw),
+        receive_window=parse_receive_window(raw, "replay.receiveWindow"),
     )
+
+
+def parse_receive_window(raw: Mapping[str, str], name: str) -> int | str:
+    """A ``*.receiveWindow`` option: one of :data:`RECEIVE_WINDOW_MODES` or a size of at least
+    :data:`MIN_RECEIVE_WINDOW` (upper bounds depend on the term length: checked by the caller)."""
+    text = raw.get(name, RECEIVE_WINDOW_AUTO).strip().lower()
+    if text in RECEIVE_WINDOW_MODES:
+        return text
+    try:
+        window = parse_size(name, text)
+    except OptionError:
+        window = -1
+    if window < MIN_RECEIVE_WINDOW:
+        raise OptionError(f"option {name}={raw.get(name)!r} is not valid; accepted: {' | '.join(RECEIVE_WINDOW_MODES)} "
+                          f"| a size (e.g. 2m) of at least {MIN_RECEIVE_WINDOW // 1024}k")
+    return window
 
 
 def parse_replay_mtu(raw: dict[str, str]) -> int | str:

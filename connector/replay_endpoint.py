@@ -24,6 +24,11 @@ A UDP replay may ask for a larger ``mtu`` than the recording's (``replay.mtu``,
 as fit in one datagram, so 1 KiB messages recorded at mtu 1408 arrive 7 to a datagram at 8192
 instead of one each. By default only towards a loopback address: beyond the link's MTU (1500 on
 Ethernet) a datagram is IP-fragmented, and losing one fragment loses the whole datagram.
+
+A UDP replay subscription gets a wider receive window (``replay.receiveWindow``,
+:func:`receive_window_for`; by default 2 MiB where it binds a loopback address): the archive's
+sender may have only the window in flight per status-message round trip, and the driver's default
+128 KiB made that round trip, not either end's work, bound a replay's rate.
 """
 
 from __future__ import annotations
@@ -31,14 +36,25 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from dataclasses import dataclass
+from pathlib import Path
 
 from aeron_spark.archive.client.transport import is_response_channel, subscribe_resolved, with_endpoint_host
 from aeron_spark.driver_integration import AeronClient, Subscription
 from aeron_spark.driver_integration.channel_uri import MTU, ChannelUri
 
-from aeron_spark.connector.options import DEFAULT_LOOPBACK_REPLAY_MTU, REPLAY_MTU_AUTO, REPLAY_MTU_RECORDING
+from aeron_spark.connector.options import (
+    DEFAULT_LOOPBACK_REPLAY_MTU,
+    LOOPBACK_RECEIVE_WINDOW,
+    RECEIVE_WINDOW_AUTO,
+    RECEIVE_WINDOW_NONE,
+    REPLAY_MTU_AUTO,
+    REPLAY_MTU_RECORDING,
+    RMEM_MAX_PATH,
+)
 
 IPC = "aeron:ipc"
+#: The channel params a receive window sets on a subscription (``with_receive_window``).
+RECEIVE_WINDOW_PARAMS = ("rcv-wnd", "so-rcvbuf")
 #: Replays to a port-0 UDP channel share one subscription per connection
 #: (:class:`SharedReplaySubscriptions`); off (the constructor's argument): each replay binds a port
 #: of its own, as before (measured on the cluster layout: 11 -> 6 ms per live partition read).
@@ -102,21 +118,30 @@ class ReplayEndpoints:
             return IPC
         return self.response_channel or _udp_channel(self.bind_host)
 
-    def subscribe(self, configured: str | None, stream_id: int, session_id: int) -> ReplayReceiver:
+    def subscribe(self, configured: str | None, stream_id: int, session_id: int,
+                  receive_window: int | str = RECEIVE_WINDOW_NONE) -> ReplayReceiver:
+        """The replay's subscription; ``receive_window`` is ``replay.receiveWindow``, put on a UDP
+        subscription this side binds (never on the channel told to the archive)."""
         base = self.base_channel(configured)
         if is_response_channel(base):
             subscription = self._aeron.add_subscription(base, stream_id)
             return ReplayReceiver(subscription, base, over_udp=ChannelUri.parse(base).is_udp, response_mode=True)
+        base = with_receive_window(base, receive_window_for(receive_window, base))
         if self.shared is not None and needs_port_resolution(base):
             lent, resolved = self.shared.lend(base, stream_id)
-            told = with_param(with_endpoint_host(resolved, self.advertised_host), "session-id", str(session_id))
+            told = with_param(self._told(resolved), "session-id", str(session_id))
             return ReplayReceiver(lent, told, over_udp=True)
         channel = with_param(base, "session-id", str(session_id))
         if needs_port_resolution(channel):
             subscription, resolved = subscribe_resolved(self._aeron, channel, stream_id, self._timeout_s)
-            return ReplayReceiver(subscription, with_endpoint_host(resolved, self.advertised_host), over_udp=True)
+            return ReplayReceiver(subscription, self._told(resolved), over_udp=True)
         subscription = self._aeron.add_subscription(channel, stream_id)
-        return ReplayReceiver(subscription, channel, over_udp=ChannelUri.parse(channel).is_udp)
+        return ReplayReceiver(subscription, without_receive_window(channel), over_udp=ChannelUri.parse(channel).is_udp)
+
+    def _told(self, resolved: str) -> str:
+        """What the archive is told to send to: the resolved endpoint at the advertised host, without
+        the receiving side's window (a publication has no use for it)."""
+        return without_receive_window(with_endpoint_host(resolved, self.advertised_host))
 
 
 class _LentSubscription(Subscription):
@@ -194,6 +219,52 @@ def loopback_udp_mtu(channel: ChannelUri | str) -> int | None:
     if not uri.is_udp or not is_loopback_endpoint(uri.get("endpoint")):
         return None
     return DEFAULT_LOOPBACK_REPLAY_MTU
+
+
+def receive_window_for(setting: int | str, channel: str, rmem_max_path: str = RMEM_MAX_PATH) -> int | None:
+    """The receive window to put on a receiving ``channel`` for a ``*.receiveWindow`` setting (a
+    replay subscription's, ``replay.receiveWindow``; a sink channel's, ``sink.receiveWindow``), or
+    None to leave it: IPC, a channel that sets its own ``rcv-wnd`` or ``so-rcvbuf``, ``none``, and
+    ``auto`` where :func:`loopback_receive_window` gives none."""
+    uri = ChannelUri.parse(channel)
+    if not uri.is_udp or any(param in uri for param in RECEIVE_WINDOW_PARAMS) or setting == RECEIVE_WINDOW_NONE:
+        return None
+    if setting == RECEIVE_WINDOW_AUTO:
+        return loopback_receive_window(uri, rmem_max_path)
+    return int(setting)
+
+
+def loopback_receive_window(channel: ChannelUri | str, rmem_max_path: str = RMEM_MAX_PATH) -> int | None:
+    """The receive window ``auto`` picks for a UDP channel (``replay.receiveWindow``,
+    ``sink.receiveWindow``): :data:`LOOPBACK_RECEIVE_WINDOW`, capped by ``net.core.rmem_max``, when
+    its endpoint is this host's loopback; None elsewhere (the other host's limits are not known
+    here) or when ``rmem_max`` cannot be read. The one home of that rule."""
+    uri = ChannelUri.parse(channel) if isinstance(channel, str) else channel
+    if not uri.is_udp or not is_loopback_endpoint(uri.get("endpoint")):
+        return None
+    try:
+        rmem_max = int(Path(rmem_max_path).read_text())
+    except (OSError, ValueError):
+        return None
+    return min(LOOPBACK_RECEIVE_WINDOW, rmem_max)
+
+
+def with_receive_window(channel: str, window: int | None) -> str:
+    """``channel`` with ``rcv-wnd`` and ``so-rcvbuf`` of ``window`` (None: unchanged)."""
+    if window is None:
+        return channel
+    for param in RECEIVE_WINDOW_PARAMS:
+        channel = with_param(channel, param, str(window))
+    return channel
+
+
+def without_receive_window(channel: str) -> str:
+    uri = ChannelUri.parse(channel)
+    if not any(param in uri for param in RECEIVE_WINDOW_PARAMS):
+        return channel
+    for param in RECEIVE_WINDOW_PARAMS:
+        uri.remove(param)
+    return uri.build()
 
 
 def is_loopback_endpoint(endpoint: str | None) -> bool:

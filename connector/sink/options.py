@@ -15,9 +15,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 from aeron_spark.connector.options import (
     BOTH_MODES,
@@ -32,11 +30,14 @@ from aeron_spark.connector.options import (
     parse_stream_id,
     parse_optional,
     parse_replay,
+    parse_receive_window,
     parse_size,
+    RECEIVE_WINDOW_AUTO,
+    RMEM_MAX_PATH,
 )
 from aeron_spark.connector.source_option_specs import OPTION_SPECS as SOURCE_OPTION_SPECS
 from aeron_spark.connector.commit_markers import sink_alias
-from aeron_spark.connector.replay_endpoint import is_loopback_endpoint, loopback_udp_mtu
+from aeron_spark.connector.replay_endpoint import loopback_udp_mtu, receive_window_for
 from aeron_spark.connector.sink.staging import (
     ACCEPTED_STAGING_FORMS,
     StagingRootError,
@@ -54,13 +55,11 @@ DEFAULT_UDP_MTU = 1408
 #: (replay_endpoint.loopback_udp_mtu, the rule ``replay.mtu=auto`` uses), else Aeron's UDP default.
 SINK_MTU_AUTO = "auto"
 #: ``sink.receiveWindow=auto`` (the default): for a UDP sink channel to a loopback address, the
-#: archive's recording subscription gets ``rcv-wnd`` and ``so-rcvbuf`` of this size (capped by the
-#: host's ``net.core.rmem_max``, which the driver will not exceed): the media driver's default 128 KiB
-#: window, not the disk, bounds a commit's rate there. Elsewhere the channel's own settings (the
-#: archive host's limits are not known here).
-SINK_RECEIVE_WINDOW_AUTO = "auto"
-LOOPBACK_RECEIVE_WINDOW = 2 << 20
-RMEM_MAX_PATH = "/proc/sys/net/core/rmem_max"
+#: archive's recording subscription gets ``rcv-wnd`` and ``so-rcvbuf`` of
+#: replay_endpoint.loopback_receive_window (the rule ``replay.receiveWindow=auto`` uses), capped
+#: by half the term: the media driver's default 128 KiB window, not the disk, bounds a commit's rate
+#: there. Elsewhere the channel's own settings (the archive host's limits are not known here).
+SINK_RECEIVE_WINDOW_AUTO = RECEIVE_WINDOW_AUTO
 DEFAULT_COMMIT_TIMEOUT_MS = 60_000
 STAGING_SUBDIR = "spark-sink-staging"  # under archive.dir
 CHECKPOINT_STAGING_SUBDIR = "aeron-sink-staging"  # under checkpointLocation
@@ -202,23 +201,12 @@ def parse_sink_receive_window(raw: Mapping[str, str], channel: str, term_length:
                               rmem_max_path: str = RMEM_MAX_PATH) -> int | None:
     """``sink.receiveWindow`` (see :data:`SINK_RECEIVE_WINDOW_AUTO`): the window to put on the sink
     channel, or None to leave the channel (and the media driver's default) alone."""
-    text = raw.get("sink.receiveWindow", SINK_RECEIVE_WINDOW_AUTO).strip().lower()
-    uri = ChannelUri.parse(channel)
-    if text == "none" or not uri.is_udp or uri.get("rcv-wnd") is not None or uri.get("so-rcvbuf") is not None:
-        return None
-    if text == SINK_RECEIVE_WINDOW_AUTO:
-        if not is_loopback_endpoint(uri.get("endpoint")):
-            return None
-        try:
-            rmem_max = int(Path(rmem_max_path).read_text())
-        except (OSError, ValueError):
-            return None
-        return min(LOOPBACK_RECEIVE_WINDOW, rmem_max, term_length // 2)
-    window = parse_size("sink.receiveWindow", text)
-    if not 4096 <= window <= term_length // 2:
+    setting = parse_receive_window(raw, "sink.receiveWindow")
+    if isinstance(setting, int) and setting > term_length // 2:
         raise OptionError(f"option sink.receiveWindow={raw.get('sink.receiveWindow')!r} is not valid; accepted: "
                           f"{SINK_RECEIVE_WINDOW_AUTO} | none | a size from 4k to termLength/2 ({term_length // 2})")
-    return window
+    window = receive_window_for(setting, channel, rmem_max_path)
+    return None if window is None else min(window, term_length // 2)
 
 
 def parse_sink_mtu(raw: Mapping[str, str], channel: str, term_length: int) -> int:

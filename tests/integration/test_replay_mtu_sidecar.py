@@ -1,17 +1,21 @@
-"""A UDP replay whose channel asks for a larger mtu than the recording's.
+"""A UDP replay whose channel asks for a larger mtu than the recording's, and one whose
+subscription asks for a larger receive window.
 
 1 KiB messages recorded at mtu 1408 travel one frame per datagram when replayed at the recording's
 mtu. Replayed with ``mtu=8192`` on the replay channel, the sidecar's replay publication packs
 several whole frames into each datagram: the messages arrive byte-exact at the same positions in
 far fewer datagrams. The datagrams are counted (and measured) by a UDP relay between the archive's
 replay publication and the subscription: the archive is told the relay's port, the relay forwards
-each datagram to the subscription's port and the receiver's status messages back.
+each datagram to the subscription's port and the receiver's status messages back (noting the
+receiver window each one advertises: ``replay.receiveWindow`` puts ``rcv-wnd``/``so-rcvbuf`` on the
+replay subscription, and the window the archive's sender is granted must be that one).
 """
 
 from __future__ import annotations
 
 import select
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,6 +43,9 @@ RECORDED_STREAM = 1011
 REPLAY_STREAM = 1977102
 MESSAGES = 600
 KIB = 1024
+STATUS_MESSAGE_TYPE = 0x03
+STATUS_WINDOW_OFFSET = 24  # header 8, session 4, stream 4, consumption term id 4, term offset 4
+DRIVER_DEFAULT_WINDOW = 128 * KIB
 
 
 @dataclass
@@ -50,6 +57,7 @@ class DatagramRelay:
     port: int = field(default_factory=free_udp_port)
     datagrams: int = 0
     largest: int = 0
+    status_windows: set[int] = field(default_factory=set)  # receiver windows the status messages advertise
 
     def __post_init__(self) -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -67,6 +75,8 @@ class DatagramRelay:
                 continue
             data, source = self._socket.recvfrom(65536)
             if source == target:  # status messages and NAKs back to the replay publication
+                if len(data) >= STATUS_WINDOW_OFFSET + 4 and struct.unpack_from("<H", data, 6)[0] == STATUS_MESSAGE_TYPE:
+                    self.status_windows.add(struct.unpack_from("<i", data, STATUS_WINDOW_OFFSET)[0])
                 if sender is not None:
                     self._socket.sendto(data, sender)
                 continue
@@ -87,13 +97,24 @@ def one_kib_messages(count: int) -> list[bytes]:
 
 @pytest.fixture
 def recording(sidecar, local_aeron):
+    yield from recorded(local_aeron, RECORDED)
+
+
+@pytest.fixture
+def large_term_recording(sidecar, local_aeron):
+    """A recording whose term (4 MiB) lets a receiver window of 1 MiB through (the driver caps a
+    window at half the term)."""
+    yield from recorded(local_aeron, f"aeron:ipc?term-length=4m|mtu={RECORDING_MTU}")
+
+
+def recorded(local_aeron, channel: str):
     archive = ipc_archive(local_aeron)
-    subscription_id = archive.start_recording(RECORDED, RECORDED_STREAM, SourceLocation.LOCAL)
-    publication = archive.aeron.add_exclusive_publication(RECORDED, RECORDED_STREAM)
+    subscription_id = archive.start_recording(channel, RECORDED_STREAM, SourceLocation.LOCAL)
+    publication = archive.aeron.add_exclusive_publication(channel, RECORDED_STREAM)
     started = await_recording_of(archive, subscription_id, publication.session_id)
     published = publish(publication, one_kib_messages(MESSAGES))
     await_recorded(archive, started.recording_id, published.end)
-    archive.stop_recording(RECORDED, RECORDED_STREAM)
+    archive.stop_recording(channel, RECORDED_STREAM)
     archive.await_recording_signal(RecordingSignal.STOP, recording_id=started.recording_id)
     publication.close()
     try:
@@ -103,10 +124,12 @@ def recording(sidecar, local_aeron):
         archive.close()
 
 
-def replay_through_relay(archive, recording_id: int, published, mtu_param: str) -> tuple[list, DatagramRelay]:
+def replay_through_relay(archive, recording_id: int, published, mtu_param: str,
+                         subscription_params: str = "") -> tuple[list, DatagramRelay]:
     """All messages of a replay sent to a relay that forwards to our subscription."""
     port = free_udp_port()
-    subscription = archive.aeron.add_subscription(f"aeron:udp?endpoint=127.0.0.1:{port}", REPLAY_STREAM)
+    subscription = archive.aeron.add_subscription(f"aeron:udp?endpoint=127.0.0.1:{port}{subscription_params}",
+                                                  REPLAY_STREAM)
     relay = DatagramRelay(port)
     replay_session_id = None
     try:
@@ -142,3 +165,17 @@ def test_a_replay_mtu_below_the_recordings_is_refused_naming_both(recording):
     with pytest.raises(ArchiveError, match="mtu 1024 is smaller than the recording's mtu 1408"):
         archive.start_replay(recording_id, 0, published.end,
                              f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}|mtu=1024", REPLAY_STREAM)
+
+
+def test_the_replay_subscriptions_receive_window_is_what_the_archive_sender_is_granted(large_term_recording):
+    """What ``replay.receiveWindow`` puts on a replay subscription (connector/replay_endpoint.py,
+    unit-tested in tests/unit/connector/test_replay_receive_window.py) reaches the sender."""
+    from aeron_spark.connector.replay_endpoint import with_receive_window
+
+    archive, recording_id, published = large_term_recording
+    default, at_default = replay_through_relay(archive, recording_id, published, "")
+    params = with_receive_window("aeron:udp?endpoint=x:0", 1 << 20).partition("|")[2]
+    widened, at_1m = replay_through_relay(archive, recording_id, published, "", "|" + params)
+    assert default == expected(published) == widened
+    assert at_default.status_windows == {DRIVER_DEFAULT_WINDOW}, at_default.status_windows
+    assert at_1m.status_windows == {1 << 20}, at_1m.status_windows

@@ -70,7 +70,7 @@ def test_defaults_and_derived_values():
     ({"sink.mtu": "big"}, "sink.mtu='big' is not valid; accepted: auto | a multiple of 32"),
     ({"sink.mtu": "16384", "sink.termLength": "64k"}, "at most sink.termLength / 8 = 8192"),
     ({"sink.sourceLocation": "near"}, "local | remote"),
-    ({"channel": "aeron:udp?endpoint=h:1", "sink.receiveWindow": "lots"}, "sink.receiveWindow='lots' is not a size"),
+    ({"channel": "aeron:udp?endpoint=h:1", "sink.receiveWindow": "lots"}, "sink.receiveWindow='lots' is not valid"),
     ({"channel": "aeron:udp?endpoint=h:1", "sink.receiveWindow": "1k"}, "accepted: auto | none | a size from 4k"),
     ({"channel": "aeron:udp?endpoint=h:1", "sink.receiveWindow": "16m"}, r"termLength/2 \(8388608\)"),
     ({"startingPositions": "earliest"}, "startingPositions only applies to read"),
