@@ -21,7 +21,7 @@ worker's own: ``ArchiveClient.start_replay(..., subscription_registration_id=...
 
 A UDP replay may ask for a larger ``mtu`` than the recording's (``replay.mtu``,
 :func:`replay_mtu_to_ask`): the archive replays whole frames, and the driver's sender packs as many
-as fit in one datagram, so 1 KiB messages recorded at mtu 1408 arrive 7 to a datagram at 8192
+as fit in one datagram, so 1 KiB messages recorded at mtu 1408 arrive 62 to a datagram at 65504
 instead of one each. By default only towards a loopback address: beyond the link's MTU (1500 on
 Ethernet) a datagram is IP-fragmented, and losing one fragment loses the whole datagram.
 
@@ -200,25 +200,23 @@ def replay_mtu_to_ask(setting: int | str, told: str, recording_mtu: int, term_le
     if not uri.is_udp or MTU in uri or setting == REPLAY_MTU_RECORDING:
         return None
     if setting == REPLAY_MTU_AUTO:
-        loopback = loopback_udp_mtu(uri)
-        if loopback is None:
+        if not is_loopback_udp(uri):
             return None
-        wanted = loopback
+        wanted = DEFAULT_LOOPBACK_REPLAY_MTU
     else:
         wanted = int(setting)
     wanted = min(wanted, term_length // 8)
     return wanted if wanted > recording_mtu else None
 
 
-def loopback_udp_mtu(channel: ChannelUri | str) -> int | None:
-    """The mtu ``auto`` picks for a UDP channel (``replay.mtu``, ``sink.mtu``): 8192 when its
-    endpoint is this host's loopback, where no link MTU splits a datagram; None elsewhere (the
-    caller keeps its own: beyond 1472 bytes a datagram is IP-fragmented on a 1500-byte Ethernet,
-    and losing one fragment loses the whole datagram). The one home of that rule."""
+def is_loopback_udp(channel: ChannelUri | str) -> bool:
+    """Whether ``channel`` is UDP to this host's loopback, where no link MTU splits a datagram and
+    this host's socket limits are the receiver's: what ``auto`` of ``replay.mtu``, ``sink.mtu``,
+    ``replay.receiveWindow`` and ``sink.receiveWindow`` asks (elsewhere each keeps Aeron's default:
+    beyond 1472 bytes a datagram is IP-fragmented on a 1500-byte Ethernet, and losing one fragment
+    loses the whole datagram). The one home of that rule."""
     uri = ChannelUri.parse(channel) if isinstance(channel, str) else channel
-    if not uri.is_udp or not is_loopback_endpoint(uri.get("endpoint")):
-        return None
-    return DEFAULT_LOOPBACK_REPLAY_MTU
+    return uri.is_udp and is_loopback_endpoint(uri.get("endpoint"))
 
 
 def receive_window_for(setting: int | str, channel: str, rmem_max_path: str = RMEM_MAX_PATH) -> int | None:
@@ -239,8 +237,7 @@ def loopback_receive_window(channel: ChannelUri | str, rmem_max_path: str = RMEM
     ``sink.receiveWindow``): :data:`LOOPBACK_RECEIVE_WINDOW`, capped by ``net.core.rmem_max``, when
     its endpoint is this host's loopback; None elsewhere (the other host's limits are not known
     here) or when ``rmem_max`` cannot be read. The one home of that rule."""
-    uri = ChannelUri.parse(channel) if isinstance(channel, str) else channel
-    if not uri.is_udp or not is_loopback_endpoint(uri.get("endpoint")):
+    if not is_loopback_udp(channel):
         return None
     try:
         rmem_max = int(Path(rmem_max_path).read_text())

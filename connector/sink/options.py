@@ -37,7 +37,7 @@ from aeron_spark.connector.options import (
 )
 from aeron_spark.connector.source_option_specs import OPTION_SPECS as SOURCE_OPTION_SPECS
 from aeron_spark.connector.commit_markers import sink_alias
-from aeron_spark.connector.replay_endpoint import loopback_udp_mtu, receive_window_for
+from aeron_spark.connector.replay_endpoint import is_loopback_udp, receive_window_for
 from aeron_spark.connector.sink.staging import (
     ACCEPTED_STAGING_FORMS,
     StagingRootError,
@@ -52,8 +52,10 @@ DEFAULT_TERM_LENGTH = 16 << 20
 DEFAULT_IPC_MTU = 8192
 DEFAULT_UDP_MTU = 1408
 #: ``sink.mtu=auto`` (the default): 8192 for IPC and for a UDP sink channel to a loopback address
-#: (replay_endpoint.loopback_udp_mtu, the rule ``replay.mtu=auto`` uses), else Aeron's UDP default.
+#: (replay_endpoint.is_loopback_udp, the rule ``replay.mtu=auto`` uses), else Aeron's UDP default.
+#: Not a replay's 65504: a recording keeps its mtu, and no replay of it may use a smaller one.
 SINK_MTU_AUTO = "auto"
+LOOPBACK_SINK_MTU = 8192
 #: ``sink.receiveWindow=auto`` (the default): for a UDP sink channel to a loopback address, the
 #: archive's recording subscription gets ``rcv-wnd`` and ``so-rcvbuf`` of
 #: replay_endpoint.loopback_receive_window (the rule ``replay.receiveWindow=auto`` uses), capped
@@ -215,7 +217,7 @@ def parse_sink_mtu(raw: Mapping[str, str], channel: str, term_length: int) -> in
     if text.lower() == SINK_MTU_AUTO:
         if channel.startswith("aeron:ipc"):
             return DEFAULT_IPC_MTU
-        return min(loopback_udp_mtu(channel) or DEFAULT_UDP_MTU, term_length // 8)
+        return min(LOOPBACK_SINK_MTU if is_loopback_udp(channel) else DEFAULT_UDP_MTU, term_length // 8)
     if not re.fullmatch(r"\d+", text):
         raise OptionError(f"option sink.mtu={text!r} is not valid; accepted: {SINK_MTU_AUTO} | a multiple of 32 "
                           f"in [128, 65536], at most sink.termLength / 8 = {term_length // 8}")

@@ -179,3 +179,15 @@ def test_the_replay_subscriptions_receive_window_is_what_the_archive_sender_is_g
     assert default == expected(published) == widened
     assert at_default.status_windows == {DRIVER_DEFAULT_WINDOW}, at_default.status_windows
     assert at_1m.status_windows == {1 << 20}, at_1m.status_windows
+
+
+def test_the_largest_replay_mtu_packs_62_1kib_frames_per_datagram_byte_exact(large_term_recording):
+    """``replay.mtu=auto``'s choice towards loopback (connector/options.py DEFAULT_LOOPBACK_REPLAY_MTU)."""
+    from aeron_spark.connector.options import DEFAULT_LOOPBACK_REPLAY_MTU
+
+    archive, recording_id, published = large_term_recording
+    received, relay = replay_through_relay(archive, recording_id, published, f"|mtu={DEFAULT_LOOPBACK_REPLAY_MTU}",
+                                           "|rcv-wnd=1m|so-rcvbuf=1m")
+    assert received == expected(published)
+    assert 60 * KIB < relay.largest <= DEFAULT_LOOPBACK_REPLAY_MTU == 65504
+    assert relay.datagrams * 40 < MESSAGES, relay.datagrams

@@ -26,10 +26,11 @@ def test_a_bad_value_names_the_option_and_what_it_accepts(text):
         parse_replay_mtu({"replay.mtu": text})
 
 
-def test_auto_asks_8192_towards_loopback_only():
-    assert replay_mtu_to_ask("auto", LOOPBACK, 1408, 65536) == 8192
-    assert replay_mtu_to_ask("auto", "aeron:udp?endpoint=localhost:40125", 1408, 1 << 20) == 8192
-    assert replay_mtu_to_ask("auto", "aeron:udp?endpoint=[::1]:40125", 1408, 1 << 20) == 8192
+def test_auto_asks_the_largest_towards_loopback_only_within_the_term():
+    assert replay_mtu_to_ask("auto", LOOPBACK, 1408, 16 << 20) == 65504
+    assert replay_mtu_to_ask("auto", "aeron:udp?endpoint=localhost:40125", 1408, 1 << 20) == 65504
+    assert replay_mtu_to_ask("auto", "aeron:udp?endpoint=[::1]:40125", 1408, 1 << 20) == 65504
+    assert replay_mtu_to_ask("auto", LOOPBACK, 1408, 65536) == 8192  # term length / 8
     assert replay_mtu_to_ask("auto", LAN, 1408, 1 << 20) is None
 
 
@@ -40,7 +41,7 @@ def test_an_int_is_asked_on_any_udp_replay_capped_at_term_length_over_8():
 
 def test_nothing_is_asked_when_not_above_the_recordings_mtu_or_not_wanted():
     assert replay_mtu_to_ask(1408, LAN, 1408, 1 << 20) is None
-    assert replay_mtu_to_ask("auto", LOOPBACK, 16384, 1 << 20) is None  # a recording above the default keeps its own
+    assert replay_mtu_to_ask("auto", LOOPBACK, 65504, 1 << 20) is None  # a recording at the largest keeps its own
     assert replay_mtu_to_ask("recording", LOOPBACK, 1408, 1 << 20) is None
     assert replay_mtu_to_ask(8192, "aeron:ipc?session-id=9", 1408, 1 << 20) is None
     assert replay_mtu_to_ask(16384, LOOPBACK + "|mtu=4096", 1408, 1 << 20) is None  # the channel's own mtu stays

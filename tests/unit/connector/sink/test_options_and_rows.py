@@ -197,11 +197,11 @@ def test_sink_mtu_auto_stays_within_the_smallest_term():
 
 
 def test_sink_mtu_auto_shares_the_replay_loopback_rule():
-    from aeron_spark.connector.replay_endpoint import loopback_udp_mtu
+    from aeron_spark.connector.replay_endpoint import is_loopback_udp
 
-    assert loopback_udp_mtu("aeron:udp?endpoint=localhost:1") == 8192
-    assert loopback_udp_mtu("aeron:udp?endpoint=192.168.0.2:1") is None
-    assert loopback_udp_mtu("aeron:ipc") is None
+    assert is_loopback_udp("aeron:udp?endpoint=localhost:1")
+    assert not is_loopback_udp("aeron:udp?endpoint=192.168.0.2:1")
+    assert not is_loopback_udp("aeron:ipc")
 
 
 @pytest.mark.parametrize("channel, given, window", [
