@@ -154,8 +154,8 @@ def kafka_stream(spark, kafka: dict[str, str]):
             .select(F.concat(F.unhex(F.col("value").cast("string")), F.unhex(F.lit("00" * 16))).alias("payload")))
 
 
-def aeron_stream(spark, connection: dict[str, str], checkpoint: Path):
-    return (spark.readStream.format("aeron-archive").options(**connection)
+def aeron_stream(spark, connection: dict[str, str], checkpoint: Path, **options: str):
+    return (spark.readStream.format("aeron-archive").options(**connection).options(**options)
             .option("channel", SOURCE_CHANNEL).option("streamId", str(SOURCE_STREAM_ID))
             .option("startingPositions", "latest").option("checkpointLocation", str(checkpoint)).load()
             .select("payload"))
@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval-ms", type=float, default=5.0, help="one message per publisher every this many ms")
     parser.add_argument("--quick", action="store_true", help="10 s per query after a 5 s warm-up")
     parser.add_argument("--skip", default="",
-                        help="comma list of parts to leave out: visible, committed, realtime, floor (default: none)")
+                        help="comma list of parts to leave out: visible, committed, realtime, floor, read-on-driver "
+                             "(default: none)")
     parser.add_argument("--work-dir", type=Path, help="where the archives and Kafka's data go (default: a temp dir)")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="sample every process (py-spy, perf) over the measured window of each visible query; "
@@ -193,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     # the JIT and the workers' start, and a repeat shows how much
     profiler = SamplingProfiler(args.profile) if args.profile else None
     skip = {part.strip() for part in args.skip.split(",") if part.strip()}
-    if not skip <= {"visible", "committed", "realtime", "floor"}:
-        parser.error(f"--skip {args.skip!r}: accepted values are visible, committed, realtime, floor (comma separated)")
+    if not skip <= {"visible", "committed", "realtime", "floor", "read-on-driver"}:
+        parser.error(f"--skip {args.skip!r}: accepted values are visible, committed, realtime, floor, read-on-driver "
+                     "(comma separated)")
     if args.quick:
         args.seconds, args.warmup, args.session_warmup = 10.0, 5.0, min(args.session_warmup, 5.0)
     cluster = args.layout == "cluster"
@@ -314,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
             def ours(checkpoint: Path):
                 return aeron_stream(spark, connection, checkpoint)
 
+            def ours_on_driver(checkpoint: Path):
+                return aeron_stream(spark, connection, checkpoint, readOnDriver="true")
+
             def theirs(_checkpoint: Path):
                 return kafka_stream(spark, kafka)
 
@@ -321,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
                 return python_source_floor.floor_stream(spark, args.interval_ms)
 
             if args.session_warmup > 0:  # unmeasured: JIT and Python workers warm for both sources
-                for stream_of in (ours, theirs) if "floor" in skip else (ours, theirs, floor):
+                warmed = [ours, theirs] + ([] if "floor" in skip else [floor]) + (
+                    [] if "read-on-driver" in skip else [ours_on_driver])
+                for stream_of in warmed:
                     checkpoint = work / f"chk-{next(runs)}"
                     query = (stream_of(checkpoint).writeStream.format("noop")
                              .option("checkpointLocation", str(checkpoint)).start())
@@ -340,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                 if "visible" not in skip:
                     visible(f"visible, ours, {label}", ours, trigger)
                     visible(f"visible, Kafka, {label}", theirs, trigger)
+                    if "read-on-driver" not in skip:
+                        visible(f"visible, ours readOnDriver, {label}", ours_on_driver, trigger)
                     if "floor" not in skip:
                         visible(f"visible, Python floor, {label}", floor, trigger)
             if "realtime" not in skip:
@@ -379,6 +388,10 @@ def report(results: list[tuple[str, dict[str, float] | None, str]], args, master
         ours, theirs = by_name.get(f"visible, ours, {label}"), by_name.get(f"visible, Kafka, {label}")
         if ours and theirs:
             print(f"  ratio visible p99 ours / Kafka, {label}: {ours['p99'] / theirs['p99']:.2f}x (target <= 1.0x)")
+        on_driver = by_name.get(f"visible, ours readOnDriver, {label}")
+        if on_driver and theirs:
+            print(f"  ratio visible p99 ours readOnDriver / Kafka, {label}: {on_driver['p99'] / theirs['p99']:.2f}x "
+                  "(target <= 1.0x)")
         python_floor = by_name.get(f"visible, Python floor, {label}")
         if ours and theirs and python_floor:
             print(f"  visible p99, {label}: ours / Python floor {ours['p99'] / python_floor['p99']:.2f}x, "

@@ -12,7 +12,9 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    SimpleDataSourceStreamReader,
 )
+from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -77,7 +79,16 @@ class AeronArchiveDataSource(DataSource):
         from aeron_spark.connector.source.micro_batch_stream import AeronArchiveStreamReader
         reject_sink_options_on_read(self.options)
         options = select_columns(schema, SourceOptions.parse(self.options, ReadMode.STREAM))
+        if options.read_on_driver:  # pyspark then asks simpleStreamReader
+            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
+                                             messageParameters={"feature": "streamReader with readOnDriver=true"})
         return AeronArchiveStreamReader(options)
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:  # noqa: N802 - pyspark's name
+        """readStream with ``readOnDriver=true``: micro-batches read by the driver (driver_read_stream.py)."""
+        from aeron_spark.connector.source.driver_read_stream import AeronArchiveDriverStreamReader
+        reject_sink_options_on_read(self.options)
+        return AeronArchiveDriverStreamReader(select_columns(schema, SourceOptions.parse(self.options, ReadMode.STREAM)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """write.format("aeron-archive"): exactly-once append (docs/exactly-once.md)."""

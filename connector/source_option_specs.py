@@ -64,6 +64,12 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
                "Desired minimum number of partitions per batch (as Kafka's minPartitions); the number of "
                "pieces is also rounded up to a multiple of it, term lengths permitting. Set it to the cores "
                "available to the query."),
+    OptionSpec("readOnDriver", "true | false", "false", _STREAM,
+               "Each micro-batch is read by the Spark driver's Python source process while Spark asks for "
+               "the latest offset, and handed to Spark with the plan (pyspark's SimpleDataSourceStreamReader): "
+               "no Python task on the executors, so less latency per batch for a live tail of modest rate; "
+               "every row passes through the driver (bound a batch with maxBytesPerTrigger). A batch replayed "
+               "after a restart is read on an executor."),
     OptionSpec("discoveryIntervalMs", "an int >= 0 (milliseconds)", "1000", _STREAM,
                "Least time between two catalog listings looking for new recordings (channel/streamId)."),
     OptionSpec("includeTimestamp", "true | false", "false", _BOTH,

@@ -132,6 +132,7 @@ class SourceOptions:
 
     channel_pattern: str | None = None
     sbe: SbeSettings | None = None  # sbe.schema: decode the payloads (docs/sbe.md)
+    read_on_driver: bool = False  # readOnDriver: micro-batches read by the driver (driver_read_stream.py)
 
     @property
     def subscribes_to_channel(self) -> bool:
@@ -199,6 +200,7 @@ class SourceOptions:
             ending_time=ending_time,
             starting_time_strategy=time_strategy,
             sbe=parse_sbe_options(raw),
+            read_on_driver=parse_bool(raw, "readOnDriver", False),
         )
 
 
@@ -207,7 +209,7 @@ def validate_common(options: Mapping[str, str]) -> None:
     raw = _canonical_options(options)
     _parse_selection(raw)
     parse_connection(raw)
-    for name in ("failOnDataLoss", "includeTimestamp"):
+    for name in ("failOnDataLoss", "includeTimestamp", "readOnDriver"):
         parse_bool(raw, name, False)
     for name in ("maxBytesPerTrigger", "minBytesPerTrigger", "maxBytesPerPartition"):
         parse_optional(raw, name, parse_size)
