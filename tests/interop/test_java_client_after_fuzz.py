@@ -17,7 +17,14 @@ import random
 import pytest
 from aeron_spark.driver_integration import AeronClient
 
-from tests.interop.peer.interop_peer import ArchiveEndpoint, PeerClient, PeerInstallation, expected_digest, framed_length
+from tests.interop.peer.interop_peer import (
+    ArchiveEndpoint,
+    PeerClient,
+    PeerError,
+    PeerInstallation,
+    expected_digest,
+    framed_length,
+)
 from tests.support.control_fuzz import FuzzMix, fuzz_session
 from tests.support.ports import free_udp_port, udp_channel
 from tests.support.sidecar import running_sidecar
@@ -40,11 +47,15 @@ def test_the_java_client_records_and_replays_exactly_after_a_fuzz(peer_installat
                 assert sidecar.process.poll() is None, sidecar.log_tail()
         client = PeerClient(peer_installation, ArchiveEndpoint(control_channel=sidecar.control_channel,
                                                                response_channel=None, aeron_dir=None), timeout=60)
-        recorded = client.record(udp_channel(free_udp_port()), STREAM_ID, RECORDED, SIZE, timeout_ms=20_000)
-        assert recorded.messages == RECORDED and recorded.stop_position == RECORDED * framed_length(SIZE)
-        assert recorded.digest == expected_digest(0, RECORDED, SIZE)
-        replayed = client.replay(recorded.recording_id, replay_channel=udp_channel(free_udp_port()),
-                                 replay_stream_id=REPLAY_STREAM_ID, timeout_ms=20_000)
+        try:
+            recorded = client.record(udp_channel(free_udp_port()), STREAM_ID, RECORDED, SIZE, timeout_ms=20_000)
+            assert recorded.messages == RECORDED and recorded.stop_position == RECORDED * framed_length(SIZE)
+            assert recorded.digest == expected_digest(0, RECORDED, SIZE)
+            replayed = client.replay(recorded.recording_id, replay_channel=udp_channel(free_udp_port()),
+                                     replay_stream_id=REPLAY_STREAM_ID, timeout_ms=20_000)
+        except PeerError as error:  # what the sidecar logged meanwhile says which side failed
+            raise AssertionError(f"{error}\npeer stderr:\n{error.stderr[-3000:]}\nsidecar log:\n"
+                                 f"{sidecar.log_tail(80)}") from error
         assert (replayed.messages, replayed.first_position, replayed.last_position) == (
             RECORDED, 0, recorded.stop_position)
         assert replayed.digest == expected_digest(0, RECORDED, SIZE)
