@@ -1,6 +1,9 @@
 """connector/replay_endpoint.py: which channel each replay uses, and what the archive is told."""
 
+import pytest
+
 from aeron_spark.connector.replay_endpoint import ReplayEndpoints, needs_port_resolution, with_param
+from aeron_spark.driver_integration.channel_uri import ChannelUri
 
 
 class FakeSubscription:
@@ -112,3 +115,17 @@ def test_only_port_0_udp_replays_are_shared():
     endpoints.subscribe(None, 77, 4), endpoints.subscribe(None, 77, 5)
     assert len(aeron.subscriptions) == 2  # the fixed port's, and one shared by the default channel's replays
     assert ReplayEndpoints(aeron, True, None, 5.0).subscribe(None, 77, 6).told == "aeron:ipc?session-id=6"
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-subscription", "own-subscription"])
+def test_the_subscription_has_the_receive_window_and_the_archive_is_told_none(shared: bool) -> None:
+    """``replay.receiveWindow`` (tests/unit/connector/test_replay_receive_window.py) on the subscription only."""
+    aeron = FakeAeron()
+    endpoints = ReplayEndpoints(aeron, shares_archive_driver=False, hosts=("127.0.0.1", "127.0.0.1"),  # type: ignore[arg-type]
+                                timeout_s=1.0, share_udp_subscription=shared)
+    receiver = endpoints.subscribe(None, 1977101, 99, 1 << 20)
+    [subscribed] = [subscription.channel for subscription in aeron.subscriptions]
+    assert ChannelUri.parse(subscribed).get("rcv-wnd") == str(1 << 20)
+    told = ChannelUri.parse(receiver.told)
+    assert told.get("endpoint") == "127.0.0.1:40000" and told.get("session-id") == "99"
+    assert "rcv-wnd" not in told and "so-rcvbuf" not in told

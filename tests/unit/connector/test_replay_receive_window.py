@@ -1,5 +1,5 @@
-"""``replay.receiveWindow``: its parse, the window a UDP replay subscription gets, and that the
-archive is never told it (replay_endpoint)."""
+"""``replay.receiveWindow``: its parse and the window a UDP replay subscription gets (replay_endpoint;
+that the archive is never told it: tests/unit/connector/test_replay_endpoint.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from aeron_spark.connector.options import CONNECTION_OPTION_SPECS, OptionError, parse_replay
 from aeron_spark.connector.replay_endpoint import (
-    ReplayEndpoints,
     loopback_receive_window,
     receive_window_for,
     with_receive_window,
@@ -71,37 +70,3 @@ def test_the_window_is_added_and_removed_as_channel_params() -> None:
     told = without_receive_window(channel + "|session-id=7")
     assert ChannelUri.parse(told).get("session-id") == "7"
     assert "rcv-wnd" not in ChannelUri.parse(told) and "so-rcvbuf" not in ChannelUri.parse(told)
-
-
-class _FakeSubscription:
-    def __init__(self, channel: str) -> None:
-        self.channel = channel
-        self.is_closed = False
-
-    def await_resolved_channel(self, timeout: float) -> str:
-        return self.channel.replace(":0", ":40125")
-
-    def close(self) -> None:
-        self.is_closed = True
-
-
-class _FakeAeron:
-    def __init__(self) -> None:
-        self.subscribed: list[str] = []
-
-    def add_subscription(self, channel: str, stream_id: int) -> _FakeSubscription:
-        self.subscribed.append(channel)
-        return _FakeSubscription(channel)
-
-
-@pytest.mark.parametrize("shared", [True, False], ids=["shared-subscription", "own-subscription"])
-def test_the_subscription_has_the_window_and_the_archive_is_told_none(shared: bool) -> None:
-    aeron = _FakeAeron()
-    endpoints = ReplayEndpoints(aeron, shares_archive_driver=False, hosts=("127.0.0.1", "127.0.0.1"),  # type: ignore[arg-type]
-                                timeout_s=1.0, share_udp_subscription=shared)
-    receiver = endpoints.subscribe(None, 1977101, 99, 1 << 20)
-    [subscribed] = aeron.subscribed
-    assert ChannelUri.parse(subscribed).get("rcv-wnd") == str(1 << 20)
-    told = ChannelUri.parse(receiver.told)
-    assert told.get("endpoint") == "127.0.0.1:40125" and told.get("session-id") == "99"
-    assert "rcv-wnd" not in told and "so-rcvbuf" not in told
