@@ -19,7 +19,7 @@ public final class ModernPeer
     static final int EXIT_TIMEOUT = 3;
 
     private static final String SUBCOMMANDS = "archive driver connect record start-recording stop-recording list " +
-        "replay publish truncate purge extend positions segments update-channel replay-merge replicate scripted-session";
+        "replay publish truncate purge extend positions segments update-channel replay-merge persistent-subscription replicate scripted-session";
     private static final Set<String> SERVER_FLAGS = Set.of("no-stdin-watch", "spies-simulate-connection");
     private static final Set<String> CONNECTION = Set.of(
         "aeron-dir", "control-channel", "control-stream-id", "response-channel", "response-stream-id",
@@ -83,6 +83,9 @@ public final class ModernPeer
                 case "replay-merge" -> ReplayMergeCommand.run(client(command, args, Set.of(),
                     "recording-id", "live-channel", "live-stream-id", "messages", "live-messages", "size",
                     "position", "replay-channel", "replay-endpoint", "live-endpoint", "recording-endpoint"));
+                case "persistent-subscription" -> PersistentSubscriptionCommand.run(client(command, args, Set.of(),
+                    "live-channel", "live-stream-id", "messages", "live-messages", "after-live-messages", "size",
+                    "position", "replay-channel", "replay-stream-id", "live-endpoint", "recording-endpoint"));
                 case "replicate" -> ReplicateCommand.run(client(command, args, Set.of(),
                     "src-recording-id", "src-control-channel", "src-control-stream-id", "dst-recording-id",
                     "stop-position", "replication-channel", "src-response-channel", "replication-session-id",
