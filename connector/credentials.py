@@ -18,13 +18,15 @@ import re
 from urllib.parse import urlparse
 
 from aeron_spark.archive.client import SecretCredentials
+from aeron_spark.connector.option_spec import choices_of, default_str
 
 CREDENTIALS_OPTION = "archive.credentials"
 CREDENTIALS_FILE_OPTION = "archive.credentialsFile"
 CREDENTIALS_ENCODING_OPTION = "archive.credentialsEncoding"
 #: challenge: send the principal, answer an hmac-sha256 challenge (our sidecar); plain: send
 #: ``principal:secret`` as the credentials bytes (Aeron's SimpleAuthenticator).
-CREDENTIALS_ENCODINGS = ("challenge", "plain")
+CREDENTIALS_ENCODINGS = choices_of(CREDENTIALS_ENCODING_OPTION)
+DEFAULT_CREDENTIALS_ENCODING = default_str(CREDENTIALS_ENCODING_OPTION)
 ACCEPTED = "principal:secret (the principal ASCII without ':', the secret non-empty)"
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -39,7 +41,7 @@ class ArchiveCredentials:
 
     __slots__ = ("_text", "file", "encoding")
 
-    def __init__(self, *, text: str | None = None, file: str | None = None, encoding: str = "challenge") -> None:
+    def __init__(self, *, text: str | None = None, file: str | None = None, encoding: str = DEFAULT_CREDENTIALS_ENCODING) -> None:
         if (text is None) == (file is None):
             raise ValueError("ArchiveCredentials takes exactly one of text and file")
         if encoding not in CREDENTIALS_ENCODINGS:

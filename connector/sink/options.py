@@ -1,16 +1,15 @@
-"""Options of the `aeron-archive` SINK (``write`` / ``writeStream``): names, defaults, checks.
+"""Options of the `aeron-archive` SINK (``write`` / ``writeStream``): parsing and checks.
 
-Shares the connection options with the source (``connector/options.py``
-``CONNECTION_OPTION_SPECS``: ``archive.dir``/``path``, ``archive.controlChannel``,
+Each option's spec is an entry of ``connector/option_specs.json`` with side ``sink``: the
+connection options it shares with the source (``archive.dir``/``path``, ``archive.controlChannel``,
 ``archive.*StreamId``, ``archive.responseChannel``, ``archive.timeoutMs``, ``archive.credentials*``,
-``aeron.*``, ``replay.*``) and adds its own (``SINK_OPTION_SPECS``: the sink channel and stream
-id, the ``sink.*`` options). Parsed on the driver, before any task runs; a bad value is an
+``aeron.*``, ``replay.*``, parsed by ``connector/options.py``) and its own (the sink channel and
+stream id, the ``sink.*`` options). Parsed on the driver, before any task runs; a bad value is an
 ``OptionError`` naming the option and what it accepts. See docs/exactly-once.md.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 from collections.abc import Mapping
@@ -18,24 +17,25 @@ from dataclasses import dataclass, field
 
 
 from aeron_spark.connector.options import (
-    BOTH_MODES,
-    CONNECTION_OPTIONS,
-    SPARK_SUPPLIED_OPTIONS,
+    RMEM_MAX_PATH,
     ArchiveConnection,
     OptionError,
     OptionSpec,
     ReplaySettings,
+    bounds_of,
+    default_int,
+    default_str,
+    option_spec,
     parse_connection,
     parse_int,
-    parse_stream_id,
-    parse_optional,
-    parse_replay,
+    parse_optional_enum,
     parse_receive_window,
+    parse_replay,
     parse_size,
-    RECEIVE_WINDOW_AUTO,
-    RMEM_MAX_PATH,
+    parse_stream_id,
+    specs_for,
 )
-from aeron_spark.connector.source_option_specs import OPTION_SPECS as SOURCE_OPTION_SPECS
+from aeron_spark.connector.option_spec import canonical_options
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.connector.replay_endpoint import is_loopback_udp, receive_window_for
 from aeron_spark.connector.sink.staging import (
@@ -47,8 +47,17 @@ from aeron_spark.connector.sink.staging import (
     redact,
 )
 
+SIDE = "sink"
 SINK_PREFIX = "sink."
-DEFAULT_TERM_LENGTH = 16 << 20
+#: The sink's options, in option_specs.json's order.
+SINK_OPTION_SPECS: tuple[OptionSpec, ...] = specs_for(SIDE)
+_SOURCE_NAMES = {spec.name.lower(): spec.name for spec in specs_for("source")}
+_SINK_NAMES = {spec.name.lower(): spec.name for spec in SINK_OPTION_SPECS}
+#: Source options that make no sense for a sink (named in the error): the source's table minus the sink's.
+SOURCE_ONLY_OPTIONS = tuple(name for lower, name in _SOURCE_NAMES.items() if lower not in _SINK_NAMES)
+_STREAM_ID = option_spec("streamId", SIDE)
+DEFAULT_TERM_LENGTH = default_int("sink.termLength")
+DEFAULT_COMMIT_TIMEOUT_MS = default_int("sink.commitTimeoutMs")
 DEFAULT_IPC_MTU = 8192
 DEFAULT_UDP_MTU = 1408
 #: ``sink.mtu=auto`` (the default): 8192 for IPC and for a UDP sink channel to a loopback address
@@ -61,49 +70,12 @@ LOOPBACK_SINK_MTU = 8192
 #: replay_endpoint.loopback_receive_window (the rule ``replay.receiveWindow=auto`` uses), capped
 #: by half the term: the media driver's default 128 KiB window, not the disk, bounds a commit's rate
 #: there. Elsewhere the channel's own settings (the archive host's limits are not known here).
-SINK_RECEIVE_WINDOW_AUTO = RECEIVE_WINDOW_AUTO
-DEFAULT_COMMIT_TIMEOUT_MS = 60_000
+SINK_RECEIVE_WINDOW_AUTO = default_str("sink.receiveWindow")
 STAGING_SUBDIR = "spark-sink-staging"  # under archive.dir
 CHECKPOINT_STAGING_SUBDIR = "aeron-sink-staging"  # under checkpointLocation
 SINK_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # Channel params the sink sets itself on the sink channel.
 RESERVED_CHANNEL_PARAMS = ("alias", "session-id", "init-term-id", "term-id", "term-offset", "term-length", "mtu")
-
-SINK_OPTION_SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("channel", "aeron:ipc or aeron:udp?endpoint=host:port", None, BOTH_MODES,
-               "Channel of the sink recording (the sink adds alias=aeron-spark-sink:<sink.id> and a session-id)."),
-    OptionSpec("streamId", "an int", None, BOTH_MODES, "Stream id of the sink recording."),
-    OptionSpec("sink.id", "1-128 of [A-Za-z0-9._-]", "the streaming query id; batch writes: derived from channel+streamId",
-               BOTH_MODES, "Names the sink recording; one sink id = one recording = one writer at a time."),
-    OptionSpec("sink.stagingDir",
-               "a path, or a file:, s3: (s3a:), gs:, abfs: or hdfs: URI that the driver and every executor reach",
-               "<checkpointLocation>/aeron-sink-staging (writeStream), else <archive.dir>/spark-sink-staging", BOTH_MODES,
-               "Where tasks stage their rows until the driver commits them (opened with pyarrow.fs.FileSystem.from_uri)."),
-    OptionSpec("sink.termLength", "a power of two between 64k and 1g", "16m", BOTH_MODES,
-               "Term length of a new sink recording."),
-    OptionSpec("sink.mtu", f"{SINK_MTU_AUTO} | an int: a multiple of 32 in [128, 65536], at most termLength/8",
-               f"{SINK_MTU_AUTO}: {DEFAULT_IPC_MTU} (ipc), {DEFAULT_IPC_MTU} (udp to a loopback address), "
-               f"{DEFAULT_UDP_MTU} (other udp)", BOTH_MODES,
-               "MTU of a new sink recording (messages longer than mtu-32 are fragmented; a UDP commit sends up to "
-               "mtu bytes of whole frames per datagram). auto: 8192 where no IP fragmentation can happen (IPC, "
-               "loopback), else 1408. An existing sink recording keeps its mtu."),
-    OptionSpec("sink.receiveWindow", f"{SINK_RECEIVE_WINDOW_AUTO} | none | a size (e.g. 2m), at most termLength/2",
-               f"{SINK_RECEIVE_WINDOW_AUTO}: 2m for udp to a loopback address (at most net.core.rmem_max), else none",
-               BOTH_MODES,
-               "Receive window (rcv-wnd and so-rcvbuf) of the archive's recording subscription on a UDP sink "
-               "channel; none: the media driver's default (128k). Ignored when channel sets rcv-wnd or so-rcvbuf."),
-    OptionSpec("sink.sourceLocation", "local | remote", "local (ipc), remote (udp)", BOTH_MODES,
-               "How the archive records the sink channel (local: IPC or spy on the shared media driver)."),
-    OptionSpec("sink.commitTimeoutMs", "an int > 0 (milliseconds)", str(DEFAULT_COMMIT_TIMEOUT_MS), BOTH_MODES,
-               "Longest wait for each step of a commit (recording start, back pressure, recorded position)."),
-    OptionSpec("checkpointLocation", "a path or URI", None, BOTH_MODES,
-               "The query's checkpoint (passed by Spark when set with .option); the default staging root is under it."),
-)
-_NAMES = tuple(spec.name for spec in SINK_OPTION_SPECS) + CONNECTION_OPTIONS
-_BY_LOWER = {name.lower(): name for name in _NAMES}
-#: Source options that make no sense for a sink (named in the error): the source's table minus the sink's.
-SOURCE_ONLY_OPTIONS = tuple(spec.name for spec in SOURCE_OPTION_SPECS if spec.name.lower() not in _BY_LOWER)
-_SOURCE_ONLY = {name.lower(): name for name in SOURCE_ONLY_OPTIONS}
 
 
 def is_sink_option(name: str) -> bool:
@@ -118,7 +90,7 @@ def without_sink_options(options: Mapping[str, str]) -> dict[str, str]:
 def reject_sink_options_on_read(options: Mapping[str, str]) -> None:
     for key in options:
         if is_sink_option(key):
-            raise OptionError(f"option {_BY_LOWER.get(key.lower(), key)} only applies to write / writeStream, "
+            raise OptionError(f"option {_SINK_NAMES.get(key.lower(), key)} only applies to write / writeStream, "
                               "not to read / readStream")
 
 
@@ -166,7 +138,7 @@ class SinkOptions:
             raise OptionError("the aeron-archive sink needs channel (aeron:ipc or aeron:udp?endpoint=host:port) "
                               "and streamId: the sink recording is addressed by them")
         _check_sink_channel(channel)
-        stream_id = parse_stream_id(raw, "streamId", 0)
+        stream_id = parse_stream_id(raw, _STREAM_ID)
         connection = parse_connection(raw)
         sink_id = raw.get("sink.id")
         if sink_id is not None:
@@ -174,15 +146,14 @@ class SinkOptions:
         elif not streaming:
             sink_id = "batch-" + hashlib.sha256(f"{channel}|{stream_id}".encode()).hexdigest()[:16]
         staging = parse_staging_root(raw, connection.archive_dir, streaming=streaming)
-        term_length = parse_optional(raw, "sink.termLength", parse_size) or DEFAULT_TERM_LENGTH
-        if term_length & (term_length - 1) or not 64 << 10 <= term_length <= 1 << 30:
-            raise OptionError(f"option sink.termLength={raw.get('sink.termLength')} must be a power of two "
-                              "between 64k and 1g")
+        term_length = parse_size(raw, "sink.termLength")
+        if term_length & (term_length - 1):  # the bounds: parse_size, from the spec
+            raise OptionError(f"option sink.termLength={raw.get('sink.termLength')} must be "
+                              f"{option_spec('sink.termLength').accepted}")
         is_ipc = channel.startswith("aeron:ipc")
         mtu = parse_sink_mtu(raw, channel, term_length)
-        location = raw.get("sink.sourceLocation", "local" if is_ipc else "remote").lower()
-        if location not in ("local", "remote"):
-            raise OptionError(f"option sink.sourceLocation={location!r} is not valid; accepted: local | remote")
+        # Absent: local (IPC or spy on the shared media driver) for IPC, else remote (its defaultText).
+        location = parse_optional_enum(raw, "sink.sourceLocation") or ("local" if is_ipc else "remote")
         return cls(
             streaming=streaming,
             sink_id=sink_id,
@@ -194,7 +165,7 @@ class SinkOptions:
             term_length=term_length,
             mtu=mtu,
             source_location_local=location == "local",
-            commit_timeout_ms=parse_int(raw, "sink.commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, minimum=1),
+            commit_timeout_ms=parse_int(raw, "sink.commitTimeoutMs"),
             receive_window=parse_sink_receive_window(raw, channel, term_length),
         )
 
@@ -213,17 +184,18 @@ def parse_sink_receive_window(raw: Mapping[str, str], channel: str, term_length:
 
 def parse_sink_mtu(raw: Mapping[str, str], channel: str, term_length: int) -> int:
     """``sink.mtu``: ``auto`` (see :data:`SINK_MTU_AUTO`) or an mtu Aeron accepts for ``term_length``."""
-    text = raw.get("sink.mtu", SINK_MTU_AUTO)
+    text = raw.get("sink.mtu", default_str("sink.mtu"))
     if text.lower() == SINK_MTU_AUTO:
         if channel.startswith("aeron:ipc"):
             return DEFAULT_IPC_MTU
         return min(LOOPBACK_SINK_MTU if is_loopback_udp(channel) else DEFAULT_UDP_MTU, term_length // 8)
+    low, high = bounds_of("sink.mtu")
     if not re.fullmatch(r"\d+", text):
         raise OptionError(f"option sink.mtu={text!r} is not valid; accepted: {SINK_MTU_AUTO} | a multiple of 32 "
-                          f"in [128, 65536], at most sink.termLength / 8 = {term_length // 8}")
+                          f"in [{low}, {high}], at most sink.termLength / 8 = {term_length // 8}")
     mtu = int(text)
-    if mtu % 32 or not 128 <= mtu <= 65536 or mtu > term_length // 8:
-        raise OptionError(f"option sink.mtu={mtu} must be a multiple of 32 in [128, 65536] and at most "
+    if mtu % 32 or not low <= mtu <= high or mtu > term_length // 8:
+        raise OptionError(f"option sink.mtu={mtu} must be a multiple of 32 in [{low}, {high}] and at most "
                           f"sink.termLength / 8 = {term_length // 8} (or {SINK_MTU_AUTO})")
     return mtu
 
@@ -276,20 +248,4 @@ def _check_sink_channel(channel: str) -> None:
 
 
 def _canonical(options: Mapping[str, str]) -> dict[str, str]:
-    canonical: dict[str, str] = {}
-    for key, value in options.items():
-        if key.lower() in SPARK_SUPPLIED_OPTIONS:
-            continue
-        name = _BY_LOWER.get(key.lower())
-        if name is None:
-            source_only = _SOURCE_ONLY.get(key.lower())
-            if source_only is not None:
-                raise OptionError(f"option {source_only} only applies to read / readStream, not to the "
-                                  "aeron-archive sink")
-            close = difflib.get_close_matches(key.lower(), list(_BY_LOWER), n=3, cutoff=0.6)
-            hint = (" Did you mean " + " or ".join(repr(_BY_LOWER[c]) for c in close) + "?") if close else ""
-            raise OptionError(f"unknown option {key!r} for the aeron-archive sink.{hint} Accepted options: "
-                              f"{', '.join(_NAMES)}")
-        if value is not None:
-            canonical[name] = str(value).strip()
-    return canonical
+    return canonical_options(options, SIDE)

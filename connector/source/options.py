@@ -1,9 +1,10 @@
-"""Every option of the `aeron-archive` source: names, defaults, parsing and cross-checks.
+"""Every option of the `aeron-archive` source: parsing and cross-checks.
 
-The options it shares with the sink (where the archive is, how it replays: ``CONNECTION_OPTION_SPECS``),
-the spec type and the parsers of values are in ``connector/options.py``; the source's table of options
-is in ``connector/source_option_specs.py`` (beside the sink, which names the source-only ones); this
-module parses and cross-checks them.
+Each option's spec (name, read modes, type, default, docs text) is an entry of
+``connector/option_specs.json`` with side ``source``; ``connector/option_spec.py`` loads it and has
+the canonicaliser and the parsers of each value type, ``connector/options.py`` the options the
+source shares with the sink (where the archive is, how it replays). This module parses the
+source's own options and cross-checks them.
 
 Like Kafka's KafkaSourceProvider, all validation happens on the driver before any data is read:
 ``SourceOptions.parse(options, mode)`` either returns a complete, typed value or raises
@@ -13,7 +14,6 @@ Like Kafka's KafkaSourceProvider, all validation happens on the driver before an
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -25,30 +25,42 @@ from aeron_spark.connector.options import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
-    SPARK_SUPPLIED_OPTIONS,
     ArchiveConnection,
     OptionError,
     OptionSpec,
     ReadMode,
     ReplaySettings,
+    bounds_of,
+    choices_of,
+    default_int,
+    default_str,
     parse_bool,
     parse_connection,
     parse_duration_ms,
+    parse_enum,
     parse_int,
-    parse_stream_id,
-    parse_optional,
+    parse_optional_size,
     parse_replay,
     parse_size,
+    specs_for,
+    stream_id_of,
 )
+from aeron_spark.connector.option_spec import canonical_options
 from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, parse_position_spec
 from aeron_spark.connector.source.recording_selection import RecordingSelection
 from aeron_spark.connector.source.sbe_columns import SbeSettings, parse_sbe_options
-from aeron_spark.connector.source_option_specs import OPTION_SPECS, TIME_STRATEGIES
 
-
-DEFAULT_MAX_BYTES_PER_PARTITION = 256 << 20
+SIDE = "source"
+#: The source's options, in option_specs.json's order.
+OPTION_SPECS: tuple[OptionSpec, ...] = specs_for(SIDE)
+#: startingPositionsByTimestampStrategy: Kafka's startingOffsetsByTimestampStrategy values.
+TIME_STRATEGIES = choices_of("startingPositionsByTimestampStrategy")
+DEFAULT_MAX_BYTES_PER_PARTITION = default_int("maxBytesPerPartition")
 
 _SPECS_BY_LOWER: dict[str, OptionSpec] = {spec.name.lower(): spec for spec in OPTION_SPECS}
+DEFAULT_TIME_STRATEGY = default_str("startingPositionsByTimestampStrategy")
+# The spec's max: epoch ms times 1e6 (message times are ns) must stay an int64.
+_EPOCH_MS_MAX = bounds_of("startingTimestamp")[1]
 
 
 class StartKind(Enum):
@@ -128,7 +140,7 @@ class SourceOptions:
     # startingTimestamp & co (connector/source/timestamp_resolution.py); None: not set.
     starting_time: TimeSpec | None = None
     ending_time: TimeSpec | None = None
-    starting_time_strategy: str = "error"
+    starting_time_strategy: str = DEFAULT_TIME_STRATEGY
 
     channel_pattern: str | None = None
     sbe: SbeSettings | None = None  # sbe.schema: decode the payloads (docs/sbe.md)
@@ -169,8 +181,8 @@ class SourceOptions:
         starting = _parse_starting(raw, mode, recording_ids)
         ending = _parse_ending(raw, mode, recording_ids)
         starting_time, ending_time, time_strategy = _parse_time_options(raw, recording_ids)
-        max_bytes = parse_optional(raw, "maxBytesPerTrigger", parse_size)
-        min_bytes = parse_optional(raw, "minBytesPerTrigger", parse_size)
+        max_bytes = parse_optional_size(raw, "maxBytesPerTrigger")
+        min_bytes = parse_optional_size(raw, "minBytesPerTrigger")
         if max_bytes is not None and min_bytes is not None and min_bytes > max_bytes:
             raise OptionError(
                 f"minBytesPerTrigger ({min_bytes}) must not exceed maxBytesPerTrigger ({max_bytes})")
@@ -187,20 +199,20 @@ class SourceOptions:
             replay=parse_replay(raw),
             starting=starting,
             ending=ending,
-            fail_on_data_loss=parse_bool(raw, "failOnDataLoss", True),
+            fail_on_data_loss=parse_bool(raw, "failOnDataLoss"),
             max_bytes_per_trigger=max_bytes,
             min_bytes_per_trigger=min_bytes,
-            max_trigger_delay_ms=parse_duration_ms(raw, "maxTriggerDelay", 15 * 60 * 1000),
-            max_bytes_per_partition=parse_optional(raw, "maxBytesPerPartition", parse_size) or DEFAULT_MAX_BYTES_PER_PARTITION,
-            min_partitions=parse_int(raw, "minPartitions", 1, minimum=1),
-            discovery_interval_ms=parse_int(raw, "discoveryIntervalMs", 1000, minimum=0),
-            include_timestamp=parse_bool(raw, "includeTimestamp", False),
+            max_trigger_delay_ms=parse_duration_ms(raw, "maxTriggerDelay"),
+            max_bytes_per_partition=parse_size(raw, "maxBytesPerPartition"),
+            min_partitions=parse_int(raw, "minPartitions"),
+            discovery_interval_ms=parse_int(raw, "discoveryIntervalMs"),
+            include_timestamp=parse_bool(raw, "includeTimestamp"),
             checkpoint_location=checkpoint,
             starting_time=starting_time,
             ending_time=ending_time,
             starting_time_strategy=time_strategy,
             sbe=parse_sbe_options(raw),
-            read_on_driver=parse_bool(raw, "readOnDriver", False),
+            read_on_driver=parse_bool(raw, "readOnDriver"),
         )
 
 
@@ -210,13 +222,11 @@ def validate_common(options: Mapping[str, str]) -> None:
     _parse_selection(raw)
     parse_connection(raw)
     for name in ("failOnDataLoss", "includeTimestamp", "readOnDriver"):
-        parse_bool(raw, name, False)
+        parse_bool(raw, name)
     for name in ("maxBytesPerTrigger", "minBytesPerTrigger", "maxBytesPerPartition"):
-        parse_optional(raw, name, parse_size)
-    parse_stream_id(raw, "replay.streamId", 0)
-    parse_int(raw, "replay.idleTimeoutMs", 1, minimum=1)
-    parse_int(raw, "discoveryIntervalMs", 0, minimum=0)
-    parse_duration_ms(raw, "maxTriggerDelay", 0)
+        parse_optional_size(raw, name)
+    parse_int(raw, "discoveryIntervalMs")
+    parse_duration_ms(raw, "maxTriggerDelay")
     parse_replay(raw)
     parse_sbe_options(raw)
 
@@ -230,26 +240,7 @@ def sbe_settings(options: Mapping[str, str]) -> SbeSettings | None:
 
 
 def _canonical_options(options: Mapping[str, str]) -> dict[str, str]:
-    canonical: dict[str, str] = {}
-    for key, value in options.items():
-        if key.lower() in SPARK_SUPPLIED_OPTIONS:
-            continue
-        spec = _SPECS_BY_LOWER.get(key.lower())
-        if spec is None:
-            raise OptionError(_unknown_option_message(key))
-        if value is None:
-            continue
-        canonical[spec.name] = str(value).strip()
-    return canonical
-
-
-def _unknown_option_message(key: str) -> str:
-    names = [spec.name for spec in OPTION_SPECS]
-    close = difflib.get_close_matches(key.lower(), [n.lower() for n in names], n=3, cutoff=0.6)
-    suggestion = ""
-    if close:
-        suggestion = " Did you mean " + " or ".join(repr(_SPECS_BY_LOWER[c].name) for c in close) + "?"
-    return f"unknown option {key!r} for format aeron-archive.{suggestion} Accepted options: {', '.join(names)}"
+    return canonical_options(options, SIDE)
 
 
 def _reject_wrong_mode(raw: dict[str, str], mode: ReadMode) -> None:
@@ -300,7 +291,7 @@ def _parse_selection(raw: dict[str, str]) -> tuple[
 def _parse_stream_ids(text: str) -> tuple[int, ...]:
     accepted = f"a stream id, an int32 ({INT32_MIN}..{INT32_MAX}), or a comma list or JSON list of them, e.g. 1001,1002"
     if not text.startswith("[") and "," not in text:
-        return (parse_stream_id({"streamId": text}, "streamId", 0),)  # one id: its own, precise errors
+        return (stream_id_of("streamId", text),)  # one id: its own, precise errors
     return _parse_id_list("streamId", text, "stream id", INT32_MIN, INT32_MAX, accepted)
 
 
@@ -346,7 +337,8 @@ def _parse_recording_ids(text: str) -> tuple[int, ...]:
 
 
 def _parse_starting(raw: dict[str, str], mode: ReadMode, recording_ids: tuple[int, ...] | None) -> PositionSpec:
-    default = "latest" if mode is ReadMode.STREAM else "earliest"
+    # The spec's default is a stream's; a batch read cannot start at latest, so it starts at earliest.
+    default = default_str("startingPositions") if mode is ReadMode.STREAM else StartKind.EARLIEST.value
     text = raw.get("startingPositions", default)
     spec = _parse_position_spec("startingPositions", text, recording_ids, allow_earliest=True,
                                 allow_latest=mode is ReadMode.STREAM)
@@ -356,7 +348,7 @@ def _parse_starting(raw: dict[str, str], mode: ReadMode, recording_ids: tuple[in
 def _parse_ending(raw: dict[str, str], mode: ReadMode, recording_ids: tuple[int, ...] | None) -> PositionSpec:
     if mode is ReadMode.STREAM:
         return PositionSpec(StartKind.LATEST)
-    return _parse_position_spec("endingPositions", raw.get("endingPositions", "latest"), recording_ids,
+    return _parse_position_spec("endingPositions", raw.get("endingPositions", default_str("endingPositions")), recording_ids,
                                 allow_earliest=False, allow_latest=True)
 
 
@@ -399,10 +391,7 @@ def _parse_time_options(raw: dict[str, str], recording_ids: tuple[int, ...] | No
     ending = _parse_time_group(raw, recording_ids, "endingTimestamp", "endingPositionsByTimestamp",
                                "endingPositions")
     strategy_name = "startingPositionsByTimestampStrategy"
-    strategy = raw.get(strategy_name, "error").lower()
-    if strategy not in TIME_STRATEGIES:
-        raise OptionError(f"option {strategy_name}={raw[strategy_name]!r} is not valid; accepted: "
-                          f"{' | '.join(TIME_STRATEGIES)}")
+    strategy = parse_enum(raw, strategy_name)
     if strategy_name in raw and starting is None:
         raise OptionError(f"option {strategy_name} only applies together with startingTimestamp or "
                           "startingPositionsByTimestamp; set one of those too")
@@ -447,8 +436,7 @@ def _parse_time_group(raw: dict[str, str], recording_ids: tuple[int, ...] | None
 
 
 def _parse_epoch_ms(name: str, text: str) -> int:
-    # Epoch ms times 1e6 (message times are ns) must stay an int64.
-    limit = INT64_MAX // 1_000_000
+    limit = _EPOCH_MS_MAX
     if re.fullmatch(r"\d+", text.strip()) is None or int(text) > limit:
         raise OptionError(f"option {name}={text!r} is not valid; accepted: milliseconds since the epoch, "
                           f"an int 0..{limit}, e.g. 1700000000000")

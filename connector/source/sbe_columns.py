@@ -19,13 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aeron_spark.connector.options import OptionError
+from aeron_spark.connector.options import OptionError, parse_enum
 from aeron_spark.connector.sbe import Schema, SbeDecoder, SbeSchemaError, spread
 from aeron_spark.connector.sbe.arrow_types import block_fields, message_arrow_type, never_null
 from aeron_spark.connector.sbe.schema_loading import parsed_schema, read_schema_text
 from aeron_spark.connector.source.message_batches import BASE_FIELDS, TIMESTAMP_FIELD
 
-UNSELECTED_MODES = ("skip", "raw")
 TIMESTAMP_UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 TEMPLATE_ID_FIELD = pa.field("template_id", pa.int32(), nullable=True)
 RAW_PAYLOAD_FIELD = pa.field("payload", pa.binary(), nullable=True)
@@ -89,15 +88,9 @@ def parse_sbe_options(raw: dict[str, str]) -> SbeSettings | None:
             raise OptionError(f"option sbe.messages={raw['sbe.messages']!r}: {error}") from None
         if not messages:
             raise OptionError("option sbe.messages is empty; accepted: a comma list of message names or template ids")
-    unselected = raw.get("sbe.unselected", "skip").lower()
-    if unselected not in UNSELECTED_MODES:
-        raise OptionError(f"option sbe.unselected={raw['sbe.unselected']!r} is not valid; accepted: "
-                          f"{' | '.join(UNSELECTED_MODES)}")
+    unselected = parse_enum(raw, "sbe.unselected")
     timestamp_field = _parse_timestamp_field(raw, schema, messages)
-    unit = raw.get("sbe.timestampUnit", "ns").lower()
-    if unit not in TIMESTAMP_UNITS_NS:
-        raise OptionError(f"option sbe.timestampUnit={raw['sbe.timestampUnit']!r} is not valid; accepted: "
-                          f"{' | '.join(TIMESTAMP_UNITS_NS)}")
+    unit = parse_enum(raw, "sbe.timestampUnit")  # its choices: the keys of TIMESTAMP_UNITS_NS
     if "sbe.timestampUnit" in raw and timestamp_field is None:
         raise OptionError("option sbe.timestampUnit needs sbe.timestampField")
     settings = SbeSettings(location, text, messages, unselected, timestamp_field, TIMESTAMP_UNITS_NS[unit])
