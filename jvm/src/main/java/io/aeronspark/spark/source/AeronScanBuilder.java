@@ -18,6 +18,7 @@ public final class AeronScanBuilder implements ScanBuilder, Scan {
 
     @Override
     public Scan build() {
+        SourceOptions.parse(options.asCaseSensitiveMap());  // bad options fail when the query is defined
         return this;
     }
 
@@ -33,10 +34,7 @@ public final class AeronScanBuilder implements ScanBuilder, Scan {
 
     @Override
     public MicroBatchStream toMicroBatchStream(final String checkpointLocation) {
-        throw new UnsupportedOperationException("the JVM source is not built yet");
+        return new AeronMicroBatchStream(SourceOptions.parse(options.asCaseSensitiveMap()), checkpointLocation);
     }
 
-    CaseInsensitiveStringMap options() {
-        return options;
-    }
 }
