@@ -103,6 +103,10 @@ class ReadingClient(Protocol):
         """Seconds each request may take."""
 
     @property
+    def control_channel(self) -> str:
+        """The archive's control channel (named in errors: where an operator looks)."""
+
+    @property
     def response_channel(self) -> str: ...
 
     @property
@@ -184,9 +188,9 @@ class ClientArchiveAccess:
         return self._client.archive_id
 
     @property
-    def _archive_endpoint(self) -> str | None:
-        """The archive's control channel, for errors (stand-in clients may not say)."""
-        return getattr(self._client, "control_channel", None)
+    def _archive_endpoint(self) -> str:
+        """The archive's control channel, for errors."""
+        return self._client.control_channel
 
     @property
     def is_connected(self) -> bool:
@@ -259,10 +263,7 @@ class ClientArchiveAccess:
         if not recording_ids:
             return {}
         counters = self._client.aeron.counters_reader
-        columns = getattr(counters, "columns", None)
         known = self._counter_ids
-        if columns is None:  # a reader without numpy views (a stand-in)
-            return {recording_id: self.live_position(recording_id) for recording_id in recording_ids}
         gather = self._gather
         if gather is None or gather[0] != self._counter_ids_version or gather[1] != recording_ids:
             with_counter = [recording_id for recording_id in recording_ids if recording_id in known]
@@ -272,7 +273,7 @@ class ClientArchiveAccess:
         with_counter = gather[2]
         positions: dict[int, int | None] = {}
         if with_counter:
-            values, owned = live_positions.read_owned_positions(columns(), gather[3], gather[4])
+            values, owned = live_positions.read_owned_positions(counters.columns(), gather[3], gather[4])
             if owned.all():
                 positions = dict(zip(with_counter, values.tolist()))
             else:
@@ -474,12 +475,11 @@ class ClientArchiveAccess:
 
 def delivered_to(image: Image, end: int) -> bool:
     """Whether this subscriber read ``image`` up to ``end``; False when that is not known (the
-    image released already, or a stand-in that keeps no position): such a replay is stopped."""
+    image released already): such a replay is stopped."""
     try:
-        position = getattr(image, "position", None)
+        return image.position >= end
     except AeronError:
         return False
-    return isinstance(position, int) and position >= end
 
 
 def records_replays(recorded_channel: str, recorded_stream_id: int, replay_channel: str,

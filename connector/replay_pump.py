@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar, cast
 
-from aeron_spark.driver_integration import Image, Subscription
+from aeron_spark.driver_integration import BlockHandler, Image, Subscription
 
 from aeron_spark.connector.replay_errors import (
     NOT_CONNECTED_TEXT,
@@ -28,6 +28,27 @@ REPLAY_BLOCK_LIMIT = 1 << 20
 #: whole frames only), so waiting longer cannot help.
 STALL_PROBE_AFTER_MS = 200
 T = TypeVar("T")
+
+
+class PolledImage(Protocol):
+    """What ``ReplayPump`` asks of a replay's ``Image``."""
+
+    @property
+    def is_closed(self) -> bool: ...
+
+    @property
+    def is_end_of_stream(self) -> bool: ...
+
+    def block_poll(self, handler: BlockHandler, block_length_limit: int) -> int: ...
+
+
+class BlockPump(Protocol):
+    """A replay handed out block by block (``ReplayPump``; the unit tests' fakes use it too)."""
+
+    def next_block(self, consume: Callable[[memoryview, int], T]) -> tuple[int, T] | None:
+        """(block position, what ``consume(view, position)`` returned) for the next block; None
+        at the range end. The view is valid only during ``consume``."""
+        ...
 
 
 def await_image(subscription: Subscription, session_id: int, timeout_ms: int, recording_id: int,
@@ -69,7 +90,7 @@ class ReplayPump:
     stalls fails naming ``archive`` (its control endpoint, when given): after an archive restart
     or a network partition that is what an operator looks at."""
 
-    def __init__(self, image: Image, recording_id: int, start: int, end: int, idle_timeout_ms: int,
+    def __init__(self, image: PolledImage, recording_id: int, start: int, end: int, idle_timeout_ms: int,
                  watch: ReplayWatch | None = None, archive: str | None = None) -> None:
         self._image = image
         self._recording_id = recording_id

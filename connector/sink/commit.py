@@ -442,12 +442,10 @@ class SinkCommitter:
         return rows, payload_bytes, data_crc
 
     def _note_back_pressure(self, appender: SinkAppender) -> None:
-        """Of "append rows", the part spent waiting for the archive to drain the publication (an
-        appender that counts it: the archive client's); with the offers refused meanwhile."""
-        waited = getattr(appender, "back_pressure_s", None)
-        if waited is not None:
-            self.timings.ms["append rows: back pressured"] = waited * 1000.0
-            self.timings.ms["append rows: offers refused"] = float(getattr(appender, "refused_offers", 0))
+        """Of "append rows", the part spent waiting for the archive to drain the publication; with
+        the offers refused meanwhile."""
+        self.timings.ms["append rows: back pressured"] = appender.back_pressure_s * 1000.0
+        self.timings.ms["append rows: offers refused"] = float(appender.refused_offers)
 
     def _append_message(self, appender: SinkAppender, payload: bytes, reserved_value: int) -> None:
         values = np.frombuffer(payload, dtype=np.uint8)

@@ -39,6 +39,14 @@ class SinkAppender(Protocol):
     @property
     def position(self) -> int: ...
 
+    @property
+    def refused_offers(self) -> int:
+        """How many offers the publication refused so far (back pressure), for the step timings."""
+
+    @property
+    def back_pressure_s(self) -> float:
+        """Seconds spent from each first refused offer to the offer that went through."""
+
     def append(self, block: TermBlock) -> None:
         """Append the block's frames (they start at ``position``)."""
 

@@ -18,6 +18,7 @@ from aeron_spark.connector.archive_connection import connect_client, replay_host
 from aeron_spark.connector.archive_reading import ClientArchiveAccess
 from aeron_spark.connector.connection_cache import ConnectionCache
 from aeron_spark.connector.options import ArchiveConnection, ReplaySettings
+from aeron_spark.connector.replay_pump import BlockPump
 
 
 class ArchiveAccess(Protocol):
@@ -30,6 +31,14 @@ class ArchiveAccess(Protocol):
     def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
         """Recordings with id >= from_recording_id, this stream id and an original channel
         containing the fragment (Aeron's ListRecordingsForUri), all pages."""
+
+    def list_matching_since(self, channel_fragment: str, stream_id: int,
+                            from_recording_id: int) -> tuple[list[RecordingDescriptor], int]:
+        """``list_matching``, and the id the next listing starts at: past the last match, or
+        further, where the archive's scan ended (so the next one does not scan those again)."""
+
+    def has_recording_from(self, from_recording_id: int) -> bool:
+        """Whether the archive has any valid recording with id >= ``from_recording_id``."""
 
     def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
         """Every recording with id >= from_recording_id (Aeron's ListRecordings), all pages."""
@@ -44,6 +53,11 @@ class ArchiveAccess(Protocol):
     def replay(self, recording_id: int, start: int, end: int,
                settings: ReplaySettings) -> ContextManager[Iterator[tuple[int, bytes]]]:
         """Frames of [start, end) as (position, block) pairs, contiguous, in order."""
+
+    def replay_pump(self, recording_id: int, start: int, end: int,
+                    settings: ReplaySettings) -> ContextManager[BlockPump]:
+        """The same replay handed out block by block: the caller copies each block where it wants
+        it (the partition reader's one copy)."""
 
     @property
     def is_connected(self) -> bool:

@@ -43,13 +43,29 @@ def payload_field_time(field_time: Callable[[bytes], int | None]) -> MessageTime
     return message_time
 
 
-def message_time_for(options: object) -> MessageTime | None:
+class PayloadTimeField(Protocol):
+    """``sbe_columns.SbeSettings``: the decoder of ``sbe.timestampField``, if one is set."""
+
+    def field_time(self) -> Callable[[bytes], int | None] | None: ...
+
+
+class TimeOptions(Protocol):
+    """The options that say where a message's time is (``SourceOptions``)."""
+
+    @property
+    def sbe(self) -> PayloadTimeField | None: ...
+
+    @property
+    def include_timestamp(self) -> bool: ...
+
+
+def message_time_for(options: TimeOptions) -> MessageTime | None:
     """The time source the options configure; None: messages carry no time the source knows of,
     so only the recording descriptors' timestamps can place a time (timestamp_resolution)."""
-    sbe = getattr(options, "sbe", None)
+    sbe = options.sbe
     field_time = sbe.field_time() if sbe is not None else None
     if field_time is not None:  # a field the publisher wrote for this purpose wins over the reserved value
         return payload_field_time(field_time)
-    if getattr(options, "include_timestamp", False):
+    if options.include_timestamp:
         return reserved_value_time
     return None

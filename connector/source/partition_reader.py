@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Iterator
-from typing import ContextManager, Protocol, cast
 
 import pyarrow as pa
 
@@ -33,18 +32,10 @@ from aeron_spark.connector.source.sbe_columns import SbeColumns
 from aeron_spark.connector.source.sink_visibility import next_batch_start
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
 from aeron_spark.connector.options import ReplaySettings
-from aeron_spark.connector.replay_pump import ReplayPump
 from aeron_spark.connector.step_timings import StepTimings
 from aeron_spark.connector.worker_gc import freeze_long_lived_objects
 
 LOG = logging.getLogger("aeron_spark.connector")
-
-
-class PumpingAccess(ArchiveAccess, Protocol):
-    """An ``ArchiveAccess`` that also hands out replays block by block (``ClientArchiveAccess``)."""
-
-    def replay_pump(self, recording_id: int, start: int, end: int,
-                    settings: ReplaySettings) -> ContextManager[ReplayPump]: ...
 
 
 def available_range(replay_range: ReplayRange, descriptor: RecordingDescriptor | None,
@@ -82,10 +73,7 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
         options.sbe, options.include_timestamp, options.output_columns, options.nullable_columns,
         options.widened_column_types)
     columns = _builder_columns(options, sbe_columns)
-    if getattr(access, "replay_pump", None) is not None:  # the real access; test fakes may only replay
-        batches = _read_pumped(readable, descriptor, options, cast(PumpingAccess, access), columns, timings)
-    else:
-        batches = _read_blocks(readable, descriptor, options, access, columns)
+    batches = _read_pumped(readable, descriptor, options, access, columns, timings)
     if sbe_columns is None:
         builder = yield from batches
     else:
@@ -164,7 +152,7 @@ def _copy(view: memoryview, _position: int) -> bytes:
 
 
 def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
-                 access: PumpingAccess, columns: OutputColumns | None,
+                 access: ArchiveAccess, columns: OutputColumns | None,
                  timings: StepTimings) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
     """Each replayed block is copied once, from the term buffer straight into the builder's
     staging buffer (only the first block, needed before the builder exists, is copied twice)."""
@@ -189,27 +177,4 @@ def _read_pumped(readable: ReplayRange, descriptor: RecordingDescriptor, options
         yield from builder.finish(_next_batch_start_after(end, descriptor, access, options.replay))
         timings.mark("read")
     timings.mark("replay close")
-    return builder
-
-
-def _read_blocks(readable: ReplayRange, descriptor: RecordingDescriptor, options: SourceOptions,
-                 access: ArchiveAccess, columns: OutputColumns | None) -> Generator[pa.RecordBatch, None, MessageBatchBuilder]:
-    recording_id, start, end = readable.recording_id, readable.start, readable.end
-    with access.replay(recording_id, start, end, options.replay) as blocks:
-        blocks = iter(blocks)
-        first = next(blocks, None)
-        if first is None:
-            raise RuntimeError(f"recording {recording_id}: the replay of [{start}, {end}) delivered nothing")
-        builder, feed_start = _builder(readable, descriptor, options, first[1], columns)
-        if feed_start < start:
-            with access.replay(recording_id, feed_start, start, options.replay) as head_blocks:
-                for position, block in head_blocks:
-                    yield from builder.add_block(block, position)
-        yield from builder.add_block(first[1], first[0])
-        for position, block in blocks:
-            yield from builder.add_block(block, position)
-        if builder.next_position != end:
-            raise RuntimeError(f"recording {recording_id}: replay stopped at {builder.next_position}, "
-                               f"range end is {end}")
-        yield from builder.finish(_next_batch_start_after(end, descriptor, access, options.replay))
     return builder

@@ -10,9 +10,9 @@ recordings it has already seen:
 
 * ``channel``: one ListRecordingsForUri per stream id, each from its own cursor: where the
   archive's scan ended (the relevantId of the RECORDING_UNKNOWN that ends a listing, which every
-  archive from 1.15.1 on sends; an access without ``list_matching_since``: one past the newest
-  recording returned). So each discovery makes the archive scan only recordings created since the
-  last one, not every recording after the stream's newest. The archive filters, so only matches
+  archive from 1.15.1 on sends; at least one past the newest recording returned). So each
+  discovery makes the archive scan only recordings created since the last one, not every
+  recording after the stream's newest. The archive filters, so only matches
   cross the wire. Cursors are per stream id because a shared one could skip a recording of one
   stream that started while another stream was being listed. With several stream ids, one
   ListRecordings of one record from the lowest cursor first asks whether any recording is new
@@ -35,11 +35,16 @@ from aeron_spark.archive.client import RecordingDescriptor
 
 
 class ListingAccess(Protocol):
-    """What discovery lists with. May also have ``list_matching_since(channel_fragment, stream_id,
-    from_recording_id) -> (descriptors, next_from)`` (connector/archive_reading.py), which also
-    says where the archive's scan ended, and ``has_recording_from(recording_id) -> bool``."""
+    """What discovery lists with (a part of ``source.archive_access.ArchiveAccess``)."""
 
-    def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
+    def list_matching_since(self, channel_fragment: str, stream_id: int,
+                            from_recording_id: int) -> tuple[list[RecordingDescriptor], int]:
+        """The recordings ``ArchiveAccess.list_matching`` returns, and the id the next listing
+        starts at: past the last match, or further, where the archive's scan ended."""
+        ...
+
+    def has_recording_from(self, from_recording_id: int) -> bool:
+        """Whether any recording has an id >= ``from_recording_id``."""
         ...
 
     def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
@@ -99,16 +104,10 @@ class RecordingDiscovery:
         found: list[RecordingDescriptor] = []
         channel = self.selection.channel
         if channel is not None:
-            since = getattr(access, "list_matching_since", None)
-            any_from = getattr(access, "has_recording_from", None)
-            if len(self._cursors) > 1 and any_from is not None and not any_from(min(self._cursors.values())):
+            if len(self._cursors) > 1 and not access.has_recording_from(min(self._cursors.values())):
                 return []  # one request says no stream has a new recording: skip one listing per stream
             for stream_id, cursor in self._cursors.items():
-                if since is not None:
-                    listed, scanned_to = since(channel, stream_id, cursor)
-                else:
-                    listed = access.list_matching(channel, stream_id, cursor)
-                    scanned_to = cursor
+                listed, scanned_to = access.list_matching_since(channel, stream_id, cursor)
                 self._cursors[stream_id] = max(scanned_to, _next_cursor(cursor, listed))
                 found.extend(listed)
         else:

@@ -205,6 +205,7 @@ def fuzz_session(aeron: AeronClient, control_channel: str, control_stream_id: in
         answer = client.connect()
         assert answer.code == codecs.ControlResponseCode.OK, answer
         session = client.control_session_id
+        assert session is not None, "an OK answer names the session"
         for index in range(count):
             data = fuzz_message(rng, session, other_sessions, mix)
             while client.requests.offer(data) < 0:

@@ -40,8 +40,10 @@ def running_driver_process(aeron_dir: Path) -> Iterator[subprocess.Popen]:
 
 def _first_line(process: subprocess.Popen) -> str:
     import selectors
+    stdout = process.stdout
+    assert stdout is not None, "the media driver process is started with stdout=PIPE"
     selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
+    selector.register(stdout, selectors.EVENT_READ)
     if not selector.select(STARTUP_TIMEOUT_S):
         raise RuntimeError(f"the media driver process {process.pid} did not start within {STARTUP_TIMEOUT_S} s")
-    return process.stdout.readline()
+    return stdout.readline()

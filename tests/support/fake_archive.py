@@ -2,18 +2,23 @@
 
 Recordings are SyntheticLogs. Like the real archive, a replay must start on a frame of the
 recording, inside [start, stop), and it delivers whole frames in blocks (sizes chosen by the
-test, like Image.blockPoll limits), never past the bounded end.
+test, like Image.blockPoll limits), never past the bounded end. ``replay_pump`` hands the same
+blocks out through the real ``ReplayPump`` (over a ``FakeImage``), as production reads them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, RecordingDescriptor
 from aeron_spark.connector.options import ReplaySettings
+from aeron_spark.connector.replay_pump import ReplayPump
+from aeron_spark.connector.source.archive_access import ArchiveAccess
 
+from tests.support.fake_image import pump_of
 from tests.support.synthetic_log import SyntheticLog, blocks
 
 
@@ -54,6 +59,7 @@ class FakeArchive:
     calls: dict[str, int] = field(default_factory=dict)
     replays: list[tuple[int, int, int]] = field(default_factory=list)
     closed: bool = False
+    pump_idle_polls: int = 0  # empty polls of the replay image before each block (ReplayPump waits them out)
 
     def add(self, recording_id: int, log: SyntheticLog, channel: str = "aeron:udp?endpoint=localhost:40123",
             active: bool = True) -> FakeRecording:
@@ -74,6 +80,17 @@ class FakeArchive:
         return [r.descriptor() for rid, r in sorted(self.recordings.items())
                 if rid >= from_recording_id and r.log.stream_id == stream_id and channel_fragment in r.channel]
 
+    def list_matching_since(self, channel_fragment: str, stream_id: int,
+                            from_recording_id: int) -> tuple[list[RecordingDescriptor], int]:
+        """The matches, and where the next listing starts: here just past the last match (a
+        fake archive's scan end says no more)."""
+        found = self.list_matching(channel_fragment, stream_id, from_recording_id)
+        return found, max([from_recording_id, *(d.recording_id + 1 for d in found)])
+
+    def has_recording_from(self, from_recording_id: int) -> bool:
+        self._count("has_recording_from")
+        return any(recording_id >= from_recording_id for recording_id in self.recordings)
+
     def list_from(self, from_recording_id: int) -> list[RecordingDescriptor]:
         self._count("list_from")
         return [r.descriptor() for rid, r in sorted(self.recordings.items()) if rid >= from_recording_id]
@@ -89,7 +106,8 @@ class FakeArchive:
         return {recording_id: self.live_position(recording_id) for recording_id in recording_ids}
 
     @contextlib.contextmanager
-    def replay(self, recording_id: int, start: int, end: int, settings: ReplaySettings):
+    def replay(self, recording_id: int, start: int, end: int,
+               settings: ReplaySettings) -> Iterator[Iterator[tuple[int, bytes]]]:
         self._count("replay")
         recording = self.recordings.get(recording_id)
         if recording is None:
@@ -107,6 +125,13 @@ class FakeArchive:
             max_block = self.block_jitter.choice([64, 100, 512, 1500, 4096, 70_000])
         yield iter(blocks(data, start, boundaries, max_block))
 
+    @contextlib.contextmanager
+    def replay_pump(self, recording_id: int, start: int, end: int,
+                    settings: ReplaySettings) -> Iterator[ReplayPump]:
+        with self.replay(recording_id, start, end, settings) as replayed:
+            self._count("replay_pump")
+            yield pump_of(replayed, recording_id, start, end, settings, self.pump_idle_polls)
+
     @property
     def is_connected(self) -> bool:
         return not self.closed
@@ -116,3 +141,7 @@ class FakeArchive:
 
     def close(self) -> None:
         self.closed = True
+
+
+def _implements_archive_access(fake: FakeArchive) -> ArchiveAccess:
+    return fake  # tools/typecheck checks the fake against the Protocol here

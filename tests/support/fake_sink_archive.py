@@ -22,12 +22,15 @@ import contextlib
 import random
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 from aeron_spark.archive.codecs.recording_descriptor import NULL_POSITION, RecordingDescriptor
-from aeron_spark.connector.sink.sink_archive import SinkConflict
+from aeron_spark.connector.options import ReplaySettings
+from aeron_spark.connector.replay_pump import ReplayPump
+from aeron_spark.connector.sink.sink_archive import SinkAppender, SinkArchive, SinkConflict, SinkState
+from aeron_spark.connector.source.archive_access import ArchiveAccess
 from aeron_spark.connector.sink.frames import PublicationLayout, TermBlock
 from aeron_spark.connector.commit_markers import sink_alias
 from aeron_spark.driver_integration.frame import scan_frames
@@ -35,6 +38,8 @@ from aeron_spark.driver_integration.position import (
     compute_term_id_from_position,
     position_bits_to_shift,
 )
+
+from tests.support.fake_image import pump_of
 
 
 class InjectedCrash(RuntimeError):
@@ -88,7 +93,7 @@ class FakeSinkArchive:
     lock: threading.Lock = field(default_factory=threading.Lock)  # catalog changes, for threaded tests
     closed: bool = False
     # SinkArchive.committed_states: None keeps nothing between commits (test_known_state sets a dict)
-    committed_states: dict | None = None
+    committed_states: dict[tuple[str, int], SinkState] | None = None
 
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -107,7 +112,7 @@ class FakeSinkArchive:
         return None if recording is None else recording.descriptor()
 
     @contextlib.contextmanager
-    def read(self, recording_id: int, start: int, end: int):
+    def read(self, recording_id: int, start: int, end: int) -> Iterator[Iterator[tuple[int, bytes]]]:
         self._count("read")
         recording = self.recordings[recording_id]
         boundaries = recording.boundaries()
@@ -116,7 +121,8 @@ class FakeSinkArchive:
         if end > recording.position:
             raise RuntimeError(f"INVALID_POSITION replay end {end} > recorded {recording.position}")
         ordered = sorted(b for b in boundaries if start < b <= end)
-        out, position = [], start
+        out: list[tuple[int, bytes]] = []
+        position = start
         while position < end:
             fitting = [b for b in ordered if position < b <= position + self.max_block]
             stop = fitting[-1] if fitting else next(b for b in ordered if b > position)
@@ -190,6 +196,21 @@ class FakeSinkArchive:
         self.closed = True
 
     # --- the source's ArchiveAccess --------------------------------------------------------------
+    @property
+    def is_connected(self) -> bool:
+        return not self.closed
+
+    def keep_alive(self) -> None:
+        pass
+
+    def list_matching_since(self, channel_fragment: str, stream_id: int,
+                            from_recording_id: int) -> tuple[list[RecordingDescriptor], int]:
+        found = self.list_matching(channel_fragment, stream_id, from_recording_id)
+        return found, max([from_recording_id, *(d.recording_id + 1 for d in found)])
+
+    def has_recording_from(self, from_recording_id: int) -> bool:
+        return any(recording_id >= from_recording_id for recording_id in list(self.recordings))
+
     def list_matching(self, channel_fragment: str, stream_id: int, from_recording_id: int) -> list[RecordingDescriptor]:
         return [r.descriptor() for rid, r in sorted(self.recordings.items())
                 if rid >= from_recording_id and r.stream_id == stream_id and channel_fragment in r.channel]
@@ -204,9 +225,16 @@ class FakeSinkArchive:
     def live_positions(self, recording_ids: list[int]) -> dict[int, int | None]:
         return {recording_id: self.live_position(recording_id) for recording_id in recording_ids}
 
-    def replay(self, recording_id: int, start: int, end: int, settings):
+    def replay(self, recording_id: int, start: int, end: int,
+               settings: ReplaySettings) -> contextlib.AbstractContextManager[Iterator[tuple[int, bytes]]]:
         self._count("replay")
         return self.read(recording_id, start, end)
+
+    @contextlib.contextmanager
+    def replay_pump(self, recording_id: int, start: int, end: int,
+                    settings: ReplaySettings) -> Iterator[ReplayPump]:
+        with self.replay(recording_id, start, end, settings) as replayed:
+            yield pump_of(replayed, recording_id, start, end, settings)
 
 
 class FakeAppender:
@@ -216,6 +244,8 @@ class FakeAppender:
         self._layout = PublicationLayout(recording.initial_term_id, recording.term_length, recording.mtu,
                                          session_id, recording.stream_id)
         self.appends = 0
+        self.refused_offers = 0  # the fake never refuses an offer
+        self.back_pressure_s = 0.0
 
     @property
     def recording_id(self) -> int:
@@ -258,3 +288,8 @@ class FakeAppender:
         # that model that set crash_after_appends and inspect the still-active recording.
         if self._archive.crash_after_appends is None and not self._archive.crash_in_seal:
             self._recording.active = False
+
+
+def _implements_the_protocols(archive: FakeSinkArchive,
+                              appender: FakeAppender) -> tuple[SinkArchive, ArchiveAccess, SinkAppender]:
+    return archive, archive, appender  # tools/typecheck checks the fakes against the Protocols here

@@ -42,6 +42,11 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: the process starts before it needs them
+    from aeron_spark.archive.client.archive_client import ArchiveClient
+    from aeron_spark.driver_integration.publication import ExclusivePublication
 
 HEADER = struct.Struct("<q")
 SIZES = (24, 100, 300, 60, 2000)  # 2000 bytes: longer than a UDP MTU's payload, so fragmented
@@ -75,11 +80,12 @@ class _Publisher:
         self.args = args
         # One Aeron client for the process's life: the publication outlives every archive session.
         aeron_dir = args.aeron_dir or read_archive_location(args.archive_dir).aeron_dir
+        assert aeron_dir, "--aeron-dir, or an archive directory whose mark file names the driver's"
         self.aeron = AeronClient(aeron_dir, client_name="survival-test publisher")
-        self.client = None
+        self.client: ArchiveClient | None = None
         self.recording_id: int | None = None
         self.checked_at = 0.0
-        self.publication = None
+        self.publication: ExclusivePublication | None = None
 
     def connect(self) -> None:
         """Connects (retrying until it works) and starts recording the stream."""
@@ -127,8 +133,10 @@ class _Publisher:
         self.connect()
 
     def publish(self, payload: bytes) -> int:
+        publication = self.publication
+        assert publication is not None, "connect() adds the publication"
         while True:
-            result = self.publication.offer(payload)
+            result = publication.offer(payload)
             if result >= 0:
                 return result
             self.check_session()
@@ -139,6 +147,7 @@ class _Publisher:
         while True:
             self.check_session()
             try:
+                assert self.client is not None and self.recording_id is not None, "check_session() connected"
                 recorded = self.client.recording_position(self.recording_id)
             except Exception as error:  # noqa: BLE001 - the archive went away meanwhile: reconnect
                 _say(f"POSITION FAILED {str(error)[:200]}")
@@ -147,6 +156,7 @@ class _Publisher:
             if recorded >= position:
                 break
             time.sleep(0.05)
+        assert self.client is not None, "check_session() connected"
         self.client.stop_recording(self.args.channel, self.args.stream_id)
         _say(f"RECORDED {self.recording_id} stop={position}")
 

@@ -96,6 +96,7 @@ def veth_namespaces(subnet: str, first_namespace: str, second_namespace: str | N
         for namespace in namespaces:
             run_command("ip", "netns", "add", namespace)
             run_command("ip", "-n", namespace, "link", "set", "lo", "up")
+        assert first.namespace is not None
         run_command("ip", "link", "add", first_device, "netns", first.namespace, "type", "veth",
                     "peer", "name", second_device, *_netns_option(second))
         for host, device in ((first, first_device), (second, second_device)):

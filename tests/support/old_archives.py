@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 from aeron_spark.archive.codecs import descriptor_body
 from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
@@ -15,8 +16,8 @@ V2_0 = 2 << 16
 V2_1 = (2 << 16) | (1 << 8)
 
 
-def old_descriptor(recording_id: int, **overrides) -> RecordingDescriptor:
-    fields = dict(recording_id=recording_id, start_timestamp=1_700_000_000_000 + recording_id,
+def old_descriptor(recording_id: int, **overrides: Any) -> RecordingDescriptor:
+    fields: dict[str, Any] = dict(recording_id=recording_id, start_timestamp=1_700_000_000_000 + recording_id,
                   stop_timestamp=1_700_000_000_500, start_position=0, stop_position=0,
                   initial_term_id=7, segment_file_length=128 * 1024, term_buffer_length=64 * 1024,
                   mtu_length=1408, session_id=-12, stream_id=1001,

@@ -130,7 +130,9 @@ class RawArchiveClient:
     def request(self, factory: Callable[[int, int], Any], version: int = codecs.SCHEMA_VERSION) -> int:
         """Sends ``factory(controlSessionId, correlationId)``; returns the correlation id."""
         correlation_id = self.next_correlation_id()
-        self.send(factory(self.control_session_id, correlation_id), version=version)
+        session_id = self.control_session_id
+        assert session_id is not None, "connect() first"
+        self.send(factory(session_id, correlation_id), version=version)
         return correlation_id
 
     def call(self, factory: Callable[[int, int], Any]) -> codecs.ControlResponse:
@@ -138,7 +140,7 @@ class RawArchiveClient:
 
     def list_recordings(self, from_id: int = 0, count: int = 100) -> tuple[list[Any], Any]:
         correlation_id = self.request(lambda s, c: codecs.ListRecordingsRequest(s, c, from_id, count))
-        descriptors = []
+        descriptors: list[Any] = []
         while True:
             message = self.await_message(
                 lambda m: getattr(m, "correlation_id", None) == correlation_id

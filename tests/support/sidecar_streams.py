@@ -122,7 +122,7 @@ def record_ipc(archive: ArchiveClient, messages: list[bytes], stream_id: int = R
         archive.stop_recording(IPC_RECORDED, stream_id)
         archive.await_recording_signal(RecordingSignal.STOP, recording_id=started.recording_id)
         publication.close()
-        publication = None
+        return started.recording_id, published, None
     return started.recording_id, published, publication
 
 

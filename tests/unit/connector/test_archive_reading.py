@@ -40,17 +40,34 @@ class Counters:
     def state(self, counter_id):
         return 1 if counter_id in self.counters else 0  # RECORD_ALLOCATED
 
+    def columns(self):
+        """As driver_integration's CountersReader: numpy views of the counters (a snapshot here)."""
+        self.snapshots = getattr(self, "snapshots", 0) + 1
+        count = max(self.counters, default=0) + 1
+        columns = SimpleNamespace(values=np.zeros(count, np.int64), states=np.zeros(count, np.int32),
+                                  type_ids=np.zeros(count, np.int32), recording_ids=np.zeros(count, np.int64))
+        for counter_id, (type_id, key, value) in self.counters.items():
+            columns.values[counter_id], columns.states[counter_id] = value, 1
+            columns.type_ids[counter_id] = type_id
+            columns.recording_ids[counter_id] = struct.unpack_from("<q", key)[0]
+        columns.key_int64 = lambda offset: columns.recording_ids
+        return columns
+
 
 class Image:
+    """Reports how far its subscriber read (``position``), as driver_integration's does."""
+
     def __init__(self, session_id, parts):
         self.session_id, self.parts, self.closed = session_id, list(parts), False
         self.is_closed = self.is_end_of_stream = False
+        self.position = self.parts[0][0] if self.parts else 0
 
     def block_poll(self, handler, limit):
         if not self.parts:
             return 0
         position, block = self.parts.pop(0)
         handler(memoryview(block), position, self.session_id, 0)
+        self.position = position + len(block)
         return len(block)
 
     def close(self):
@@ -100,6 +117,7 @@ class Client:
 
     archive_id = 77
     timeout = 10.0
+    control_channel = "aeron:ipc"
     response_channel = "aeron:ipc"
     response_hosts = None
     is_connected = True
@@ -191,25 +209,9 @@ def test_live_positions_of_many_recordings_cost_one_pass_over_the_counters(monke
     assert access.live_position(5) == 160 and len(passes) == 1  # known counters are read directly
 
 
-class ColumnCounters(Counters):
-    """With `columns()` as driver_integration's CountersReader (a snapshot of the counters here)."""
-
-    def columns(self):
-        self.snapshots = getattr(self, "snapshots", 0) + 1
-        count = max(self.counters, default=0) + 1
-        columns = SimpleNamespace(values=np.zeros(count, np.int64), states=np.zeros(count, np.int32),
-                                  type_ids=np.zeros(count, np.int32), recording_ids=np.zeros(count, np.int64))
-        for counter_id, (type_id, key, value) in self.counters.items():
-            columns.values[counter_id], columns.states[counter_id] = value, 1
-            columns.type_ids[counter_id] = type_id
-            columns.recording_ids[counter_id] = struct.unpack_from("<q", key)[0]
-        columns.key_int64 = lambda offset: columns.recording_ids
-        return columns
-
-
 def test_live_positions_read_known_counters_together_and_recheck_a_reused_one():
     log, client, access = setup()
-    counters = client.aeron.counters_reader = ColumnCounters()
+    counters = client.aeron.counters_reader = Counters()
     for recording_id in range(50):
         counters.counters[10 + recording_id] = (100, encode_key(recording_id, 5, "src", archive_id=77), recording_id * 32)
     ids = list(range(50))
@@ -237,7 +239,7 @@ def test_replay_uses_a_private_session_and_a_limit_counter_and_cleans_up():
     assert "session-id=" in channel and channel.startswith("aeron:ipc?")
     limit = client.aeron.limits[0]
     assert limit.counter_id == limit_id and limit.value == end and limit.closed
-    assert client.aeron.subscriptions[0].closed and client.aeron.image.closed and client.stopped
+    assert client.aeron.subscriptions[0].closed and client.aeron.image.closed
 
 
 def test_replay_that_stalls_fails_after_the_idle_timeout():
@@ -270,37 +272,9 @@ def test_list_matching_since_continues_where_the_archive_scan_ended():
     assert next_from == 300  # not 5: recordings 5..299 of other channels are not scanned again
 
 
-class PositionedImage(Image):
-    """An Image that reports how far its subscriber read, as driver_integration's does."""
-
-    def __init__(self, session_id, parts):
-        super().__init__(session_id, parts)
-        self.position = parts[0][0] if parts else 0
-
-    def block_poll(self, handler, limit):
-        if not self.parts:
-            return 0
-        position, block = self.parts[0]
-        consumed = super().block_poll(handler, limit)
-        self.position = position + consumed
-        return consumed
-
-
-def with_positioned_images(client):
-    start_bounded_replay = client.start_bounded_replay
-
-    def start(*args, **kwargs):
-        replay_session_id = start_bounded_replay(*args, **kwargs)
-        image = client.aeron.image
-        client.aeron.image = PositionedImage(image.session_id, image.parts)
-        return replay_session_id
-    client.start_bounded_replay = start
-
-
 @pytest.mark.parametrize("reader", ["replay", "replay_pump"])
 def test_a_replay_read_to_its_end_is_not_stopped_the_archive_ends_it(reader):
     log, client, access = setup()
-    with_positioned_images(client)
     end = log.messages[30].end_position
     if reader == "replay":
         with access.replay(1, 0, end, SETTINGS) as replayed:
@@ -318,7 +292,6 @@ def test_a_replay_read_to_its_end_is_not_stopped_the_archive_ends_it(reader):
 
 def test_a_replay_left_before_its_end_is_stopped():
     log, client, access = setup()
-    with_positioned_images(client)
     end = log.messages[30].end_position
     with access.replay(1, 0, end, SETTINGS) as replayed:
         next(iter(replayed))

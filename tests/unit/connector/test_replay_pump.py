@@ -1,9 +1,8 @@
-"""The one-copy read path: ReplayPump hands each block to the builder while it is still in the
-(fake) term buffer, and read_range gives the same rows as the copy-then-stage path."""
+"""The one read path: ReplayPump hands each block to the builder while it is still in the (fake)
+term buffer, and read_range gives every message of any range split, however blocks arrive."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 
 import pytest
@@ -15,56 +14,10 @@ from aeron_spark.connector.source.partition_planner import RecordingLayout, plan
 from aeron_spark.connector.source.offsets import RecordingPositions
 from aeron_spark.connector.source.partition_reader import read_range
 from tests.support.fake_archive import FakeArchive
+from tests.support.fake_image import FakeImage
 from tests.support.synthetic_log import SyntheticLog
 
 TERM = 64 * 1024
-
-
-class FakeImage:
-    """Delivers blocks like Image.block_poll: a view valid only during the handler, whose bytes
-    are overwritten (the term is reused) and whose view is released right after."""
-
-    def __init__(self, blocks, idle_polls: int = 1, end_of_stream_after: int | None = None) -> None:
-        self._blocks = list(blocks)
-        self._idle = idle_polls
-        self._polls = 0
-        self._delivered = 0
-        self._eos_after = end_of_stream_after
-        self.closed = False
-        self.is_closed = False
-
-    @property
-    def is_end_of_stream(self) -> bool:
-        return self._eos_after is not None and self._delivered >= self._eos_after
-
-    def block_poll(self, handler, limit: int) -> int:
-        self._polls += 1
-        if self._polls % (self._idle + 1) or not self._blocks or self.is_end_of_stream:
-            return 0
-        position, data = self._blocks.pop(0)
-        assert len(data) <= limit
-        term = bytearray(data)
-        view = memoryview(term)
-        handler(view, position, 1, 2)
-        term[:] = b"\xee" * len(term)  # the term buffer is reused once the handler returns
-        with contextlib.suppress(BufferError):
-            view.release()
-        self._delivered += 1
-        return len(data)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class PumpedArchive(FakeArchive):
-    def replay_pump(self, recording_id, start, end, settings):
-        @contextlib.contextmanager
-        def pump():
-            with self.replay(recording_id, start, end, settings) as blocks:
-                self._count("replay_pump")
-                image = FakeImage(blocks, idle_polls=random.Random(start).choice([0, 1, 2]))
-                yield ReplayPump(image, recording_id, start, end, settings.idle_timeout_ms)
-        return pump()
 
 
 def options():
@@ -82,7 +35,7 @@ def rows_of(archive, ranges):
 
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("fixed", [None, 100, 1024])
-def test_pumped_reads_match_the_copying_path(seed, fixed):
+def test_read_range_reads_every_message_through_the_pump(seed, fixed):
     rng = random.Random(seed)
     log = SyntheticLog(term_length=TERM, mtu=1408)
     for index in range(400):
@@ -92,13 +45,11 @@ def test_pumped_reads_match_the_copying_path(seed, fixed):
     expected = [(m.end_position, m.payload, m.reserved_value) for m in log.messages]
     for max_bytes in (TERM // 3, TERM, 1 << 30):
         ranges = plan_ranges(RecordingPositions({1: 0}), RecordingPositions({1: log.position}), layouts, max_bytes)
-        plain = FakeArchive(block_jitter=random.Random(seed))
-        plain.add(1, log, active=False)
-        pumped = PumpedArchive(block_jitter=random.Random(seed))
-        pumped.add(1, log, active=False)
-        assert rows_of(plain, ranges) == expected
-        assert rows_of(pumped, ranges) == expected
-        assert pumped.calls["replay_pump"] >= len(ranges)
+        for idle_polls in (0, 2):  # blocks at every poll, or after empty polls the pump waits out
+            archive = FakeArchive(block_jitter=random.Random(seed), pump_idle_polls=idle_polls)
+            archive.add(1, log, active=False)
+            assert rows_of(archive, ranges) == expected
+            assert archive.calls["replay_pump"] >= len(ranges)
 
 
 def test_pump_copies_in_the_handler_and_tracks_the_position():

@@ -105,6 +105,13 @@ class Listing:
         return [d for d in self.catalog if d.recording_id >= from_id and d.stream_id == stream_id
                 and fragment in d.original_channel]
 
+    def list_matching_since(self, fragment, stream_id, from_id):
+        """The matches; the scan end told is where the listing started (it says no more)."""
+        return self.list_matching(fragment, stream_id, from_id), from_id
+
+    def has_recording_from(self, from_id):
+        return any(d.recording_id >= from_id for d in self.catalog)  # not a request counted here
+
     def list_from(self, from_id):
         self.requests.append(("all", from_id))
         return [d for d in self.catalog if d.recording_id >= from_id]
