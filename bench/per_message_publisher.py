@@ -40,7 +40,7 @@ typedef int64_t (*offer_function_t)(void *publication, const uint8_t *buffer, si
                                     void *reserved_value_supplier, void *clientd);
 int64_t offer_messages(offer_function_t offer, void *publication, uint8_t *payload, size_t size,
                        int64_t first_index, int64_t count, int64_t deadline_ns,
-                       int64_t *offered, int64_t *back_pressured);
+                       int64_t *offered, int64_t *back_pressured, int64_t *back_pressured_ns);
 """
 
 _ffi = cffi.FFI()
@@ -90,7 +90,8 @@ class PerMessagePublisher:
 
     ``implementation`` is ``"c"`` (the compiled loop) or ``"python"`` (the fallback, when the loop
     cannot be built or ``AERON_SPARK_BENCH_OFFER_LOOP=python``); ``fallback_reason`` says why.
-    ``back_pressured`` counts refused offers, as the Java client's ``backPressuredOffers``.
+    ``back_pressured`` counts refused offers, as the Java client's ``backPressuredOffers``;
+    ``back_pressured_seconds`` is the time spent retrying them (the archive holding the publisher back).
     """
 
     def __init__(self, publication: ExclusivePublication, size: int, *, implementation: str | None = None) -> None:
@@ -102,6 +103,7 @@ class PerMessagePublisher:
         self.publication = publication
         self.size = size
         self.back_pressured = 0
+        self.back_pressured_seconds = 0.0
         self.fallback_reason: str | None = None
         self._library: object | None = None
         if requested == "c":
@@ -125,13 +127,14 @@ class PerMessagePublisher:
     def _publish_in_c(self, messages: int, deadline: float) -> None:
         payload = _ffi.new("uint8_t[]", max(1, self.size))
         _ffi.memmove(payload, self._pattern, self.size)
-        offered, refused = _ffi.new("int64_t *"), _ffi.new("int64_t *")
+        offered, refused, refused_ns = _ffi.new("int64_t *"), _ffi.new("int64_t *"), _ffi.new("int64_t *")
         offer = _ffi.cast("offer_function_t", _address(_capi.function_pointer("aeron_exclusive_publication_offer")))
         publication = _ffi.cast("void *", _address(self.publication._live()))
         deadline_ns = time.monotonic_ns() + max(0, int((deadline - time.monotonic()) * 1e9))
         status = self._library.offer_messages(offer, publication, payload, self.size, 0, messages,  # type: ignore[attr-defined]
-                                              deadline_ns, offered, refused)
+                                              deadline_ns, offered, refused, refused_ns)
         self.back_pressured += refused[0]
+        self.back_pressured_seconds += refused_ns[0] / 1e9
         if status == PUBLISH_TIMED_OUT:
             raise TimeoutError(f"publisher back-pressured until the deadline at message {offered[0]}")
         if status != 0:
@@ -145,10 +148,14 @@ class PerMessagePublisher:
         for index in range(messages):
             if stamp:
                 index_field.pack_into(payload, 0, index)
+            refused_since = 0.0
             while (result := publication.offer(payload)) < 0:
                 if not OfferResult(result).is_retryable:
                     raise RuntimeError(f"offer of message {index} failed: {OfferResult(result).name}")
+                refused_since = refused_since or time.perf_counter()
                 self.back_pressured += 1
                 if self.back_pressured & 0xFFFF == 0 and time.monotonic() > deadline:
                     raise TimeoutError(f"publisher back-pressured until the deadline at message {index}")
                 os.sched_yield()
+            if refused_since:
+                self.back_pressured_seconds += time.perf_counter() - refused_since

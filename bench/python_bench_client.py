@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -87,6 +88,7 @@ class BlockPublisher:
         self.words[:, 4] = publication.stream_id
         self.frame_offsets = np.arange(self.frames_per_block, dtype=np.int32) * self.frame_length
         self.back_pressured = 0
+        self.back_pressured_seconds = 0.0
 
     def _payload(self, index: int) -> bytes:
         row = self.block[HEADER_LENGTH:HEADER_LENGTH + self.size].copy()
@@ -99,6 +101,7 @@ class BlockPublisher:
         mask = self.term_length - 1
         shift = publication.position_bits_to_shift
         index = 0
+        refused_since = 0.0  # perf_counter of the first refusal of the current streak, 0.0 when none
         while index < messages:
             position = publication.position
             term_offset = position & mask
@@ -108,6 +111,9 @@ class BlockPublisher:
                 result = publication.offer(self._payload(index))  # pads the term end and rotates
                 if result > 0:
                     index += 1
+                    if refused_since:
+                        self.back_pressured_seconds += time.perf_counter() - refused_since
+                        refused_since = 0.0
                     continue
             else:
                 self.words[:count, 2] = term_offset + self.frame_offsets[:count]
@@ -118,7 +124,11 @@ class BlockPublisher:
                 result = publication.offer_block(self.block, 0, count * self.frame_length)
                 if result > 0:
                     index += count
+                    if refused_since:
+                        self.back_pressured_seconds += time.perf_counter() - refused_since
+                        refused_since = 0.0
                     continue
+            refused_since = refused_since or time.perf_counter()
             self.back_pressured += 1
             if self.back_pressured & 0xFFFF == 0 and time.monotonic() > deadline:
                 raise TimeoutError(f"publisher back-pressured until the deadline at message {index}")
@@ -241,7 +251,9 @@ def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
             "size": size, "measuredFromPosition": first_position, "measuredToPosition": last_position,
             "measuredBytes": last_position - first_position, "measuredSeconds": last_time - first_time,
             "probes": probe.probes, "publishSeconds": publish_seconds,
-            "backPressuredOffers": publisher.back_pressured, "publisher": publisher_name}
+            "backPressuredOffers": publisher.back_pressured,
+            "backPressuredSeconds": round(publisher.back_pressured_seconds, 6), "publisher": publisher_name,
+            "clientThreads": own_thread_times()}
 
 
 def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int, *,
@@ -267,6 +279,8 @@ def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int, *,
             end = start + length
             first_time = 0.0
             first_block = 0
+            # Empty polls after the first block: the subscriber waiting for the archive's replayer.
+            empty_polls, starved_seconds, starved_since = 0, 0.0, 0.0
             while image.position < end:
                 consumed = image.block_poll(count, BLOCK_POLL_LIMIT)
                 if consumed and not first_time:
@@ -274,14 +288,42 @@ def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int, *,
                 elif not consumed and image.is_closed:
                     raise RuntimeError(f"replay image closed at {image.position} before {end}")
                 if not consumed:
+                    if first_time:
+                        empty_polls += 1
+                        starved_since = starved_since or time.perf_counter()
                     os.sched_yield()  # as the Java client: let the archive's replayer run (2 cores)
+                elif starved_since:
+                    starved_seconds += time.perf_counter() - starved_since
+                    starved_since = 0.0
             last_time = time.perf_counter()
             image.close()
         finally:
             subscription.close()
     return {"event": "replayed", "recordingId": recording_id, "replaySessionId": replay_session_id,
             "position": start, "length": length, "countedBytes": counted[0],
-            "measuredBytes": counted[0] - first_block, "measuredSeconds": last_time - first_time}
+            "measuredBytes": counted[0] - first_block, "measuredSeconds": last_time - first_time,
+            "emptyPolls": empty_polls, "starvedSeconds": round(starved_seconds, 6), "clientThreads": own_thread_times()}
+
+
+def own_thread_times() -> dict[str, list[float]]:
+    """[CPU seconds, run-queue wait seconds] of each thread of this process so far (``/proc/self/task``;
+    the wait is ``schedstat``'s second field): whether the publisher or subscriber was held off a CPU."""
+    times: dict[str, list[float]] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            task = Path("/proc/self/task", tid)
+            name = (task / "comm").read_text().strip()
+            stat = (task / "stat").read_text().rpartition(")")[2].split()
+            wait = int((task / "schedstat").read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile, or no schedstats in this kernel
+        key = name if tid != str(os.getpid()) else "main (publisher / subscriber)"
+        cpu = (int(stat[11]) + int(stat[12])) / ticks
+        if key in times:
+            key = f"{key}#{tid}"
+        times[key] = [round(cpu, 3), round(wait, 3)]
+    return times
 
 
 def main(argv: list[str] | None = None) -> int:
