@@ -27,6 +27,11 @@ COMPARED_CONFIG = ("transport", "publisher", "javaThreading", "ourArgs", "messag
 Cell = tuple[str, int, str]
 
 
+def verdict_of(cell: dict[str, Any]) -> str:
+    """"faster", "slower" or "not proven" (whatever the reason it is not proven)."""
+    return "not proven" if cell["verdict"].startswith("not proven") else cell["verdict"]
+
+
 def load(path: Path) -> dict[str, Any]:
     try:
         run = json.loads(path.read_text())
@@ -64,9 +69,9 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> tuple[list[str], b
     lines.append("|---|---|---|---|---|---|")
     for cell in dict.fromkeys([*a, *b]):
         left, right = a.get(cell), b.get(cell)
-        same = left is not None and right is not None and left["verdict"] == right["verdict"]
+        same = left is not None and right is not None and verdict_of(left) == verdict_of(right)
         agree &= same
-        if same and left is not None and left["verdict"] != "not proven":
+        if same and left is not None and verdict_of(left) != "not proven":
             proven_both += 1
         transport, size, operation = cell
         lines.append(f"| {transport} | {size} B | {operation} | {describe(left)} | {describe(right)} "

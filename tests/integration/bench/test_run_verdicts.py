@@ -68,6 +68,8 @@ def test_two_runs_agree_only_when_every_verdict_is_the_same(tmp_path: Path, caps
     changed = {**first, ("ipc", 32, "replay"): SLOWER}
     assert compare_runs.main([str(a), str(_run(tmp_path / "c.json", changed))]) == 1
     assert "DISAGREE" in capsys.readouterr().out
+    too_few = {**first, ("ipc", 32, "replay"): TOO_FEW}  # not proven either way: the same verdict
+    assert compare_runs.main([str(a), str(_run(tmp_path / "e.json", too_few, repeats=2))]) == 0
     missing = {("ipc", 32, "record"): FASTER}
     assert compare_runs.main([str(a), str(_run(tmp_path / "d.json", missing))]) == 1
 
