@@ -18,7 +18,7 @@ import pyaeron
 
 from ._capi import COUNTER_MAX_KEY_LENGTH, COUNTER_MAX_LABEL_LENGTH, ffi, lib
 from .errors import AeronError, check, closed_error, last_c_error
-from .counters import Counter, CountersReader
+from .counters import Counter, CountersReader, PendingCounter
 from .publication import ExclusivePublication, InitialPosition, PendingExclusivePublication, Publication
 from .subscription import (
     AVAILABLE_IMAGE_CALLBACK,
@@ -244,6 +244,18 @@ class AeronClient:
 
     def add_counter(self, type_id: int, key: bytes, label: str) -> Counter:
         """Allocate a counter in the driver; it is freed when closed or when this client closes."""
+        async_op, what = self._request_counter(type_id, key, label)
+        pointer = self._await(lib.aeron_async_add_counter_poll, "aeron_counter_t **", async_op, what)
+        return self._adopt(Counter(self, pointer))
+
+    def async_add_counter(self, type_id: int, key: bytes, label: str) -> PendingCounter:
+        """``add_counter`` without waiting: the returned ``PendingCounter`` is polled until the
+        counter is there (or the driver's refusal, or ``timeout``, raises)."""
+        async_op, what = self._request_counter(type_id, key, label)
+        return PendingCounter(self, async_op, what, self.timeout)
+
+    def _request_counter(self, type_id: int, key: bytes, label: str) -> tuple[object, str]:
+        """Sends a counter's allocation to the driver: the C handle to poll, and what errors name."""
         label_bytes = label.encode()
         if len(key) > COUNTER_MAX_KEY_LENGTH:
             raise ValueError(f"counter key of {len(key)} bytes is too long: at most {COUNTER_MAX_KEY_LENGTH}")
@@ -254,8 +266,7 @@ class AeronClient:
         async_p = ffi.new("aeron_async_add_counter_t **")
         check(lib.aeron_async_add_counter(async_p, self._live(), type_id, key, len(key), label_bytes,
                                           len(label_bytes)), what)
-        pointer = self._await(lib.aeron_async_add_counter_poll, "aeron_counter_t **", async_p[0], what)
-        return self._adopt(Counter(self, pointer))
+        return async_p[0], what
 
     # -- lifetime ------------------------------------------------------------------------------
     def close(self) -> None:

@@ -27,6 +27,7 @@ from ._capi import (
     lib,
 )
 from .errors import check, closed_error
+from .pending_adds import PendingAdd
 
 if TYPE_CHECKING:
     from .client import AeronClient
@@ -99,6 +100,15 @@ class Counter:
 
     def __repr__(self) -> str:
         return f"Counter(counter_id={self.counter_id}, registration_id={self.registration_id})"
+
+
+class PendingCounter(PendingAdd[Counter]):
+    """A counter the media driver is still allocating (``AeronClient.async_add_counter``, the C
+    client's ``aeron_async_add_counter``): ``poll()`` never blocks; ``discard()`` when unwanted."""
+
+    def __init__(self, client: AeronClient, async_op: object, what: str, timeout: float) -> None:
+        super().__init__(client, async_op, what, timeout, c_poll=lib.aeron_async_add_counter_poll,
+                         out_type="aeron_counter_t **", wrap=Counter)
 
 
 class CounterColumns:

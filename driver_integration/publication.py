@@ -17,6 +17,7 @@ import pyaeron as _pyaeron
 from ._capi import ffi, lib
 from .errors import AeronError, check, closed_error, last_c_error
 from .frame import HEADER_LENGTH
+from .pending_adds import PendingAdd
 from .position import (
     compute_term_id_from_position,
     compute_term_offset_from_position,
@@ -350,54 +351,18 @@ class ExclusivePublication(_PublicationBase):
         return _result(lib.aeron_exclusive_publication_append_padding(pointer, length))
 
 
-class PendingExclusivePublication:
+class PendingExclusivePublication(PendingAdd[ExclusivePublication]):
     """An exclusive publication the media driver is still adding
     (``AeronClient.async_add_exclusive_publication``, the C client's
     ``aeron_async_add_exclusive_publication``): ``poll()`` never blocks, so a duty-cycle agent can
     go on serving others while the driver builds the publication's log (milliseconds).
 
     Poll from one thread until it answers: the C client frees the registration only then. A
-    caller that no longer wants the publication still polls it and closes what arrives.
+    caller that no longer wants the publication calls ``discard()`` until it returns True
+    (``pending_adds.PendingAdd``).
     """
 
     def __init__(self, client: AeronClient, async_op: object, what: str, timeout: float) -> None:
-        self._client = client
-        self._async = async_op
-        self._what = what
-        self._timeout = timeout
-        self._deadline = time.monotonic() + timeout
-        self._publication: ExclusivePublication | None = None
-        self._failure: AeronError | None = None
-
-    @property
-    def is_done(self) -> bool:
-        """True once the driver answered (or the wait timed out): ``poll`` returns or raises at once."""
-        return self._publication is not None or self._failure is not None
-
-    def poll(self) -> ExclusivePublication | None:
-        """The publication once the driver added it, None while it has not answered; raises
-        AeronError (the driver's reason) when it refused it or did not answer in time."""
-        if self._publication is not None:
-            return self._publication
-        if self._failure is not None:
-            raise self._failure
-        out = ffi.new("aeron_exclusive_publication_t **")
-        result = lib.aeron_async_add_exclusive_publication_poll(out, self._async)
-        if result > 0:
-            self._async = ffi.NULL  # freed by the C client once answered
-            self._publication = self._client._adopt(ExclusivePublication(self._client, out[0]))
-            return self._publication
-        if result < 0:
-            self._async = ffi.NULL
-            self._failure = last_c_error(self._what)
-            raise self._failure
-        if time.monotonic() > self._deadline:
-            # The C client times the registration out itself (driver timeout) and frees it then.
-            self._failure = AeronError(f"{self._what} timed out after {self._timeout}s without an answer "
-                                       f"from the media driver in {self._client.aeron_dir}")
-            raise self._failure
-        return None
-
-    def __repr__(self) -> str:
-        state = "added" if self._publication is not None else "failed" if self._failure is not None else "pending"
-        return f"PendingExclusivePublication({self._what}, {state})"
+        super().__init__(client, async_op, what, timeout,
+                         c_poll=lib.aeron_async_add_exclusive_publication_poll,
+                         out_type="aeron_exclusive_publication_t **", wrap=ExclusivePublication)

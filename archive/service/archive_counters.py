@@ -32,6 +32,7 @@ from aeron_spark.archive import configuration as defaults
 from aeron_spark.archive.codecs import archive_counters as layout
 from aeron_spark.archive.codecs.archive_io_counters import archive_id_key
 from aeron_spark.archive.codecs.counter_layout import CounterAllocator, CounterLookup, WritableCounter
+from aeron_spark.archive.service.connecting_sessions import PendingResource, Settled
 from aeron_spark.archive.service.counters import IoCounters
 from aeron_spark.archive.service.duty_cycle_tracker import DutyCycleStallTracker
 
@@ -59,7 +60,10 @@ class CycleThresholds:
 class ControlSessionCounters:
     """The control-session count (102) and one counter per control session (113), on the conductor's
     thread. A 113 counter's value is its control session id and its reference id the session's
-    response publication's registration id, as Aeron's ControlSession sets them."""
+    response publication's registration id, as Aeron's ControlSession sets them.
+
+    The 113 counter is asked of the driver without waiting when the allocator can
+    (``async_add_counter``): the conductor never blocks on a driver round trip for a connect."""
 
     def __init__(self, allocator: CounterAllocator, archive_id: int, sessions_count: WritableCounter) -> None:
         self._allocator = allocator
@@ -67,21 +71,32 @@ class ControlSessionCounters:
         self.sessions_count = sessions_count
         self._open = 0
 
-    def session_opened(self, control_session_id: int, *, client_info: str, source_identity: str,
-                       image_session_id: int, response_registration_id: int | None) -> WritableCounter:
-        """Counts the session and allocates its 113 counter. The session is counted even when the
-        allocation raises: :meth:`session_closed` (with None then) uncounts it."""
+    def session_opened(self) -> None:
+        """Counts a new session (closed with :meth:`session_closed`)."""
         self._open += 1
         self._store()
-        counter = self._allocator.add_counter(
-            layout.ARCHIVE_CONTROL_SESSION_TYPE_ID,
-            layout.control_session_key(self.archive_id, control_session_id),
-            layout.control_session_label(self.archive_id, client_info, source_identity, image_session_id))
+
+    def request_counter(self, control_session_id: int, *, client_info: str, source_identity: str,
+                        image_session_id: int) -> PendingResource[WritableCounter]:
+        """Asks for the session's 113 counter; poll the answer, then :meth:`counter_added`."""
+        args = (layout.ARCHIVE_CONTROL_SESSION_TYPE_ID,
+                layout.control_session_key(self.archive_id, control_session_id),
+                layout.control_session_label(self.archive_id, client_info, source_identity, image_session_id))
+        # An allocator without the async add (a unit test's fake) allocates at once.
+        async_add = getattr(self._allocator, "async_add_counter", None)
+        if async_add is not None:
+            pending: PendingResource[WritableCounter] = async_add(*args)
+            return pending
+        return Settled.of(lambda: self._allocator.add_counter(*args))
+
+    @staticmethod
+    def counter_added(counter: WritableCounter, control_session_id: int,
+                      response_registration_id: int | None) -> None:
+        """Stores the session id and its response publication's registration id in its counter."""
         counter.value = control_session_id
         set_reference_id = getattr(counter, "set_reference_id", None)
         if response_registration_id is not None and set_reference_id is not None:
             set_reference_id(response_registration_id)
-        return counter
 
     def session_closed(self, counter: WritableCounter | None) -> None:
         if counter is not None:

@@ -10,6 +10,14 @@ and one `ControlSession` per client with the client's response publication:
   subscription index and Image session id), and dispatched to its handler (Aeron's
   ControlSessionDemuxer). The one exception is a replay carrying a replay token over a response
   channel, routed by its token (below).
+* A connect never waits for the media driver: the session starts in INIT, its response publication
+  is asked of the driver without waiting (``async_add_exclusive_publication``, as Aeron's
+  ControlSessionDemuxer) and polled each cycle; once it is there the session is CONNECTING and its
+  counter (113) is asked for the same way; the connect OK waits for both. A session that does not
+  get there within the connect timeout is closed, and adds still pending then are discarded
+  (settled and closed as the driver answers). Sessions still connecting are capped in all and per
+  request Image (`connecting_sessions`): a flood of connects nobody answers on cannot starve a
+  new client.
 * `service_sessions` advances every session (handshake, pings, timeouts), continues its listing
   (`listing_sessions`), drains its outbox onto its response publication and closes finished
   sessions.
@@ -35,8 +43,9 @@ Repeated failures of one kind are logged once with a count (`failure_log.Failure
 Counters (``session_counters``, `archive_counters.ControlSessionCounters`): the control-session
 count (102) counts a session from its connect to its close, and each session has its own counter
 (113, "control-session: <clientInfo> sourceIdentity=... sessionId=...", value = its id,
-reference id = its response publication's registration id), closed with the session. A counter
-the driver refuses is logged and counted as an error; the session goes on without it.
+reference id = its response publication's registration id), allocated once the response
+publication is there and closed with the session. A counter the driver refuses is logged and
+counted as an error; the session goes on without it.
 
 One session cannot stop the others: whatever fails while a session is served (an offer or an
 encoding raising, an answer longer than the response publication's max message) closes that
@@ -60,7 +69,9 @@ from aeron_spark.archive.service.archive_counters import ControlSessionCounters
 from aeron_spark.archive.service.authenticator import Authenticator
 from aeron_spark.archive.service.conductor_events import ControlImageUnavailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
-from aeron_spark.archive.service.control_session import ControlSession, Outbound, SessionState
+from aeron_spark.archive.service.connecting_sessions import (
+    MAX_DISCARDS, ConnectingSessions, Discards, PendingResource, Settled)
+from aeron_spark.archive.service.control_session import SESSION_CLOSED, ControlSession, Outbound, SessionState
 from aeron_spark.archive.service.failure_log import FailureLog
 from aeron_spark.archive.service.replay_tokens import NULL_TOKEN, ReplayTokens
 from aeron_spark.archive.service.request_errors import NULL_VALUE, ArchiveRequestError
@@ -106,6 +117,11 @@ class ControlDemuxer:
         self._next_session_id = random.randrange(0, 1 << 31)
         self._sessions: dict[int, ControlSession] = {}
         self._session_publications: dict[int, Any] = {}
+        #: adds the driver is still carrying out for a session (response publication, 113 counter)
+        self._pending_publications: dict[int, PendingResource[Any]] = {}
+        self._pending_counters: dict[int, PendingResource[WritableCounter]] = {}
+        self.connecting = ConnectingSessions()
+        self.discards = Discards()  # adds of closed sessions, settled and closed as they answer
         #: tokens of replays over response channels (ReplayTokenRequest), valid for the connect timeout
         self.replay_tokens: ReplayTokens[ControlSession] = replay_tokens if replay_tokens is not None \
             else ReplayTokens(validity_ms=settings.connect_timeout_ms)
@@ -310,6 +326,8 @@ class ControlDemuxer:
 
     def _on_connect(self, message: codecs.ConnectRequest | codecs.AuthConnectRequest, image_key: object,
                     image_correlation_id: int, now: int) -> None:
+        """A new session in INIT; its response publication is asked of the driver without waiting
+        and polled each cycle (`_poll_adds`). Connecting sessions are bounded (`connecting_sessions`)."""
         try:
             response_channel = response_publication_channel(message.response_channel, image_correlation_id)
         except ValueError as error:
@@ -317,6 +335,8 @@ class ControlDemuxer:
             self.failures.failed(("response channel", type(error).__name__),
                                  "connect (correlationId=%d): response channel %r refused: %s",
                                  message.correlation_id, message.response_channel, error)
+            return
+        if not self._admit(image_key, message):
             return
         session_id = self._allocate_session_id()
         credentials = getattr(message, "encoded_credentials", b"")
@@ -328,44 +348,122 @@ class ControlDemuxer:
             liveness_check_interval_ms=self.settings.session_liveness_check_interval_ms,
             idle_timeout_ms=self.settings.session_idle_timeout_ms,
             client_info=getattr(message, "client_info", ""), request_image_key=image_key)
-        self.authenticator.on_connect_request(session_id, credentials, now)
         try:
-            publication = self.aeron.add_exclusive_publication(response_channel, message.response_stream_id)
-        except Exception as error:  # noqa: BLE001 - a bad response channel is the client's problem
-            # No session to answer on: only the log says why the client hears nothing.
-            self.failures.failed(("response publication", type(error).__name__),
-                                 "control session %d: cannot add response publication %s stream %d: %s",
-                                 session_id, message.response_channel, message.response_stream_id,
-                                 driver_refusal(error) if isinstance(error, AeronError) else error)
+            pending = self._request_publication(response_channel, message.response_stream_id)
+        except Exception as error:  # noqa: BLE001 - the client library refused it before the driver
+            self._publication_refused(session, error)
             return
+        self.authenticator.on_connect_request(session_id, credentials, now)
         self._sessions[session_id] = session
-        self._session_publications[session_id] = publication
+        self.connecting.add(image_key, session_id)
+        self._pending_publications[session_id] = pending
         if self.session_counters is not None:
-            self._session_counters[session_id] = self._open_session_counter(session, publication, image_key)
-        session.publication_ready(now)
+            self.session_counters.session_opened()
         log.info("control session %d: connect from %s (version %s%s) responses on %s stream %d",
                  session_id, session.client_info or "client",
                  codecs.format_semantic_version(message.version) if message.version else "none/1.15",
                  ", legacy" if session.is_legacy_client else "", message.response_channel,
                  message.response_stream_id)
+        self._poll_adds(session, now)  # a publication the driver already has is used at once
 
-    def _open_session_counter(self, session: ControlSession, publication: Any,
-                              image_key: object) -> WritableCounter | None:
-        """Counts the new session and allocates its 113 counter (None if the driver refuses it)."""
+    def _admit(self, image_key: object, message: codecs.ConnectRequest | codecs.AuthConnectRequest) -> bool:
+        """Whether a connect from ``image_key`` may open a session now (may close the busiest
+        request Image's oldest connecting session to make room)."""
+        if len(self.discards) >= MAX_DISCARDS:
+            self.failures.failed(("connect", "driver behind"),
+                                 "connect (correlationId=%d) dropped: %d unwanted publications and counters "
+                                 "still wait for the media driver's answer", message.correlation_id,
+                                 len(self.discards))
+            return False
+        admitted, evicted = self.connecting.admit(image_key)
+        if not admitted:
+            self.failures.failed(("connect", "too many connecting"),
+                                 "connect (correlationId=%d) on request image %s dropped: %d sessions are "
+                                 "connecting (at most %d, %d per request image)", message.correlation_id,
+                                 image_key, len(self.connecting), self.connecting.max_sessions,
+                                 self.connecting.max_per_image)
+            return False
+        if evicted is not None:
+            session = self._sessions[evicted]
+            session.abort(f"closed to admit a connect from another request image: {len(self.connecting)} "
+                          f"sessions were connecting")
+            self._close_session(session)
+        return True
+
+    def _request_publication(self, channel: str, stream_id: int) -> PendingResource[Any]:
+        # A port without the async add (a unit test's fake) adds at once.
+        async_add = getattr(self.aeron, "async_add_exclusive_publication", None)
+        if async_add is not None:
+            pending: PendingResource[Any] = async_add(channel, stream_id)
+            return pending
+        return Settled.of(lambda: self.aeron.add_exclusive_publication(channel, stream_id))
+
+    def _publication_refused(self, session: ControlSession, error: BaseException) -> None:
+        # No session to answer on: only the log says why the client hears nothing.
+        self.failures.failed(("response publication", type(error).__name__),
+                             "control session %d: cannot add response publication %s stream %d: %s",
+                             session.control_session_id, session.response_channel, session.response_stream_id,
+                             driver_refusal(error) if isinstance(error, AeronError) else error)
+        session.abort("response publication refused")
+
+    def _poll_adds(self, session: ControlSession, now: int) -> int:
+        """Polls the session's pending response publication and counter; returns work done."""
+        session_id = session.control_session_id
+        work = 0
+        pending = self._pending_publications.get(session_id)
+        if pending is not None:
+            try:
+                publication = pending.poll()
+            except Exception as error:  # noqa: BLE001 - the driver refused the client's channel
+                del self._pending_publications[session_id]
+                self._publication_refused(session, error)
+                return 1
+            if publication is None:
+                return 0
+            del self._pending_publications[session_id]
+            self._session_publications[session_id] = publication
+            session.publication_ready(now)
+            work += 1
+            if self.session_counters is not None:
+                self._request_session_counter(session)
+        pending_counter = self._pending_counters.get(session_id)
+        if pending_counter is not None:
+            work += self._poll_session_counter(session, pending_counter)
+        return work
+
+    def _request_session_counter(self, session: ControlSession) -> None:
         counters = self.session_counters
         assert counters is not None
-        image_session_id, source_identity = _request_image_identity(self.control_subscriptions, image_key)
+        image_session_id, source_identity = _request_image_identity(self.control_subscriptions,
+                                                                    session.request_image_key)
         try:
-            return counters.session_opened(
+            self._pending_counters[session.control_session_id] = counters.request_counter(
                 session.control_session_id, client_info=session.client_info, source_identity=source_identity,
-                image_session_id=image_session_id,
-                response_registration_id=getattr(publication, "registration_id", None))
+                image_session_id=image_session_id)
         except Exception as error:  # noqa: BLE001 - a diagnostic: the session works without it
-            self.count_error(error)
-            self.failures.failed(("session counter", type(error).__name__),
-                                 "control session %d: its counter was not allocated: %s: %s",
-                                 session.control_session_id, type(error).__name__, error)
-            return None
+            self._session_counter_failed(session, error)
+
+    def _poll_session_counter(self, session: ControlSession, pending: PendingResource[WritableCounter]) -> int:
+        session_id = session.control_session_id
+        try:
+            counter = pending.poll()
+        except Exception as error:  # noqa: BLE001 - a diagnostic: the session works without it
+            del self._pending_counters[session_id]
+            self._session_counter_failed(session, error)
+            return 1
+        if counter is None:
+            return 0
+        del self._pending_counters[session_id]
+        self._session_counters[session_id] = counter
+        publication = self._session_publications.get(session_id)
+        ControlSessionCounters.counter_added(counter, session_id, getattr(publication, "registration_id", None))
+        return 1
+
+    def _session_counter_failed(self, session: ControlSession, error: BaseException) -> None:
+        self.count_error(error)
+        self.failures.failed(("session counter", type(error).__name__),
+                             "control session %d: its counter was not allocated: %s: %s",
+                             session.control_session_id, type(error).__name__, error)
 
     def allocate_session_id(self) -> int:
         """The next id of the control sessions' counter (replication ids come from it too, as Aeron)."""
@@ -378,6 +476,7 @@ class ControlDemuxer:
 
     def service_sessions(self, now: int) -> int:
         work = self.replay_tokens.expire(now) if len(self.replay_tokens) else 0
+        work += self.discards.reap()
         for session in list(self._sessions.values()):
             try:
                 work += self._service_session(session, now)
@@ -392,9 +491,22 @@ class ControlDemuxer:
         self._close_session(session)
 
     def _service_session(self, session: ControlSession, now: int) -> int:
-        publication = self._session_publications[session.control_session_id]
+        session_id = session.control_session_id
+        work = 0
+        if session_id in self._pending_publications or session_id in self._pending_counters:
+            work += self._poll_adds(session, now)
+        publication = self._session_publications.get(session_id)
+        if publication is None:  # INIT: only its connect deadline (or a refusal) can end it
+            work += session.tick(now, False)
+            if session.is_done:
+                self._close_session(session)
+                work += 1
+            return work
         max_length = getattr(publication, "max_message_length", None)
-        work = session.tick(now, is_connected(publication))
+        # The connect OK waits for the session's counter (the client may look for it once connected).
+        work += session.tick(now, is_connected(publication) and session_id not in self._pending_counters)
+        if session_id in self.connecting and session.state is SessionState.ACTIVE:
+            self.connecting.remove(session_id)
         listing = session.active_listing
         if listing is not None and session.state is SessionState.ACTIVE \
                 and session.outbox_length < MAX_OUTBOX_FOR_LISTING:
@@ -416,30 +528,43 @@ class ControlDemuxer:
 
     def _close_session(self, session: ControlSession) -> None:
         session_id = session.control_session_id
-        self._sessions.pop(session_id, None)
+        if self._sessions.pop(session_id, None) is None:
+            return
+        was_connecting = session_id in self.connecting
+        self.connecting.remove(session_id)
         self.replay_tokens.remove_session(session_id)
         session.active_listing = None
-        if session_id in self._session_counters:
-            counters = self.session_counters
-            counter = self._session_counters.pop(session_id)
-            if counters is not None:
-                try:
-                    counters.session_closed(counter)
-                except Exception:  # noqa: BLE001
-                    log.exception("control session %d: closing its counter failed", session_id)
+        for pending in (self._pending_publications.pop(session_id, None),
+                        self._pending_counters.pop(session_id, None)):
+            if pending is not None:
+                self.discards.add(pending)
+        counters = self.session_counters
+        if counters is not None:
+            try:
+                counters.session_closed(self._session_counters.pop(session_id, None))
+            except Exception:  # noqa: BLE001
+                log.exception("control session %d: closing its counter failed", session_id)
         publication = self._session_publications.pop(session_id, None)
         if publication is not None:
             try:
                 publication.close()
             except Exception:  # noqa: BLE001
                 log.exception("control session %d: closing its response publication failed", session_id)
-        level = logging.INFO if session.abort_reason in ("session closed", None) else logging.WARNING
-        log.log(level, "control session %d closed: %s", session_id, session.abort_reason)
+        reason = session.abort_reason
+        if reason in (SESSION_CLOSED, None):
+            log.info("control session %d closed: %s", session_id, reason)
+        elif was_connecting:
+            # A flood of connects nobody answers on expires in bulk: one line per kind, counted.
+            self.failures.failed(("connecting session closed", reason.split(":", 1)[0]),
+                                 "control session %d closed while connecting: %s", session_id, reason)
+        else:
+            log.warning("control session %d closed: %s", session_id, reason)
 
     def close_sessions(self, reason: str) -> None:
         for session in list(self._sessions.values()):
             session.abort(reason)
             self._close_session(session)
+        self.discards.drain()
 
     def close_subscriptions(self) -> None:
         for subscription, _, _ in self.control_subscriptions:
