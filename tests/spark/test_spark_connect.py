@@ -29,7 +29,7 @@ from tests.spark.source_fixtures import (
 from tests.support.spark_connect_server import ConnectServer, running_connect_server
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     from tests.spark.source_fixtures import RecordingArchive
 
@@ -56,28 +56,31 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytes
 
 
 @pytest.fixture(scope="module")
-def remote(connect_server: ConnectServer) -> Iterator[SparkSession]:
-    """A Spark Connect client session; the process is left as it was found for the classic Spark tests."""
-    from pyspark.sql import SparkSession
+def remote(connect_server: ConnectServer) -> Iterator[ConnectSession]:
+    """A Spark Connect client session; the process is left as it was found for the classic Spark tests.
+
+    ``SparkSession.builder.remote(url)`` refuses while this process's classic test session runs, so
+    the session comes from the Connect session's own builder (what ``remote()`` returns), with the
+    variable ``remote()`` sets (pyspark's functions then build Connect columns) set for the module.
+    """
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     mode_before = os.environ.get(CONNECT_MODE_VARIABLE)
-    session = SparkSession.builder.remote(connect_server.url).getOrCreate()
+    os.environ[CONNECT_MODE_VARIABLE] = "1"
     try:
-        yield session
-    finally:
+        session = ConnectSession.builder.remote(connect_server.url).create()
         try:
-            session.stop()
+            yield session
         finally:
-            if mode_before is None:
-                os.environ.pop(CONNECT_MODE_VARIABLE, None)
-            else:
-                os.environ[CONNECT_MODE_VARIABLE] = mode_before
+            session.stop()
+    finally:
+        if mode_before is None:
+            os.environ.pop(CONNECT_MODE_VARIABLE, None)
+        else:
+            os.environ[CONNECT_MODE_VARIABLE] = mode_before
 
 
 def test_the_server_finds_the_format_and_its_option_errors_reach_the_client(remote, connect_server):
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    assert isinstance(remote, ConnectSession)
     with pytest.raises(Exception) as failure:
         remote.read.format("aeron-archive").load().collect()
     # A worker that cannot import the package makes Spark skip the lookup with a warning in its log.
