@@ -1,6 +1,7 @@
-"""``SinkArchive`` over the real archive client: find, read, truncate, extend-and-append, seal.
+"""``SinkArchive`` over the real archive client: find, read, extend-and-append, seal.
 
-The appender is an ``ExclusivePublication`` on the sink channel (``alias=aeron-spark-sink:<id>``
+``ClientSinkArchive.start_appender`` sets the appender up and ``ClientAppender`` appends to it. The
+appender is an ``ExclusivePublication`` on the sink channel (``alias=aeron-spark-sink:<id>``
 plus a fresh ``session-id``, so the archive's recording subscription only ever matches this
 commit's publication) that starts exactly at the recording's stop position: ``init-term-id``,
 ``term-id``, ``term-offset``, ``term-length`` and ``mtu`` come from the descriptor, which is what
@@ -15,7 +16,8 @@ message does not fit in the rest of the term) becomes ``append_padding``.
 The archive is what keeps two committers of one sink apart: it refuses ExtendRecording of an active
 recording (ACTIVE_RECORDING) and an extension whose image does not join at the stop position
 (INVALID_EXTENSION); Aeron's archive does both, and so does ours (archive/service/recording_requests.py).
-Those refusals, and a truncate refused because the recording is active, become ``SinkConflict``.
+Those refusals become ``SinkConflict``. Nothing here truncates: a sink recording never is (why:
+``sink/commit.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from aeron_spark.archive.client import (
     SourceLocation,
 )
 from aeron_spark.driver_integration.frame import HEADER_LENGTH
-from aeron_spark.driver_integration.publication import InitialPosition, OfferResult
+from aeron_spark.driver_integration.publication import ExclusivePublication, InitialPosition, OfferResult
 
 from aeron_spark.connector.archive_connection import connect_client
 from aeron_spark.connector.archive_reading import ClientArchiveAccess
@@ -109,24 +111,12 @@ class ClientSinkArchive:
     def read(self, recording_id: int, start: int, end: int) -> ContextManager[Iterator[tuple[int, bytes]]]:
         return self._access.replay(recording_id, start, end, self.options.replay)
 
-    def truncate(self, recording_id: int, position: int) -> None:
-        try:
-            self._client.truncate_recording(recording_id, position)
-        except ArchiveError as error:
-            if error.error_code == ACTIVE_RECORDING:
-                raise SinkConflict(f"the archive refused to truncate recording {recording_id}: it is being recorded "
-                                   f"again ({error.archive_message}); another committer is writing this sink") from error
-            raise
-
     def stop_active(self, recording_id: int) -> None:
         self._client.stop_recording_by_identity(recording_id)
 
-    def live_position(self, recording_id: int) -> int | None:
-        return self._access.live_position(recording_id)
-
     def start_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> ClientAppender:
         try:
-            return ClientAppender(self, recording, sink_id)
+            return self._open_appender(recording, sink_id)
         except ArchiveError as error:
             if recording is not None and error.error_code in (ACTIVE_RECORDING, INVALID_EXTENSION):
                 raise SinkConflict(f"sink {sink_id}: the archive refused to extend recording {recording.recording_id} "
@@ -134,6 +124,54 @@ class ClientSinkArchive:
                                    f"is appending or has appended to it (one writer per sink.id; this commit failed, "
                                    "nothing of it was appended)") from error
             raise
+
+    def _open_appender(self, recording: RecordingDescriptor | None, sink_id: str) -> ClientAppender:
+        """Starts (``recording`` None) or extends the sink recording and opens the publication it
+        records, positioned at its stop position (see the module docstring)."""
+        options, client = self.options, self._client
+        timeout = options.commit_timeout_ms / 1000.0
+        session_id = random.randint(1, (1 << 31) - 1)
+        channel = options.sink_channel(sink_id, session_id)
+        location = SourceLocation.LOCAL if options.source_location_local else SourceLocation.REMOTE
+        if recording is None:
+            initial = InitialPosition(0, random.randint(-(1 << 31), (1 << 31) - 1), options.term_length, options.mtu)
+        else:
+            initial = InitialPosition(recording.stop_position, recording.initial_term_id,
+                                      recording.term_buffer_length, recording.mtu_length)
+        # Errors left by earlier requests (e.g. a tail replay refused asynchronously) are not this
+        # extension's: drop them before INVALID_EXTENSION is watched for.
+        while client.poll_for_error_response() is not None:
+            pass
+        # The recording subscription first, then the publication: over UDP the archive's endpoint is
+        # then bound when the publication's first SETUP frame arrives. The other way round that frame
+        # is lost and the driver sends the next one only after its 100 ms setup timeout, which every
+        # commit paid (~106 ms of a small commit's ~112 ms). Nothing else can match the channel: its
+        # session-id is this commit's.
+        subscription_id: int | None = None
+        publication: ExclusivePublication | None = None
+        try:
+            if recording is None:
+                subscription_id = client.start_recording(channel, options.stream_id, location, auto_stop=True)
+            else:
+                subscription_id = client.extend_recording(recording.recording_id, channel, options.stream_id,
+                                                          location, auto_stop=True)
+            publication = client.aeron.add_exclusive_publication(channel, options.stream_id, initial_position=initial)
+            if recording is None:
+                recording_id = _await_signal(client, RecordingSignal.START, subscription_id, timeout).recording_id
+            else:
+                _await_signal(client, RecordingSignal.EXTEND, subscription_id, timeout)
+                recording_id = recording.recording_id
+            opened = publication
+            _await_value(lambda: True if opened.is_connected else None, timeout,
+                         "the archive to subscribe to the sink publication")
+        except BaseException:
+            _stop_recording_subscription(client, subscription_id)
+            if publication is not None:
+                with contextlib.suppress(Exception):
+                    publication.close()
+            raise
+        return ClientAppender(client, publication, subscription_id, recording_id, initial.position, timeout,
+                              self._access.live_position)
 
     def discard(self, recording_id: int) -> None:
         """Purges a recording this process started and abandoned, once it has stopped (best effort: an
@@ -159,54 +197,20 @@ class ClientSinkArchive:
 
 
 class ClientAppender:
-    def __init__(self, archive: ClientSinkArchive, recording: RecordingDescriptor | None, sink_id: str) -> None:
-        options = archive.options
-        client = archive._client
-        self._archive = archive
+    """Appends to the publication ``ClientSinkArchive.start_appender`` opened, then seals the recording."""
+
+    def __init__(self, client: ArchiveClient, publication: ExclusivePublication, subscription_id: int,
+                 recording_id: int, position: int, timeout: float,
+                 live_position: Callable[[int], int | None]) -> None:
         self._client = client
-        self._timeout = options.commit_timeout_ms / 1000.0
-        session_id = random.randint(1, (1 << 31) - 1)
-        channel = options.sink_channel(sink_id, session_id)
-        location = SourceLocation.LOCAL if options.source_location_local else SourceLocation.REMOTE
-        if recording is None:
-            initial = InitialPosition(0, random.randint(-(1 << 31), (1 << 31) - 1), options.term_length, options.mtu)
-        else:
-            initial = InitialPosition(recording.stop_position, recording.initial_term_id,
-                                      recording.term_buffer_length, recording.mtu_length)
-        self._subscription_id: int | None = None
-        # Errors left by earlier requests (e.g. a tail replay refused asynchronously) are not this
-        # extension's: drop them before INVALID_EXTENSION is watched for.
-        while client.poll_for_error_response() is not None:
-            pass
-        # The recording subscription first, then the publication: over UDP the archive's endpoint is
-        # then bound when the publication's first SETUP frame arrives. The other way round that frame
-        # is lost and the driver sends the next one only after its 100 ms setup timeout, which every
-        # commit paid (~106 ms of a small commit's ~112 ms). Nothing else can match the channel: its
-        # session-id is this commit's.
-        publication = None
-        try:
-            if recording is None:
-                self._subscription_id = client.start_recording(channel, options.stream_id, location, auto_stop=True)
-            else:
-                self._subscription_id = client.extend_recording(recording.recording_id, channel, options.stream_id,
-                                                                location, auto_stop=True)
-            publication = client.aeron.add_exclusive_publication(channel, options.stream_id, initial_position=initial)
-            if recording is None:
-                self._recording_id = self._await_signal(RecordingSignal.START).recording_id
-            else:
-                self._await_signal(RecordingSignal.EXTEND)
-                self._recording_id = recording.recording_id
-            self._await(lambda: publication.is_connected, "the archive to subscribe to the sink publication")
-        except BaseException:
-            self._stop_subscription()
-            if publication is not None:
-                with contextlib.suppress(Exception):
-                    publication.close()
-            raise
         self._publication = publication
+        self._subscription_id: int | None = subscription_id
+        self._recording_id = recording_id
+        self._position = position
+        self._timeout = timeout
+        self._live_position = live_position
         self._layout = PublicationLayout(publication.initial_term_id, publication.term_buffer_length,
                                          publication.mtu_length, publication.session_id, publication.stream_id)
-        self._position = initial.position
         self._max_piece = min(MAX_PIECE, publication.term_buffer_length // 4)
         # What back pressure cost this commit (its step timings report them): offers refused, and the
         # seconds from each first refusal to the offer that went through.
@@ -277,10 +281,10 @@ class ClientAppender:
         target = self._position
         if self._publication.position != target:
             raise SinkArchiveError(f"publication at {self._publication.position}, appended up to {target}")
-        self._await(lambda: (self._archive.live_position(self._recording_id) or -1) >= target,
-                    f"recording {self._recording_id} to reach position {target}")
+        _await_value(lambda: True if (self._live_position(self._recording_id) or -1) >= target else None,
+                     self._timeout, f"recording {self._recording_id} to reach position {target}")
         self._stop_subscription()
-        descriptor = self._await_value(lambda: self._stopped_descriptor(), f"recording {self._recording_id} to stop")
+        descriptor = _await_value(self._stopped_descriptor, self._timeout, f"recording {self._recording_id} to stop")
         self._publication.close()
         return descriptor
 
@@ -290,36 +294,38 @@ class ClientAppender:
             self._publication.close()
 
     def _stop_subscription(self) -> None:
-        if self._subscription_id is None:
-            return
         subscription_id, self._subscription_id = self._subscription_id, None
-        with contextlib.suppress(Exception):  # autoStop may have removed it already
-            self._client.stop_recording_subscription(subscription_id)
+        _stop_recording_subscription(self._client, subscription_id)
 
     def _stopped_descriptor(self) -> RecordingDescriptor | None:
         descriptor = self._client.list_recording(self._recording_id)
         return descriptor if descriptor is not None and not descriptor.is_active else None
 
-    def _await_signal(self, signal: RecordingSignal) -> RecordingSignalEvent:
-        deadline = time.monotonic() + self._timeout
-        while True:
-            self._client.check_for_error_response()  # e.g. INVALID_EXTENSION, sent after the OK
-            try:
-                return self._client.await_recording_signal(signal, subscription_id=self._subscription_id,
-                                                           timeout=0.05)
-            except ArchiveTimeoutError:
-                if time.monotonic() > deadline:
-                    raise SinkArchiveError(f"no {signal.name} signal for the sink recording within {self._timeout} s")
 
-    def _await(self, condition: Callable[[], bool], what: str) -> None:
-        self._await_value(lambda: True if condition() else None, what)
+def _stop_recording_subscription(client: ArchiveClient, subscription_id: int | None) -> None:
+    if subscription_id is not None:
+        with contextlib.suppress(Exception):  # autoStop may have removed it already
+            client.stop_recording_subscription(subscription_id)
 
-    def _await_value(self, produce: Callable[[], T | None], what: str) -> T:
-        deadline = time.monotonic() + self._timeout
-        while True:
-            value = produce()
-            if value is not None:
-                return value
+
+def _await_signal(client: ArchiveClient, signal: RecordingSignal, subscription_id: int,
+                  timeout: float) -> RecordingSignalEvent:
+    deadline = time.monotonic() + timeout
+    while True:
+        client.check_for_error_response()  # e.g. INVALID_EXTENSION, sent after the OK
+        try:
+            return client.await_recording_signal(signal, subscription_id=subscription_id, timeout=0.05)
+        except ArchiveTimeoutError:
             if time.monotonic() > deadline:
-                raise SinkArchiveError(f"timed out after {self._timeout} s waiting for {what}")
-            time.sleep(0.001)
+                raise SinkArchiveError(f"no {signal.name} signal for the sink recording within {timeout} s")
+
+
+def _await_value(produce: Callable[[], T | None], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = produce()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise SinkArchiveError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.001)

@@ -45,31 +45,31 @@ one batch of it). Fault point ``before-claim`` stops a commit exactly between it
 recording and its claim (where the truncate was).
 
 Readers cap a sink recording at its last marker (``source/sink_visibility.py``), so a batch is
-visible entirely or not at all. The archive access is behind ``SinkArchive`` (``sink/sink_archive.py``)
-so this logic is unit-tested with a fake; ``sink/archive_access.py`` implements it over the archive
-client. Spark's commit and abort calls arrive through ``sink/commit_job.py``.
+visible entirely or not at all. The committer depends only on Protocols: the archive is behind
+``SinkArchive`` (``sink/sink_archive.py``), so this logic is unit-tested with a fake, and
+``sink/archive_access.py`` implements it over the archive client; the staged rows (``StagedInputs``)
+and the hint (``CommitHints``) are opened by ``sink/commit_job.py``, where Spark's commit and abort
+calls arrive.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 import crc32c
 import numpy as np
-import pyarrow as pa
-import pyarrow.fs as pafs
 from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import scan_frames
 
 from aeron_spark.connector.sink.fault_injection import fault_point
 from aeron_spark.connector.step_timings import StepTimings
-from aeron_spark.connector.sink.frames import frame_messages
+from aeron_spark.connector.sink.frames import MessageColumns, frame_messages
 from aeron_spark.connector.commit_markers import (
     FLAG_BATCH_WRITE,
     MARKER_FRAME_LENGTH,
@@ -88,51 +88,57 @@ from aeron_spark.connector.sink.sink_archive import (
     SinkConflict,
     SinkState,
 )
-from aeron_spark.connector.sink.staging import (
-    SinkStaging,
-    list_staged,
-    put_small_file,
-    read_small_file,
-    read_staged,
-)
 
 LOG = logging.getLogger("aeron_spark.connector.sink")
-HINT_FILE = "_committed.json"
 
 
-# --- durable hint (in the staging directory, advisory: the recording is the truth) ----------------
+# --- what the committer is given besides the archive (opened by sink/commit_job.py) ----------------
 
 
 @dataclass(frozen=True)
 class CommitHint:
+    """Where the last commit ended (advisory: the recording is the truth)."""
+
     recording_id: int
     committed_end: int
     batch_id: int
 
 
-class HintStore:
-    """``_committed.json`` in the sink's staging directory: where the last commit ended, so the scan
-    for the last marker after a dead commit starts there. Written with one put (no rename on object
-    stores); a torn, missing or stale hint only means a longer scan: ``load`` returns None for what
-    does not parse, and the committer uses a hint only when a marker of this sink ends exactly there."""
-
-    def __init__(self, staging: SinkStaging) -> None:
-        self.staging = staging
-        self.path = staging.path_of(HINT_FILE)
+class CommitHints(Protocol):
+    """Where the last commit ended, kept durably so the scan for the last marker after a dead commit
+    starts there (``commit_job.HintStore``: a file in the staging directory). A torn, missing or
+    stale hint only means a longer scan: the committer uses a hint only when a marker of this sink
+    ends exactly there."""
 
     def load(self) -> CommitHint | None:
-        try:
-            data = read_small_file(self.staging, HINT_FILE)
-            if data is None:
-                return None
-            fields = json.loads(data)
-            return CommitHint(int(fields["recording_id"]), int(fields["committed_end"]), int(fields["batch_id"]))
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            LOG.info("sink hint %s is not usable (%s); scanning instead", self.path, error)
-            return None
+        """The hint, None when there is none or it does not parse."""
 
-    def save(self, hint: CommitHint) -> None:
-        put_small_file(self.staging, HINT_FILE, json.dumps(vars(hint)).encode())
+    def save(self, hint: CommitHint) -> None: ...
+
+
+class StagedPartition(Protocol):
+    """One write task's staged rows."""
+
+    @property
+    def partition_id(self) -> int: ...
+
+    @property
+    def rows(self) -> int:
+        """How many rows the task reported staging."""
+
+    def messages(self) -> Iterator[MessageColumns]:
+        """The staged rows, in order, as payload and reserved-value columns."""
+
+
+class StagedInputs(Protocol):
+    """The staged rows of one commit (``commit_job.StagedFiles``)."""
+
+    @property
+    def partitions(self) -> Sequence[StagedPartition]: ...
+
+    def check_present(self) -> None:
+        """Raise ``SinkCommitError`` when staged rows the tasks reported cannot be read (checked
+        before anything is appended)."""
 
 
 # --- the committer -----------------------------------------------------------------------------
@@ -154,25 +160,14 @@ class CommitResult:
     rows: int = 0
 
 
-@dataclass(frozen=True)
-class StagedInput:
-    partition_id: int
-    path: str
-    rows: int
-
-
-_LOCAL_FILES = SinkStaging(pafs.LocalFileSystem(), "")
-
-
 class SinkCommitter:
-    def __init__(self, archive: SinkArchive, sink_id: str, stream_id: int, *, hints: HintStore | None = None,
-                 staging: SinkStaging | None = None, timeout_s: float = 60.0,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, archive: SinkArchive, sink_id: str, stream_id: int, *, hints: CommitHints | None = None,
+                 timeout_s: float = 60.0, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.archive = archive
         self.sink_id = sink_id
         self.stream_id = stream_id
         self.hints = hints
-        self.staging = staging  # where the inputs' paths are; None: local paths, not checked before the append
         self.timeout_s = timeout_s
         self._sleep = sleep
         self._clock = clock
@@ -321,13 +316,13 @@ class SinkCommitter:
 
     # -- commit ---------------------------------------------------------------------------------
 
-    def commit(self, inputs: Sequence[StagedInput], batch_id: int | None) -> CommitResult:
+    def commit(self, inputs: StagedInputs, batch_id: int | None) -> CommitResult:
         """Append ``inputs`` as batch ``batch_id`` (None: a batch write, numbered last + 1)."""
         batch_write = batch_id is None
-        partitions = [i.partition_id for i in inputs]
+        partitions = [i.partition_id for i in inputs.partitions]
         if len(set(partitions)) != len(partitions):
             raise SinkCommitError(f"sink {self.sink_id}: two commit messages for one partition: {sorted(partitions)}")
-        rows = sum(i.rows for i in inputs)
+        rows = sum(i.rows for i in inputs.partitions)
         if rows == 0:
             return CommitResult(CommitOutcome.EMPTY, batch_id)
         self.timings.mark("before recover")
@@ -345,7 +340,7 @@ class SinkCommitter:
             LOG.info("sink %s: batch %d is already committed (last committed batch %d); skipping", self.sink_id,
                      batch_id, last.marker.batch_id)
             return CommitResult(CommitOutcome.ALREADY_COMMITTED, batch_id, recording_id, end=state.committed_end)
-        self._check_staged_present(inputs)
+        inputs.check_present()
         self.timings.mark("check staged")
         fault_point("before-append", batch_id)  # test-only fault injection; off unless its env var is set
         if state.recording is not None and state.committed_end != state.recording.stop_position:
@@ -360,7 +355,7 @@ class SinkCommitter:
             if state.recording is not None and data_start != state.recording.stop_position:
                 raise SinkCommitError(f"sink {self.sink_id}: the publication starts at {data_start}, the recording "
                                       f"stops at {state.recording.stop_position}")
-            written, payload_bytes, data_crc = self._append_staged(appender, inputs)
+            written, payload_bytes, data_crc = self._append_staged(appender, inputs.partitions)
             self.timings.mark("append rows")
             self._note_back_pressure(appender)
             fault_point("before-marker", batch_id)  # test-only fault injection (sink/fault_injection.py)
@@ -407,37 +402,20 @@ class SinkCommitter:
                            f"(recording {first.recording_id}, before this commit's {own}, which was stopped and "
                            f"removed); one writer per sink.id (this commit failed, nothing of it was appended)")
 
-    def _check_staged_present(self, inputs: Sequence[StagedInput]) -> None:
-        """Every staged file to append exists (one listing), before anything is appended: a missing one
-        means the staging root is not shared by the driver and the executors, or was cleaned."""
-        if self.staging is None:
-            return
-        wanted = [i.path for i in inputs if i.rows]
-        if not wanted:
-            return
-        present = {info.path for info in list_staged(self.staging)}
-        missing = [path for path in wanted if path not in present]
-        if missing:
-            raise SinkCommitError(f"sink {self.sink_id}: {len(missing)} staged file(s) the tasks reported are not in "
-                                  f"{self.staging.directory} (e.g. {missing[0]}): sink.stagingDir must be storage that "
-                                  "the driver and every executor share (on a cluster: an hdfs:, s3:, gs: or abfs: URI, "
-                                  "or a shared mount)")
-
-    def _append_staged(self, appender: SinkAppender, inputs: Sequence[StagedInput]) -> tuple[int, int, int]:
+    def _append_staged(self, appender: SinkAppender, partitions: Sequence[StagedPartition]) -> tuple[int, int, int]:
         rows = payload_bytes = 0
         data_crc = 0
-        staging = self.staging or _LOCAL_FILES
-        for staged in sorted(inputs, key=lambda i: i.partition_id):
+        for staged in sorted(partitions, key=lambda i: i.partition_id):
             if staged.rows == 0:
                 continue
-            for batch in read_staged(staging, staged.path):
-                values, offsets = binary_buffers(batch.column(0))
-                reserved = int64_values(batch.column(1))
+            for columns in staged.messages():
+                offsets = columns.offsets
                 first, last = int(offsets[0]), int(offsets[-1])
-                data_crc = crc32c.crc32c(values[first:last], data_crc)
-                for block in frame_messages(values, offsets, reserved, appender.position, appender.layout):
+                data_crc = crc32c.crc32c(columns.values[first:last], data_crc)
+                for block in frame_messages(columns.values, offsets, columns.reserved, appender.position,
+                                            appender.layout):
                     appender.append(block)
-                rows += batch.num_rows
+                rows += offsets.size - 1
                 payload_bytes += last - first
         return rows, payload_bytes, data_crc
 
@@ -453,23 +431,3 @@ class SinkCommitter:
                                     appender.position, appender.layout):
             appender.append(block)
 
-
-def binary_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(values, offsets) of an Arrow binary array, zero-copy (offsets index ``values``)."""
-    if len(array) == 0:
-        return np.empty(0, np.uint8), np.zeros(1, np.int64)
-    _, offsets_buffer, values_buffer = array.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[array.offset:array.offset + len(array) + 1]
-    values = np.frombuffer(values_buffer, dtype=np.uint8) if values_buffer is not None else np.empty(0, np.uint8)
-    return values, offsets.astype(np.int64)
-
-
-def int64_values(array: pa.Array) -> np.ndarray:
-    """The values of a null-free int64 Arrow array, zero-copy. (``Array.to_numpy`` imports pandas,
-    ~1 s in a fresh commit worker on a loaded machine.)"""
-    if array.null_count:
-        raise SinkCommitError(f"a staged reserved_value column holds {array.null_count} nulls (staging fills them)")
-    data = array.buffers()[1]
-    if len(array) == 0 or data is None:
-        return np.zeros(len(array), np.int64)
-    return np.frombuffer(data, dtype=np.int64)[array.offset:array.offset + len(array)]

@@ -1,25 +1,103 @@
 """Spark's commit and abort of one sink write, on the driver: the staged files the tasks reported
-are appended exactly once (``SinkCommitter``, ``sink/commit.py``) on this process's cached archive
-connection (``sink/archive_access.py``), then deleted; an abort deletes them.
+are opened here (``StagedFiles``, with the commit hint ``HintStore`` beside them) and appended
+exactly once (``SinkCommitter``, ``sink/commit.py``) on this process's cached archive connection
+(``sink/archive_access.py``), then deleted; an abort deletes them.
 
 ``sink/writer.py`` calls ``commit_staged`` / ``abort_staged`` from its ``commit`` / ``abort``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from aeron_spark.connector.step_timings import StepTimings
 from aeron_spark.connector.worker_gc import freeze_long_lived_objects
 from aeron_spark.connector.sink import archive_access
-from aeron_spark.connector.sink.commit import CommitResult, HintStore, SinkCommitter, StagedInput
+from aeron_spark.connector.sink.commit import CommitHint, CommitResult, SinkCommitter
+from aeron_spark.connector.sink.frames import MessageColumns, message_columns
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.sink_archive import SinkArchive, SinkCommitError
-from aeron_spark.connector.sink.staging import clean_stale, delete_quietly, sink_staging
+from aeron_spark.connector.sink.staging import (
+    SinkStaging,
+    clean_stale,
+    delete_quietly,
+    list_staged,
+    put_small_file,
+    read_small_file,
+    read_staged,
+    sink_staging,
+)
 
 LOG = logging.getLogger("aeron_spark.connector.sink")
+HINT_FILE = "_committed.json"
+
+
+class HintStore:
+    """``_committed.json`` in the sink's staging directory (``commit.CommitHints``). Written with one
+    put (no rename on object stores); ``load`` returns None for what does not parse."""
+
+    def __init__(self, staging: SinkStaging) -> None:
+        self.staging = staging
+        self.path = staging.path_of(HINT_FILE)
+
+    def load(self) -> CommitHint | None:
+        try:
+            data = read_small_file(self.staging, HINT_FILE)
+            if data is None:
+                return None
+            fields = json.loads(data)
+            return CommitHint(int(fields["recording_id"]), int(fields["committed_end"]), int(fields["batch_id"]))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            LOG.info("sink hint %s is not usable (%s); scanning instead", self.path, error)
+            return None
+
+    def save(self, hint: CommitHint) -> None:
+        put_small_file(self.staging, HINT_FILE, json.dumps(vars(hint)).encode())
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """One task's staged file (``commit.StagedPartition``)."""
+
+    staging: SinkStaging
+    partition_id: int
+    path: str
+    rows: int
+
+    def messages(self) -> Iterator[MessageColumns]:
+        for batch in read_staged(self.staging, self.path):
+            reserved = batch.column(1)
+            if reserved.null_count:
+                raise SinkCommitError(f"a staged reserved_value column holds {reserved.null_count} nulls "
+                                      "(staging fills them)")
+            yield message_columns(batch.column(0), reserved)
+
+
+@dataclass(frozen=True)
+class StagedFiles:
+    """The staged files of one commit (``commit.StagedInputs``)."""
+
+    sink_id: str
+    staging: SinkStaging
+    partitions: Sequence[StagedFile]
+
+    def check_present(self) -> None:
+        """Every staged file to append exists (one listing): a missing one means the staging root is
+        not shared by the driver and the executors, or was cleaned."""
+        wanted = [i.path for i in self.partitions if i.rows]
+        if not wanted:
+            return
+        present = {info.path for info in list_staged(self.staging)}
+        missing = [path for path in wanted if path not in present]
+        if missing:
+            raise SinkCommitError(f"sink {self.sink_id}: {len(missing)} staged file(s) the tasks reported are not in "
+                                  f"{self.staging.directory} (e.g. {missing[0]}): sink.stagingDir must be storage that "
+                                  "the driver and every executor share (on a cluster: an hdfs:, s3:, gs: or abfs: URI, "
+                                  "or a shared mount)")
 
 
 class StagedTaskOutput(Protocol):
@@ -50,12 +128,12 @@ def commit_staged(options: SinkOptions, messages: Sequence[StagedTaskOutput | No
         raise SinkCommitError(f"commit messages of several sinks in one commit: {sorted(sink_ids)}")
     sink_id = sink_ids.pop()
     staging = sink_staging(options.staging_root, sink_id)
-    inputs = [StagedInput(m.partition_id, m.path, m.rows) for m in staged]
+    inputs = StagedFiles(sink_id, staging, [StagedFile(staging, m.partition_id, m.path, m.rows) for m in staged])
 
     committers: list[SinkCommitter] = []
 
     def run(archive: SinkArchive) -> CommitResult:
-        committer = SinkCommitter(archive, sink_id, options.stream_id, hints=HintStore(staging), staging=staging,
+        committer = SinkCommitter(archive, sink_id, options.stream_id, hints=HintStore(staging),
                                   timeout_s=options.commit_timeout_ms / 1000.0)
         committers.append(committer)
         return committer.commit(inputs, batch_id)

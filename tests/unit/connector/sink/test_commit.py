@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from aeron_spark.connector.source.message_batches import MessageBatchBuilder
-from aeron_spark.connector.sink.commit import CommitOutcome, HintStore, SinkCommitter, StagedInput
-from aeron_spark.connector.sink.commit_job import abort_staged, commit_staged
+from aeron_spark.connector.sink.commit import CommitOutcome, SinkCommitter
+from aeron_spark.connector.sink.commit_job import HintStore, StagedFile, StagedFiles, abort_staged, commit_staged
 from aeron_spark.connector.sink.sink_archive import SinkCommitError, SinkConflict
 from aeron_spark.connector.commit_markers import (
     MARKER_RESERVED_VALUE,
@@ -220,11 +220,13 @@ def test_batch_writes_number_their_batches_and_cannot_share_a_streaming_sink(tmp
         commit(streaming, archive, [stage(streaming, 7, 0, batch(1, "s"), query_id=None)], 7)
 
 
-def test_two_messages_for_one_partition_are_rejected():
+def test_two_messages_for_one_partition_are_rejected(tmp_path):
     archive = FakeSinkArchive()
     committer = SinkCommitter(archive, SINK, 1001)
+    staging = sink_staging(str(tmp_path), SINK)
+    inputs = StagedFiles(SINK, staging, [StagedFile(staging, 0, "a", 1), StagedFile(staging, 0, "b", 1)])
     with pytest.raises(SinkCommitError, match="two commit messages for one partition"):
-        committer.commit([StagedInput(0, "a", 1), StagedInput(0, "b", 1)], 0)
+        committer.commit(inputs, 0)
 
 
 def test_fragmented_messages_and_term_ends_round_trip(tmp_path):

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 from aeron_spark.connector.options import OptionError
-from aeron_spark.connector.sink.commit import CommitOutcome, HintStore, SinkCommitter
-from aeron_spark.connector.sink.commit_job import commit_staged
+from aeron_spark.connector.sink.commit import CommitOutcome, SinkCommitter
+from aeron_spark.connector.sink.commit_job import HintStore, commit_staged
 from aeron_spark.connector.sink.options import SinkOptions
 from aeron_spark.connector.sink.staging import (
     StagedName,
@@ -134,7 +134,7 @@ def test_the_hint_is_one_put_and_a_torn_or_missing_one_falls_back_to_a_scan(root
         """Debris after the last marker, then recovery: (committed end found, lowest position read)."""
         recording.data += bytes(recording.data[:2048])
         reads.clear()
-        state = SinkCommitter(archive, SINK, 1001, hints=hints, staging=staging, timeout_s=1.0).recover()
+        state = SinkCommitter(archive, SINK, 1001, hints=hints, timeout_s=1.0).recover()
         assert recording.position == end_of_2 + 2048  # the debris stays (never truncated: sink/commit.py)
         del recording.data[end_of_2 - recording.start_position:]  # each round starts from one batch's debris
         return state.committed_end, min(reads)
