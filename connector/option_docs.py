@@ -6,10 +6,12 @@ A table is a marked region of the Markdown file::
     ...generated rows...
     <!-- /option-table -->
 
-``side``: source or sink (the JVM sides show as a column); ``options``: a comma list of names,
-``*`` (every option of the side), ``own`` (those the other Python side does not take) or
-``prefix:<p>``; ``columns``: any of ``modes`` (read / readStream, or write / writeStream), ``jvm``,
-``default``, ``accepted``, ``meaning``. Text outside the regions is the docs' own prose.
+``side``: source, sink, jvm-source or jvm-sink; ``options``: a comma list of names, ``*`` (every
+option of the side), ``own`` (those the other Python side does not take), ``jvm-only`` (those no
+Python side takes) or ``prefix:<p>``; ``columns``: any of ``modes`` (read / readStream, or write /
+writeStream), ``jvm`` (whether the JVM side of a Python side takes it), ``default``, ``accepted``,
+``meaning``. A selection without options renders as "(none)". Text outside the regions is the
+docs' own prose.
 
 ``python -m aeron_spark.connector.option_docs [--check] [docs/options.md]`` rewrites the regions
 (``--check``: exits 1 naming the file when they differ); tests/unit/connector/test_option_docs.py
@@ -23,13 +25,14 @@ import re
 import sys
 from pathlib import Path
 
-from aeron_spark.connector.option_spec import OptionSpec, ReadMode, specs_for
+from aeron_spark.connector.option_spec import SIDES, OptionSpec, ReadMode, specs_for
 
 DOCS_PATH = Path("docs/options.md")
 _REGION = re.compile(r"(<!-- option-table (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /option-table -->)", re.DOTALL)
-_OTHER_PYTHON_SIDE = {"source": "sink", "sink": "source"}
-_MODE_WORDS = {"source": {ReadMode.BATCH: "read", ReadMode.STREAM: "readStream"},
-               "sink": {ReadMode.BATCH: "write", ReadMode.STREAM: "writeStream"}}
+_PYTHON_SIDES = ("source", "sink")
+_OTHER_PYTHON_SIDE = {"source": "sink", "sink": "source", "jvm-source": "sink", "jvm-sink": "source"}
+_READ_WORDS = {ReadMode.BATCH: "read", ReadMode.STREAM: "readStream"}
+_WRITE_WORDS = {ReadMode.BATCH: "write", ReadMode.STREAM: "writeStream"}
 _COLUMNS = ("modes", "jvm", "default", "accepted", "meaning")
 _SIZE_UNITS = (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10))
 _DURATION_UNITS = (("h", 3_600_000), ("m", 60_000), ("s", 1000))
@@ -69,6 +72,8 @@ def _selected(side: str, selection: str) -> tuple[OptionSpec, ...]:
         return specs
     if selection == "own":
         return tuple(spec for spec in specs if not spec.accepted_by(_OTHER_PYTHON_SIDE[side]))
+    if selection == "jvm-only":
+        return tuple(spec for spec in specs if not any(spec.accepted_by(python) for python in _PYTHON_SIDES))
     if selection.startswith("prefix:"):
         return tuple(spec for spec in specs if spec.name.startswith(selection.removeprefix("prefix:")))
     by_name = {spec.name: spec for spec in specs}
@@ -82,17 +87,20 @@ def _selected(side: str, selection: str) -> tuple[OptionSpec, ...]:
 
 def render_table(side: str, selection: str, columns: tuple[str, ...]) -> str:
     """The Markdown table (header, rule, one row per option) a region asks for."""
-    if side not in _OTHER_PYTHON_SIDE:
-        raise OptionDocsError(f"option table: side {side!r} is not source or sink")
-    unknown = [column for column in columns if column not in _COLUMNS]
+    if side not in SIDES:
+        raise OptionDocsError(f"option table: side {side!r} is not one of {SIDES}")
+    unknown = [column for column in columns if column not in _COLUMNS or (column == "jvm" and side not in _PYTHON_SIDES)]
     if unknown:
-        raise OptionDocsError(f"option table: columns {unknown} are not among {_COLUMNS}")
-    words = _MODE_WORDS[side]
+        raise OptionDocsError(f"option table: columns {unknown} are not among {_COLUMNS} (jvm: for source and sink)")
+    selected = _selected(side, selection)
+    if not selected:
+        return "(none)\n"
+    words = _READ_WORDS if side.endswith("source") else _WRITE_WORDS
     headers = {"modes": " | ".join(words[mode] for mode in ReadMode), "jvm": f"JVM {side}", "default": "default",
                "accepted": "accepted", "meaning": "meaning"}
     lines = ["| option | " + " | ".join(headers[column] for column in columns) + " |",
              "|---|" + "---|" * sum(2 if column == "modes" else 1 for column in columns)]
-    for spec in _selected(side, selection):
+    for spec in selected:
         cells = [f"`{spec.name}`"]
         for column in columns:
             if column == "modes":

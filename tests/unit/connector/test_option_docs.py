@@ -68,3 +68,17 @@ def test_the_command_rewrites_a_stale_table_and_check_reports_it(tmp_path, capsy
         "intro\n<!-- option-table side=source options=path columns=default -->\n| option | default |\n|---|---|\n"
         "| `path` | – |\n<!-- /option-table -->\nprose\n")
     assert main(["--check", str(path)]) == 0
+
+
+def test_options_only_a_jvm_side_takes_get_tables_of_their_own():
+    for side in ("jvm-source", "jvm-sink"):
+        table = render_table(side, "jvm-only", ("modes", "default"))
+        if table == "(none)\n":
+            continue
+        header, _, *rows = table.splitlines()
+        assert header.startswith("| option | read | readStream |" if side == "jvm-source" else "| option | write |")
+        for row in rows:
+            spec = option_spec(row.split("`")[1], side)
+            assert not spec.accepted_by("source") and not spec.accepted_by("sink")
+    with pytest.raises(OptionDocsError, match="jvm"):
+        render_table("jvm-sink", "*", ("jvm",))
