@@ -107,7 +107,7 @@ def test_the_jvm_sides_accept_what_their_readers_need():
     assert {spec.name for spec in specs_for("jvm-sink")} == {
         "channel", "streamId", "archive.controlChannel", "archive.controlStreamId", "archive.responseChannel",
         "archive.responseStreamId", "archive.timeoutMs", "archive.credentials", "archive.credentialsEncoding",
-        "aeron.dir"}
+        "aeron.dir", "sink.sourceLocation", "sink.offerTimeoutMs"}
 
 
 def test_facts_the_spec_texts_repeat_agree_with_the_code():

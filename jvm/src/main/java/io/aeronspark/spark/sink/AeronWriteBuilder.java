@@ -1,17 +1,30 @@
 package io.aeronspark.spark.sink;
 
+import java.util.Collections;
 import java.util.EnumSet;
 import java.util.Set;
 
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
-/** The sink side of format("aeron-archive-jvm"): builds the streaming write (publishing rows onto an Aeron stream). */
-public final class AeronWriteBuilder implements WriteBuilder {
+/**
+ * The sink of format("aeron-archive-jvm"): each row's {@code value} (binary or string) is published
+ * as one Aeron message on {@code channel}/{@code streamId} from the executor's media driver, and the
+ * archive records that stream. Streaming only (append and update output modes; real-time mode
+ * needs update). Options and the input column are checked here, on the driver, when the query starts.
+ */
+public final class AeronWriteBuilder implements WriteBuilder, SupportsStreamingUpdateAsAppend {
     /** What the table advertises for writing; the table adds these to its own capabilities. */
     public static final Set<TableCapability> CAPABILITIES =
-        java.util.Collections.unmodifiableSet(EnumSet.of(TableCapability.STREAMING_WRITE));
+        Collections.unmodifiableSet(EnumSet.of(TableCapability.STREAMING_WRITE));
+
+    private static final Logger LOG = LoggerFactory.getLogger(AeronWriteBuilder.class);
 
     private final LogicalWriteInfo info;
 
@@ -19,7 +32,22 @@ public final class AeronWriteBuilder implements WriteBuilder {
         this.info = info;
     }
 
-    LogicalWriteInfo info() {
-        return info;
+    @Override
+    public Write build() {
+        final SinkOptions options = SinkOptions.from(info.options().asCaseSensitiveMap(), info.schema());
+        return new Write() {
+            @Override
+            public String description() {
+                return "aeron-archive-jvm sink on " + options.describeStream();
+            }
+
+            @Override
+            public StreamingWrite toStreaming() {
+                final boolean started = SinkRecording.ensure(options);
+                LOG.info("{}: the archive at {} {}", description(), options.archive.describeEndpoint(),
+                    started ? "now records it" : "records it already");
+                return new AeronStreamingWrite(options);
+            }
+        };
     }
 }
