@@ -14,7 +14,10 @@ replayed batch read back exactly once.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 SINK_STREAM_ID = 4101
+CLIENT_WITHOUT_PACKAGE = Path(__file__).with_name("connect_client_without_package.py")
 # Set by the Connect client in this process; a classic SparkContext refuses to start while it is.
 CONNECT_MODE_VARIABLE = "SPARK_CONNECT_MODE_ENABLED"
 
@@ -98,6 +102,17 @@ def test_batch_read_of_a_recording(remote, archive: RecordingArchive):
     assert rows_of(frame) == recorded.rows()
     assert sorted(row.reserved_value for row in frame.select("reserved_value").collect()) == \
         [7_000 + i for i in range(200)]
+
+
+def test_a_client_without_the_package_reads_a_recording(connect_server, archive: RecordingArchive):
+    """Only pyspark's Connect client on the client's side: the project's packages are unimportable there."""
+    recorded, _ = archive.record(numbered_payloads(0, 50), stop=True)
+    client = subprocess.run(
+        [sys.executable, str(CLIENT_WITHOUT_PACKAGE), connect_server.url, archive.archive_dir,
+         str(recorded.recording_id)], capture_output=True, text=True, timeout=WAIT_S)
+    assert client.returncode == 0, client.stderr[-3000:]
+    rows = [json.loads(line) for line in client.stdout.splitlines()]
+    assert [(rid, position, bytes.fromhex(payload)) for rid, position, payload in rows] == recorded.rows()
 
 
 # --- (b) streaming read with a checkpoint -------------------------------------------------------------
