@@ -345,6 +345,41 @@ def parse_optional_enum(raw: Mapping[str, str], ref: SpecRef) -> str | None:
     return text.lower()
 
 
+_LIST_RANGE = {"intList": _TYPE_RANGE["int"], "longList": _TYPE_RANGE["long"]}
+
+
+def id_list_of(spec: OptionSpec, text: str, noun: str, accepted: str) -> tuple[int, ...]:
+    """An ``intList`` / ``longList`` value: a comma list or JSON list of distinct integers within
+    the spec's bounds (else the type's), e.g. ``1,2`` or ``[1,2]``; errors name the option and say
+    ``accepted``."""
+    low, high = _LIST_RANGE[spec.type]
+    low, high = low if spec.min is None else spec.min, high if spec.max is None else spec.max
+    option = spec.name
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError:
+            raise OptionError(f"option {option}={text!r} is not a JSON list; accepted: {accepted}") from None
+        if not isinstance(items, list):
+            raise OptionError(f"option {option}={text!r} is not valid; accepted: {accepted}")
+    else:
+        items = [item.strip() for item in text.split(",")]
+    ids: list[int] = []
+    for item in items:
+        is_int = (isinstance(item, int) and not isinstance(item, bool)) or (
+            isinstance(item, str) and re.fullmatch(r"-?\d+", item) is not None)
+        if not is_int or int(item) < low:
+            raise OptionError(f"option {option}={text!r}: {item!r} is not a {noun}; accepted: {accepted}")
+        if int(item) > high:
+            raise OptionError(f"option {option}={text!r}: {item} is not a {noun}, out of range; accepted: {accepted}")
+        ids.append(int(item))
+    if not ids:
+        raise OptionError(f"option {option} is empty; accepted: {accepted}")
+    if len(set(ids)) != len(ids):
+        raise OptionError(f"option {option}={text!r} lists a {noun} twice")
+    return tuple(ids)
+
+
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
                "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
                "tib": 1 << 40}

@@ -36,6 +36,7 @@ from aeron_spark.connector.option_spec import (  # noqa: F401 - re-exported: the
     choices_of,
     default_int,
     default_str,
+    id_list_of,
     option_spec,
     parse_bool,
     parse_channel,

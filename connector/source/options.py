@@ -34,6 +34,8 @@ from aeron_spark.connector.options import (
     choices_of,
     default_int,
     default_str,
+    id_list_of,
+    option_spec,
     parse_bool,
     parse_connection,
     parse_duration_ms,
@@ -58,6 +60,7 @@ TIME_STRATEGIES = choices_of("startingPositionsByTimestampStrategy")
 DEFAULT_MAX_BYTES_PER_PARTITION = default_int("maxBytesPerPartition")
 
 _SPECS_BY_LOWER: dict[str, OptionSpec] = {spec.name.lower(): spec for spec in OPTION_SPECS}
+_STREAM_ID_SPEC = option_spec("streamId", SIDE)
 DEFAULT_TIME_STRATEGY = default_str("startingPositionsByTimestampStrategy")
 # The spec's max: epoch ms times 1e6 (message times are ns) must stay an int64.
 _EPOCH_MS_MAX = bounds_of("startingTimestamp")[1]
@@ -292,34 +295,7 @@ def _parse_stream_ids(text: str) -> tuple[int, ...]:
     accepted = f"a stream id, an int32 ({INT32_MIN}..{INT32_MAX}), or a comma list or JSON list of them, e.g. 1001,1002"
     if not text.startswith("[") and "," not in text:
         return (stream_id_of("streamId", text),)  # one id: its own, precise errors
-    return _parse_id_list("streamId", text, "stream id", INT32_MIN, INT32_MAX, accepted)
-
-
-def _parse_id_list(option: str, text: str, noun: str, minimum: int, maximum: int, accepted: str) -> tuple[int, ...]:
-    """A comma list or JSON list of distinct integer ids in [minimum, maximum] (errors name the option)."""
-    if text.startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError:
-            raise OptionError(f"option {option}={text!r} is not a JSON list; accepted: {accepted}") from None
-        if not isinstance(items, list):
-            raise OptionError(f"option {option}={text!r} is not valid; accepted: {accepted}")
-    else:
-        items = [item.strip() for item in text.split(",")]
-    ids: list[int] = []
-    for item in items:
-        is_int = (isinstance(item, int) and not isinstance(item, bool)) or (
-            isinstance(item, str) and re.fullmatch(r"-?\d+", item) is not None)
-        if not is_int or int(item) < minimum:
-            raise OptionError(f"option {option}={text!r}: {item!r} is not a {noun}; accepted: {accepted}")
-        if int(item) > maximum:
-            raise OptionError(f"option {option}={text!r}: {item} is not a {noun}, out of range; accepted: {accepted}")
-        ids.append(int(item))
-    if not ids:
-        raise OptionError(f"option {option} is empty; accepted: {accepted}")
-    if len(set(ids)) != len(ids):
-        raise OptionError(f"option {option}={text!r} lists a {noun} twice")
-    return tuple(ids)
+    return id_list_of(_STREAM_ID_SPEC, text, "stream id", accepted)
 
 
 def _check_channel_pattern(pattern: str) -> None:
@@ -333,7 +309,7 @@ def _check_channel_pattern(pattern: str) -> None:
 
 def _parse_recording_ids(text: str) -> tuple[int, ...]:
     accepted = f"a comma list or JSON list of recording ids 0..{INT64_MAX}, e.g. 1,2 or [1,2]"
-    return _parse_id_list("recordingIds", text, "recording id", 0, INT64_MAX, accepted)
+    return id_list_of(option_spec("recordingIds"), text, "recording id", accepted)
 
 
 def _parse_starting(raw: dict[str, str], mode: ReadMode, recording_ids: tuple[int, ...] | None) -> PositionSpec:

@@ -17,6 +17,7 @@ from aeron_spark.connector.option_spec import (
     ReadMode,
     all_option_specs,
     canonical_options,
+    id_list_of,
     load_option_specs,
     option_spec,
     parse_bool,
@@ -201,3 +202,15 @@ def test_a_size_out_of_the_spec_bounds_names_what_it_accepts():
 def test_a_required_option_without_a_default_says_so():
     with pytest.raises(OptionError, match=r"option streamId is required; accepted: a stream id"):
         parse_stream_id({}, option_spec("streamId", "sink"))
+
+
+def test_id_lists_take_their_bounds_from_the_spec_and_their_type():
+    recording_ids, stream_ids = option_spec("recordingIds"), option_spec("streamId", "source")
+    assert id_list_of(recording_ids, "[1, 2]", "recording id", "ids") == (1, 2)
+    assert id_list_of(stream_ids, "-7, 9", "stream id", "ids") == (-7, 9)
+    with pytest.raises(OptionError, match=r"option recordingIds='-1,2': '-1' is not a recording id; accepted: ids"):
+        id_list_of(recording_ids, "-1,2", "recording id", "ids")
+    with pytest.raises(OptionError, match=rf"{INT32_MAX + 1} is not a stream id, out of range; accepted: ids"):
+        id_list_of(stream_ids, f"1,{INT32_MAX + 1}", "stream id", "ids")
+    with pytest.raises(OptionError, match="lists a stream id twice"):
+        id_list_of(stream_ids, "1,1", "stream id", "ids")
