@@ -8,8 +8,8 @@ venv's Python and find it as any session does (``pyspark_aeron_archive``), which
 cluster needs too (docs/deployment.md, "Spark Connect"). Paths in options (``archive.dir``,
 ``checkpointLocation``) are the server's; here client and server share one machine.
 
-A batch read, a streaming read restarted from its checkpoint, and a streaming sink write with a
-replayed batch read back exactly once.
+A batch read (also from a client process that cannot import this project), a streaming read
+restarted from its checkpoint, and a streaming sink write with a replayed batch read back exactly once.
 """
 
 from __future__ import annotations
