@@ -179,15 +179,25 @@ def cold_start(pipeline: Pipeline, timeline: bool = False) -> dict[str, float]:
             "first batch": first.end - first.start}
 
 
+def batches_between(pipeline: Pipeline, begin: float, end: float) -> str:
+    """The batches that ran across [begin, end] (s relative to ``begin``), with their steps."""
+    found = [p for query in pipeline.queries for p in query.progress() if p.end >= begin and p.start <= end]
+    return "; ".join(f"#{p.batch_id} {p.rows} rows {p.start - begin:+.1f}..{p.end - begin:+.1f} s "
+                     f"(addBatch {p.ms.get('addBatch', 0)} ms, latestOffset {p.ms.get('latestOffset', 0)} ms)"
+                     for p in found)
+
+
 def sidecar_kill(pipeline: Pipeline, down_s: float) -> float:
     assert pipeline.sidecar is not None
+    killed_at = time.time()
     pipeline.sidecar.kill()
     time.sleep(down_s)
     ready = pipeline.start_sidecar()
     batch, restarts = pipeline.committed_after(ready)
     recovery = batch.end - ready
-    print(f"sidecar SIGKILL: ready -> committed batch {batch.batch_id} ({batch.rows} rows) {recovery:.1f} s; "
-          f"query restarts {restarts}; that batch {batch.ms}", flush=True)
+    print(f"sidecar SIGKILL: ready {ready - killed_at:.1f} s after the kill -> committed batch {batch.batch_id} "
+          f"({batch.rows} rows) {recovery:.1f} s; query restarts {restarts}; batches since the kill (s after it): "
+          f"{batches_between(pipeline, killed_at, batch.end)}", flush=True)
     return recovery
 
 

@@ -69,7 +69,11 @@ def test_every_recorded_message_is_written_once_through_random_kills_and_a_parti
                       f"{recovered} {outcome.note}")
             for failure in pipeline.query_failures:
                 print("  query failure:", failure[:300])
+        except BaseException:
+            print(pipeline.sidecar_diagnosis())
+            raise
         finally:
+            print("batches (s after the chaos began):\n" + pipeline.batch_timeline(pipeline.chaos_began or time.time()))
             pipeline.stop_all()
             if pipeline.sidecar is not None:
                 print("sidecar log tail:\n" + pipeline.sidecar.log_tail(20))

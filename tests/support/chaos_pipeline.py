@@ -54,6 +54,8 @@ SINK_ID = "chaos"
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 MAX_QUERY_RUNS = 12
+RESTARTED_QUERY_TIMEOUT_S = 240.0
+WORKER_WAIT_S = 30.0  # how long a worker SIGKILL waits for the query to have a Python worker
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,8 @@ class ChaosPipeline:
     address: str
     spark_driver_dir: Path  # the Spark host's media driver (running; the caller owns it)
     rate_per_s: int = 150
+    master: str = "local[2,3]"  # 3 attempts per task: a killed Python worker fails its task, not the query
+    chaos_began: float = 0.0  # epoch s
     query_options: list[str] = field(default_factory=list)
     sidecar: ArchiveHostSidecar | None = None
     publisher_driver: NamespacedProcess | None = None
@@ -309,7 +313,8 @@ class ChaosPipeline:
         args = ["--control-channel", self.sidecar.control_channel, "--channel", f"endpoint=127.0.0.1:{RECORD_PORT}",
                 "--stream-id", str(STREAM_ID), "--sink-channel", f"aeron:udp?endpoint={self.address}:{SINK_PORT}",
                 "--sink-stream-id", str(SINK_STREAM_ID), "--sink-id", SINK_ID,
-                "--checkpoint", str(self.tmp / "checkpoint"), "--stop-file", str(self.tmp / "stop-query")]
+                "--checkpoint", str(self.tmp / "checkpoint"), "--stop-file", str(self.tmp / "stop-query"),
+                "--master", self.master]
         for option in self.query_options:
             args += ["--option", option]
         self.queries.append(SinkTailQuery(args, {**os.environ, "AERON_DIR": str(self.spark_driver_dir)}))
@@ -351,7 +356,12 @@ class ChaosPipeline:
             self.query.kill()
             self.start_query()
         elif fault.kind == "worker":
+            deadline = time.monotonic() + WORKER_WAIT_S
             workers = self.query.python_workers()
+            while not workers and time.monotonic() < deadline:  # a query still starting has none yet
+                self.supervise()
+                time.sleep(0.5)
+                workers = self.query.python_workers()
             if workers:
                 victim = rng.choice(workers)
                 outcome.note = f"pid {victim} of {len(workers)} workers"
@@ -378,6 +388,7 @@ class ChaosPipeline:
 
     def run_chaos(self, faults: Sequence[Fault], rng: random.Random, log=print) -> None:
         began = time.monotonic()
+        self.chaos_began = time.time()
         for fault in faults:
             while time.monotonic() - began < fault.at_s:
                 self.supervise()
@@ -386,6 +397,13 @@ class ChaosPipeline:
             outcome = self.inject(fault, rng)
             if outcome.note:
                 log(f"           {outcome.note}")
+            if fault.kind == "query":  # the next faults hit a running query, not one still starting
+                waited = time.monotonic()
+                restarted = self.query
+                self.wait_until(lambda: any(p.rows > 0 for p in restarted.progress()) or restarted is not self.query,
+                                "the restarted query's first committed batch", RESTARTED_QUERY_TIMEOUT_S)
+                began += time.monotonic() - waited
+                log(f"           restarted query committed after {time.monotonic() - waited:.1f} s")
 
     def finish_publishing(self, timeout: float) -> RecordedStream:
         """Stops publishing, waits until the last message is recorded; what every recording holds."""
@@ -436,6 +454,17 @@ class ChaosPipeline:
         return subprocess.run([sys.executable, "-m", "aeron_spark.archive.cli.main", "verify", "--dir",
                                str(self.archive_dir)], capture_output=True, text=True, timeout=120)
 
+    def batch_timeline(self, origin: float) -> str:
+        """Every query run's batches: id, rows, start (s after ``origin``), duration and addBatch."""
+        lines = []
+        for number, query in enumerate(self.queries):
+            batches = query.progress()
+            lines.append(f"  query run {number} (launched {query.launched_at - origin:+.1f} s): " + ", ".join(
+                f"#{p.batch_id} {p.rows}r @{p.start - origin:.1f}+{p.end - p.start:.1f}s"
+                f"(add {p.ms.get('addBatch', 0) / 1000:.1f})"
+                for p in batches))
+        return "\n".join(lines)
+
     def sidecar_sample(self) -> dict[str, float]:
         """The running sidecar's RSS (MB), open files and catalog size (bytes), for the soak."""
         assert self.sidecar is not None
@@ -451,6 +480,22 @@ class ChaosPipeline:
         return {"pid": pid, "rss_mb": rss_kb / 1024.0, "open_files": open_files,
                 "catalog_bytes": catalog.stat().st_size if catalog.exists() else 0,
                 "archive_bytes": sum(path.stat().st_size for path in self.archive_dir.glob("*.rec"))}
+
+    def sidecar_diagnosis(self) -> str:
+        """The running sidecar's thread stacks (py-spy, when installed) and ``aeron-archive errors``:
+        what a stalled sidecar was doing, for the failure report."""
+        if self.sidecar is None or not self.sidecar.runs or self.sidecar.current.process.poll() is not None:
+            return "(no sidecar running)"
+        parts = []
+        py_spy = Path(sys.executable).with_name("py-spy")
+        if py_spy.exists():
+            dump = subprocess.run([str(py_spy), "dump", "--native", "--pid", str(self.sidecar.current.pid)],
+                                  capture_output=True, text=True, timeout=60)
+            parts.append(f"py-spy dump of the sidecar {self.sidecar.current.pid}:\n{dump.stdout}{dump.stderr}")
+        errors = subprocess.run([sys.executable, "-m", "aeron_spark.archive.cli.main", "errors", "--dir",
+                                 str(self.archive_dir)], capture_output=True, text=True, timeout=60)
+        parts.append(f"aeron-archive errors:\n{errors.stdout[-4000:]}{errors.stderr[-2000:]}")
+        return "\n".join(parts)
 
     def stop_all(self) -> None:
         """Every process started here, by PID (also after a failure)."""
