@@ -3,8 +3,9 @@ hour apart, that agree on every verdict").
 
     .venv/bin/python bench/compare_runs.py FIRST.json SECOND.json
 
-Reads two ``--json`` files of ``bench/modern_java_archive.py`` and prints, per cell (transport,
-payload, record/replay), each run's median ratio ours/Java with its 95 % interval and verdict, and
+Reads two ``--json`` files of ``bench/modern_java_archive.py`` and prints, per cell (the ratio:
+ours/java, and with an A/B ours-b/java and ours-b/ours; transport; payload; record or replay), each
+run's median ratio with its 95 % interval and verdict, and
 whether the verdicts agree. Exit status 0 when every cell of both runs has the same verdict and
 the runs measured the same configuration, 1 when a verdict differs or a cell is missing from one
 run, 2 on unreadable input. "not proven" in both runs is agreement, and is listed as such: a
@@ -22,9 +23,9 @@ from typing import Any
 
 SCHEMAS = ("modern-java-archive/2",)
 # Configuration that must be equal for two runs' verdicts to be comparable (repeats and seed may differ).
-COMPARED_CONFIG = ("transport", "publisher", "javaThreading", "ourArgs", "messages", "warmup")
+COMPARED_CONFIG = ("transport", "publisher", "javaThreading", "ourArgs", "messages", "warmup", "abOurArgs", "abOurEnv")
 
-Cell = tuple[str, int, str]
+Cell = tuple[str, str, int, str]  # comparison (e.g. "ours/java"), transport, payload, operation
 
 
 def verdict_of(cell: dict[str, Any]) -> str:
@@ -44,7 +45,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def cells_of(run: dict[str, Any]) -> dict[Cell, dict[str, Any]]:
-    return {(c["transport"], int(c["size"]), c["operation"]): c for c in run["cells"]}
+    return {(c.get("comparison", "ours/java"), c["transport"], int(c["size"]), c["operation"]): c for c in run["cells"]}
 
 
 def describe(cell: dict[str, Any] | None) -> str:
@@ -64,17 +65,17 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> tuple[list[str], b
             lines.append(f"configuration differs: {key} = {first['config'].get(key)!r} vs {second['config'].get(key)!r}")
     a, b = cells_of(first), cells_of(second)
     proven_both = 0
-    lines.append(f"| transport | payload | operation | first ({first['started']}, {first['config']['repeats']} repeats) "
+    lines.append(f"| ratio | transport | payload | operation | first ({first['started']}, {first['config']['repeats']} repeats) "
                  f"| second ({second['started']}, {second['config']['repeats']} repeats) | agree |")
-    lines.append("|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|")
     for cell in dict.fromkeys([*a, *b]):
         left, right = a.get(cell), b.get(cell)
         same = left is not None and right is not None and verdict_of(left) == verdict_of(right)
         agree &= same
         if same and left is not None and verdict_of(left) != "not proven":
             proven_both += 1
-        transport, size, operation = cell
-        lines.append(f"| {transport} | {size} B | {operation} | {describe(left)} | {describe(right)} "
+        comparison, transport, size, operation = cell
+        lines.append(f"| {comparison} | {transport} | {size} B | {operation} | {describe(left)} | {describe(right)} "
                      f"| {'yes' if same else 'NO'} |")
     lines.append(f"{'the runs agree on every verdict' if agree else 'the runs DISAGREE'}; "
                  f"{proven_both} of {len(dict.fromkeys([*a, *b]))} cells proven (faster or slower) in both")

@@ -109,6 +109,8 @@ from tests.support.ports import free_udp_port, udp_channel
 
 REPO = Path(__file__).resolve().parent.parent
 ARCHIVES = ("java", "ours")
+VARIANT = "ours-b"  # our sidecar with --ab-our-args/--ab-our-env: an A/B in the same interleaved run
+LABELS = {"java": "Java", "ours": "ours", VARIANT: "ours-b"}
 TERM_LENGTH = 16 * 1024 * 1024
 STREAM_ID = 1001
 REPLAY_STREAM_ID = 2002
@@ -126,16 +128,38 @@ END_MARK = "<!-- end of modern-java-archive results -->"
 
 @contextlib.contextmanager
 def started(archive: str, installation: ModernPeerInstallation, work_dir: Path, java_threading: str,
-            our_args: tuple[str, ...] = ()):
+            our_args: tuple[str, ...] = (), our_env: dict[str, str] | None = None):
+    """One archive, fresh directory; ``our_env`` is added to our sidecar's environment only (e.g.
+    ``AERON_*`` settings of its embedded C driver), the Java archive never sees it."""
     archive_dir = work_dir / f"{archive}-archive"
     shutil.rmtree(archive_dir, ignore_errors=True)
-    manager = (running_modern_java_archive_process(installation, archive_dir, threading_mode=java_threading)
-               if archive == "java" else running_our_sidecar(archive_dir, extra_args=our_args))
     try:
-        with manager as running:
-            yield running
+        if archive == "java":
+            manager = running_modern_java_archive_process(installation, archive_dir, threading_mode=java_threading)
+            with manager as running:
+                yield running
+        else:
+            with contextlib.ExitStack() as stack:
+                with environment(our_env or {}):  # read by the child at its start only
+                    running = stack.enter_context(running_our_sidecar(archive_dir, extra_args=our_args))
+                yield running
     finally:
         shutil.rmtree(archive_dir, ignore_errors=True)  # recordings are large; keep the disk tidy
+
+
+@contextlib.contextmanager
+def environment(extra: dict[str, str]):
+    """``extra`` in os.environ while the block runs (a child started inside inherits it)."""
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def local_control(running: RunningArchive) -> tuple[str, int]:
@@ -194,15 +218,16 @@ def run_case(running: RunningArchive, transport: str, size: int, messages: int,
     client = [sys.executable, str(PYTHON_BENCH_CLIENT)]
     connection, record_options, replay_options = client_options(running, transport)
     before_record = ArchiveProbe(running)
+    watch = ["--watch-pid", str(running.pid)]  # the causes over exactly the timed window too (timedWindow)
     recorded = run_bench_client([*client, "record", *connection, *record_options, "--stream-id", str(STREAM_ID),
-                                 "--messages", str(messages), "--size", str(size), "--publisher", publisher])
+                                 "--messages", str(messages), "--size", str(size), "--publisher", publisher, *watch])
     after_record = ArchiveProbe(running)
     length = recorded["stopPosition"] - recorded["startPosition"]
     residency = recording_residency(running.archive_dir, recorded["recordingId"], length)
     before_replay = ArchiveProbe(running)
     replayed = run_bench_client([*client, "replay", *connection, *replay_options,
                                  "--recording-id", str(recorded["recordingId"]),
-                                 "--replay-stream-id", str(REPLAY_STREAM_ID)])
+                                 "--replay-stream-id", str(REPLAY_STREAM_ID), *watch])
     after_replay = ArchiveProbe(running)
     recorded.update(after_record.since(before_record))
     replayed.update(after_replay.since(before_replay))
@@ -217,26 +242,39 @@ def run_case(running: RunningArchive, transport: str, size: int, messages: int,
     return recorded, replayed
 
 
-def balanced_orders(rng: random.Random, repeats: int) -> list[tuple[str, ...]]:
-    """Which archive goes first in each repeat of one case: half the repeats each way (the odd one
-    drawn), shuffled, so neither archive always inherits the other's after-effects."""
-    orders = [ARCHIVES, tuple(reversed(ARCHIVES))] * (repeats // 2)
-    if repeats % 2:
-        orders.append(rng.choice([ARCHIVES, tuple(reversed(ARCHIVES))]))
+def balanced_orders(rng: random.Random, repeats: int, archives: tuple[str, ...] = ARCHIVES) -> list[tuple[str, ...]]:
+    """The archives' order in each repeat of one case: the rotations of a drawn order, each used
+    equally often (the remainder drawn), shuffled, so each archive goes first, second, ... equally
+    often and none always inherits another's after-effects."""
+    base = tuple(rng.sample(archives, len(archives)))
+    rotations = [base[i:] + base[:i] for i in range(len(base))]
+    orders = rotations * (repeats // len(rotations)) + rng.sample(rotations, repeats % len(rotations))
     rng.shuffle(orders)
     return orders
 
 
 def client_wait(result: dict[str, Any]) -> float:
-    """The client's main thread's run-queue wait (the publisher, or the replay subscriber)."""
+    """The client's main thread's run-queue wait (the publisher, or the replay subscriber): over the
+    timed window when measured there, else over the whole client command."""
+    if "timedWindow" in result:
+        return result["timedWindow"]["clientMainRunQueueWaitSeconds"]
     return result.get("clientThreads", {}).get("main (publisher / subscriber)", [0.0, 0.0])[1]
 
 
+def timed_causes(result: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """(machine readings, archive run-queue wait s) over the timed window when the client measured
+    them there (``timedWindow``), else over the whole client command."""
+    timed = result.get("timedWindow")
+    if timed is not None:
+        return timed["machine"], timed["archiveRunQueueWaitSeconds"]
+    return result["machine"], result["archiveRunQueueWaitSeconds"]
+
+
 def cause_text(operation: str, result: dict[str, Any]) -> str:
-    """One archive's side of a timed command: what held it back, in one line."""
-    machine = result["machine"]
+    """One archive's side of a timed command: what held it back, in one line (over the timed window)."""
+    machine, archive_wait = timed_causes(result)
     pressure = machine["cpuPressureShare"]
-    parts = [f"archive run-queue wait {result['archiveRunQueueWaitSeconds']:.2f} s",
+    parts = [f"timed {machine['windowSeconds']:.2f} s: archive run-queue wait {archive_wait:.2f} s",
              f"client wait {client_wait(result):.2f} s"]
     if operation == "record":
         parts.append(f"back-pressured {result['backPressuredOffers']:,} offers "
@@ -260,9 +298,10 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
     rng = random.Random(args.seed)
     cases = [(transport, size, messages) for transport in transports
              for size, messages in args.messages[transport].items()]
-    orders = {case: balanced_orders(rng, args.repeats) for case in cases}
+    archives = archives_of(args)
+    orders = {case: balanced_orders(rng, args.repeats, archives) for case in cases}
     samples: list[Sample] = []
-    idle: dict[str, list[float]] = {archive: [] for archive in ARCHIVES}
+    idle: dict[str, list[float]] = {archive: [] for archive in archives}
     for repeat in range(args.repeats):
         for case in rng.sample(cases, len(cases)):
             transport, size, messages = case
@@ -271,16 +310,18 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
             for position, archive in enumerate(order):
                 if args.sync:
                     os.sync()  # the previous archive's dirty pages are not written back inside this window
+                variant = archive == VARIANT
                 with started(archive, installation, args.work_dir, args.java_threading,
-                             tuple(args.our_args.split())) as running:
+                             tuple((args.ab_our_args if variant else args.our_args).split()),
+                             args.ab_our_env if variant else None) as running:
                     idle[archive].append(idle_cpu_share(running.pid))
                     running.details["threadNames"] = thread_names(running.pid)
                     if args.warmup:  # JIT-compile the Java archive's paths before timing them
                         run_case(running, transport, size, max(1, messages // 4), args.publisher)
                     profiling = contextlib.nullcontext()
-                    if archive == "ours" and args.profile is not None:
+                    if archive != "java" and args.profile is not None:
                         args.profile.mkdir(parents=True, exist_ok=True)
-                        profiling = py_spy_recording(running.pid, args.profile / f"ours-{repeat}-{transport}-{size}.txt",
+                        profiling = py_spy_recording(running.pid, args.profile / f"{archive}-{repeat}-{transport}-{size}.txt",
                                                      idle=args.profile_idle)
                     with profiling:
                         recorded, replayed = run_case(running, transport, size, messages, args.publisher)
@@ -293,10 +334,21 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
                           f"({'1st' if position == 0 else '2nd'}) {operation}: {sample.mb_per_s:8.1f} MB/s, "
                           f"archive CPU {result['archiveCpuSeconds']:.2f} s | {cause_text(operation, result)}",
                           flush=True)
-            print(f"repeat {repeat + 1}/{args.repeats} {transport} {size:5} B ours/Java: "
-                  f"record {rates[('ours', 'record')] / rates[('java', 'record')]:.2f}x, "
-                  f"replay {rates[('ours', 'replay')] / rates[('java', 'replay')]:.2f}x", flush=True)
+            for numerator, denominator in comparisons(archives):
+                print(f"repeat {repeat + 1}/{args.repeats} {transport} {size:5} B "
+                      f"{LABELS[numerator]}/{LABELS[denominator]}: "
+                      f"record {rates[(numerator, 'record')] / rates[(denominator, 'record')]:.2f}x, "
+                      f"replay {rates[(numerator, 'replay')] / rates[(denominator, 'replay')]:.2f}x", flush=True)
     return samples, idle
+
+
+def archives_of(args: argparse.Namespace) -> tuple[str, ...]:
+    return (*ARCHIVES, VARIANT) if args.ab_our_args or args.ab_our_env else ARCHIVES
+
+
+def comparisons(archives: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(numerator, denominator) of the ratios reported: ours/Java, and with a variant ours-b/Java and ours-b/ours."""
+    return [("ours", "java"), *([(VARIANT, "java"), (VARIANT, "ours")] if VARIANT in archives else [])]
 
 
 def cells(samples: list[Sample]) -> list[tuple[str, int, str]]:
@@ -305,17 +357,37 @@ def cells(samples: list[Sample]) -> list[tuple[str, int, str]]:
         samples, key=lambda s: (s.transport, s.size, s.operation))))
 
 
-def paired_ratios(samples: list[Sample], transport: str, size: int, operation: str) -> dict[int, float]:
-    """ours/Java of each repeat of one cell (both archives ran that case back to back)."""
-    java = {s.repeat: s.mb_per_s for s in select(samples, archive="java", transport=transport, size=size,
-                                                   operation=operation)}
-    return {s.repeat: s.mb_per_s / java[s.repeat]
-            for s in select(samples, archive="ours", transport=transport, size=size, operation=operation)
-            if s.repeat in java}
+def paired_ratios(samples: list[Sample], transport: str, size: int, operation: str,
+                  numerator: str = "ours", denominator: str = "java") -> dict[int, float]:
+    """numerator/denominator (default ours/Java) of each repeat of one cell (the archives ran that
+    case back to back)."""
+    below = {s.repeat: s.mb_per_s for s in select(samples, archive=denominator, transport=transport, size=size,
+                                                    operation=operation)}
+    return {s.repeat: s.mb_per_s / below[s.repeat]
+            for s in select(samples, archive=numerator, transport=transport, size=size, operation=operation)
+            if s.repeat in below}
 
 
-def verdicts(samples: list[Sample], seed: int) -> dict[tuple[str, int, str], CellVerdict]:
-    return {cell: verdict(list(paired_ratios(samples, *cell).values()), seed) for cell in cells(samples)}
+def verdicts(samples: list[Sample], seed: int, numerator: str = "ours",
+             denominator: str = "java") -> dict[tuple[str, int, str], CellVerdict]:
+    return {cell: verdict(list(paired_ratios(samples, *cell, numerator, denominator).values()), seed)
+            for cell in cells(samples)}
+
+
+def ab_table(samples: list[Sample], seed: int, args: argparse.Namespace) -> str:
+    """The variant (--ab-our-args/--ab-our-env) against Java and against ours, same run."""
+    against_java, against_ours = verdicts(samples, seed, VARIANT, "java"), verdicts(samples, seed, VARIANT, "ours")
+    lines = [f"A/B in the same run: ours-b = ours with serve args {args.ab_our_args!r}, environment "
+             f"{args.ab_our_env or {}}", "",
+             "| transport | payload | operation | **ours-b/ours** median [95 % interval] | verdict | per-repeat "
+             "| ours-b/Java median [95 % interval] | verdict |", "|---|---|---|---|---|---|---|---|"]
+    for cell in cells(samples):
+        b, j = against_ours[cell], against_java[cell]
+        ratios = paired_ratios(samples, *cell, VARIANT, "ours")
+        lines.append(f"| {cell[0]} | {cell[1]} B | {cell[2]} | **{b.median:.2f}x** [{b.low:.2f}, {b.high:.2f}] "
+                     f"| {b.verdict} | {', '.join(f'{ratios[r]:.2f}' for r in sorted(ratios))} "
+                     f"| {j.median:.2f}x [{j.low:.2f}, {j.high:.2f}] | {j.verdict} |")
+    return "\n".join(lines)
 
 
 def table(samples: list[Sample], messages: dict[str, dict[int, int]], judged: dict[tuple[str, int, str], CellVerdict]) -> str:
@@ -359,14 +431,15 @@ def table(samples: list[Sample], messages: dict[str, dict[int, int]], judged: di
 
 def _side(sample: Sample) -> str:
     """The causes columns of one archive's side of a repeat, compact."""
-    detail, machine = sample.detail, sample.detail["machine"]
+    detail = sample.detail
+    machine, archive_wait = timed_causes(detail)
     waited = (f"{detail.get('backPressuredSeconds', 0.0):.2f}" if sample.operation == "record"
               else f"{detail.get('starvedSeconds', 0.0):.2f}")
     resident = ""
     if sample.operation == "replay":
         share = detail["pageCacheBeforeReplay"]["residentShare"]
         resident = f", res {'-' if share is None else f'{share:.0%}'}"
-    return (f"{sample.mb_per_s:,.0f} MB/s; rq {detail['archiveRunQueueWaitSeconds']:.2f}/{client_wait(detail):.2f}; "
+    return (f"{sample.mb_per_s:,.0f} MB/s; rq {archive_wait:.2f}/{client_wait(detail):.2f}; "
             f"held {waited}; others {machine['othersCpuSeconds']:.2f}, steal {machine['stealSeconds']:.2f}"
             f"{resident}; wb {machine['writtenBackMiB']:.0f}")
 
@@ -381,7 +454,8 @@ def spread_table(samples: list[Sample]) -> str:
         for repeat in sorted(ratios):
             java, ours = (select(samples, archive=a, transport=transport, size=size, operation=operation,
                                  repeat=repeat)[0] for a in ARCHIVES)
-            first = "Java" if java.detail["order"] == 0 else "ours"
+            first = next((LABELS[s.archive] for s in samples if s.detail["order"] == 0 and s.repeat == repeat
+                          and (s.transport, s.size, s.operation) == (transport, size, operation)), "?")
             lines.append(f"| {transport} | {size} B | {operation} | {repeat + 1} | {first} | {ratios[repeat]:.2f} "
                          f"| {_side(java)} | {_side(ours)} | {java.detail['loadAverage']:.1f} / "
                          f"{ours.detail['loadAverage']:.1f} |")
@@ -419,7 +493,7 @@ QUIET_LOAD_AVERAGE = 2.5
 def run_notes(work_dir: Path, samples: list[Sample], idle: dict[str, list[float]], args: argparse.Namespace) -> str:
     loads = [s.detail["loadAverage"] for s in samples]
     publishers = ", ".join(dict.fromkeys(s.detail["publisher"] for s in samples if s.operation == "record"))
-    idle_text = ", ".join(f"{'Java' if archive == 'java' else 'ours'} {spread(shares, '.1%')}"
+    idle_text = ", ".join(f"{LABELS[archive]} {spread(shares, '.1%')}"
                           for archive, shares in idle.items() if shares)
     # Above about one runnable task per core something else competed for the two cores.
     quietness = "quiet" if max(loads) <= QUIET_LOAD_AVERAGE else "other work competed for the cores: figures provisional"
@@ -453,15 +527,30 @@ def run_record(args: argparse.Namespace, argv: list[str], samples: list[Sample],
         "finished": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%dT%H:%M:%SZ}",
         "config": {"transport": args.transport, "repeats": args.repeats, "publisher": args.publisher,
                    "javaThreading": args.java_threading, "ourArgs": args.our_args, "warmup": args.warmup,
+                   "abOurArgs": args.ab_our_args, "abOurEnv": args.ab_our_env,
                    "sync": args.sync, "messages": {t: {str(k): v for k, v in m.items()}
                                                    for t, m in args.messages.items()}},
         "machine": notes,
-        "cells": [{"transport": t, "size": size, "operation": op, "median": v.median, "low": v.low, "high": v.high,
-                   "verdict": v.verdict, "ratios": [r for _, r in sorted(paired_ratios(samples, t, size, op).items())]}
-                  for (t, size, op), v in judged.items()],
+        "cells": [{"comparison": f"{numerator}/{denominator}", "transport": t, "size": size, "operation": op,
+                   "median": v.median, "low": v.low, "high": v.high, "verdict": v.verdict,
+                   "ratios": [r for _, r in sorted(paired_ratios(samples, t, size, op, numerator, denominator).items())]}
+                  for numerator, denominator in comparisons(archives_of(args))
+                  for (t, size, op), v in (judged if numerator == "ours" else
+                                           verdicts(samples, args.seed, numerator, denominator)).items()],
         "samples": [{"archive": s.archive, "transport": s.transport, "size": s.size, "operation": s.operation,
                      "repeat": s.repeat, "mbPerSecond": s.mb_per_s, "detail": s.detail} for s in samples],
     }
+
+
+def parse_environment(text: str) -> dict[str, str]:
+    """``"A=1,B=x"`` -> {"A": "1", "B": "x"}."""
+    pairs: dict[str, str] = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE[,KEY=VALUE...], got {item!r}")
+        pairs[key.strip()] = value
+    return pairs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -489,6 +578,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the Java archive's threading (driver and archive agents); default shared, as ours on 2 cores")
     parser.add_argument("--our-args", default="",
                         help="extra `aeron-archive serve` options for our sidecar, e.g. '--recorder-idle-strategy yield'")
+    parser.add_argument("--ab-our-args", default="",
+                        help="A/B in the same run: a third archive, our sidecar with these serve options instead of "
+                             "--our-args, interleaved with the other two; reported against ours and against Java")
+    parser.add_argument("--ab-our-env", type=parse_environment, default={},
+                        help="A/B: KEY=VALUE[,KEY=VALUE...] added to the third archive's environment (e.g. "
+                             "AERON_TERM_BUFFER_SPARSE_FILE=true for its embedded C driver)")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false",
                         help="skip the untimed warm-up recording+replay (1/4 of the messages) per case")
     parser.add_argument("--no-sync", dest="sync", action="store_false",
@@ -532,16 +627,18 @@ def main(argv: list[str] | None = None) -> int:
         results = (table(samples, args.messages, judged) + "\n\nWhere each archive's time went (median CPU seconds "
                    "per thread over the client command, and its run-queue wait; Python agents named by py-spy when "
                    "installed):\n\n" + thread_table(samples))
+        if VARIANT in archives_of(args):
+            results += "\n\n" + ab_table(samples, args.seed, args)
         notes = run_notes(args.work_dir, samples, idle, args)
     finally:
         if own_work_dir:
             shutil.rmtree(args.work_dir, ignore_errors=True)
     print()
     print(results)
-    print("\nWhat moved each repeat (rq = run-queue wait of the archive / of the client's publishing or "
-          "subscribing thread; held = publisher retrying refused offers / replay subscriber polling nothing; "
-          "others = other programs' CPU; res = recording resident in the page cache before its replay; "
-          "wb = MiB written back in the window):\n")
+    print("\nWhat moved each repeat (over the timed window: rq = run-queue wait of the archive's threads, summed / "
+          "of the client's publishing or subscribing thread; others = other programs' CPU; wb = MiB written back; "
+          "over the client command: held = publisher retrying refused offers / replay subscriber polling nothing; "
+          "res = recording resident in the page cache before its replay):\n")
     print(spread_table(samples))
     print()
     print("Machine:", notes)

@@ -57,6 +57,7 @@ from aeron_spark.driver_integration.frame import (
 )
 from aeron_spark.driver_integration.publication import ExclusivePublication
 from per_message_publisher import PerMessagePublisher  # bench/ is this script's sys.path[0]
+from spread_causes import TimedWindow
 
 PROBE_INTERVAL_S = 0.0005
 BLOCK_BYTES = 256 * 1024
@@ -138,8 +139,9 @@ class BlockPublisher:
 class PositionProbe(threading.Thread):
     """Polls RecordingPosition on its own thread (the archive client is used only here meanwhile)."""
 
-    def __init__(self, archive: ArchiveClient, recording_id: int) -> None:
+    def __init__(self, archive: ArchiveClient, recording_id: int, timed: TimedWindow | None = None) -> None:
         super().__init__(name="position-probe", daemon=True)
+        self.timed = timed
         self.archive = archive
         self.recording_id = recording_id
         self.target: int | None = None
@@ -159,9 +161,13 @@ class PositionProbe(threading.Thread):
                     start = position
                 elif self.first is None and position > start:
                     self.first = (position, now)
+                    if self.timed is not None:
+                        self.timed.begin()
                 target = self.target
                 if target is not None and position >= target:
                     self.end = (position, now)
+                    if self.timed is not None:
+                        self.timed.end()
                     return
                 time.sleep(PROBE_INTERVAL_S)
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
@@ -204,7 +210,8 @@ def find_recording(archive: ArchiveClient, channel: str, stream_id: int, session
 
 def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
            publication_channel: str = "aeron:ipc", publisher_kind: str = "block", *,
-           endpoint: ControlEndpoint = ControlEndpoint(), channel: str = "aeron:ipc") -> dict[str, object]:
+           endpoint: ControlEndpoint = ControlEndpoint(), channel: str = "aeron:ipc",
+           timed: TimedWindow | None = None) -> dict[str, object]:
     """Records ``channel`` (LOCAL over IPC, REMOTE otherwise), published on ``publication_channel``
     (the same endpoint, with e.g. a term length)."""
     deadline = time.monotonic() + TIMEOUT_S
@@ -223,7 +230,7 @@ def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
                     raise TimeoutError("the recording did not appear in the catalog")
                 time.sleep(0.001)
             start_position = publication.position
-            probe = PositionProbe(archive, recording_id)
+            probe = PositionProbe(archive, recording_id, timed)
             probe.start()
             publisher: BlockPublisher | PerMessagePublisher
             if publisher_kind == "block":
@@ -253,11 +260,16 @@ def record(aeron: AeronClient, stream_id: int, messages: int, size: int,
             "probes": probe.probes, "publishSeconds": publish_seconds,
             "backPressuredOffers": publisher.back_pressured,
             "backPressuredSeconds": round(publisher.back_pressured_seconds, 6), "publisher": publisher_name,
-            "clientThreads": own_thread_times()}
+            "clientThreads": own_thread_times(), **timed_result(timed)}
+
+
+def timed_result(timed: TimedWindow | None) -> dict[str, object]:
+    return {} if timed is None or timed.result is None else {"timedWindow": timed.result}
 
 
 def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int, *,
-           endpoint: ControlEndpoint = ControlEndpoint(), channel: str = "aeron:ipc") -> dict[str, object]:
+           endpoint: ControlEndpoint = ControlEndpoint(), channel: str = "aeron:ipc",
+           timed: TimedWindow | None = None) -> dict[str, object]:
     with connect(aeron, endpoint) as archive:
         descriptor = archive.list_recording(recording_id)
         if descriptor is None or descriptor.stop_position <= descriptor.start_position:
@@ -285,6 +297,8 @@ def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int, *,
                 consumed = image.block_poll(count, BLOCK_POLL_LIMIT)
                 if consumed and not first_time:
                     first_time, first_block = time.perf_counter(), consumed
+                    if timed is not None:
+                        timed.begin()
                 elif not consumed and image.is_closed:
                     raise RuntimeError(f"replay image closed at {image.position} before {end}")
                 if not consumed:
@@ -296,13 +310,16 @@ def replay(aeron: AeronClient, recording_id: int, replay_stream_id: int, *,
                     starved_seconds += time.perf_counter() - starved_since
                     starved_since = 0.0
             last_time = time.perf_counter()
+            if timed is not None:
+                timed.end()
             image.close()
         finally:
             subscription.close()
     return {"event": "replayed", "recordingId": recording_id, "replaySessionId": replay_session_id,
             "position": start, "length": length, "countedBytes": counted[0],
             "measuredBytes": counted[0] - first_block, "measuredSeconds": last_time - first_time,
-            "emptyPolls": empty_polls, "starvedSeconds": round(starved_seconds, 6), "clientThreads": own_thread_times()}
+            "emptyPolls": empty_polls, "starvedSeconds": round(starved_seconds, 6), "clientThreads": own_thread_times(),
+            **timed_result(timed)}
 
 
 def own_thread_times() -> dict[str, list[float]]:
@@ -350,10 +367,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="pre-framed blocks (offer_block) or one offer per message, in C")
     parser.add_argument("--recording-id", type=int)
     parser.add_argument("--replay-stream-id", type=int, default=2002)
+    parser.add_argument("--watch-pid", type=int, default=None,
+                        help="the archive's pid: report its CPU and run-queue wait and the machine's state over "
+                             "exactly the timed window (timedWindow in the result)")
     args = parser.parse_args(argv)
     if args.command == "replay" and args.recording_id is None:
         parser.error("replay needs --recording-id")
     endpoint = ControlEndpoint(args.control_channel, args.control_stream_id, args.response_channel, args.protocol)
+    timed = TimedWindow(args.watch_pid) if args.watch_pid is not None else None
     # The embedded driver's files go to /dev/shm (MediaDriver's default), as the archives' do.
     driver = MediaDriver(threading_mode="shared") if args.embedded_driver else None
     try:
@@ -361,10 +382,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "record":
                 result = record(aeron, args.stream_id, args.messages, args.size,
                                 args.publication_channel or args.channel, args.publisher,
-                                endpoint=endpoint, channel=args.channel)
+                                endpoint=endpoint, channel=args.channel, timed=timed)
             else:
                 result = replay(aeron, args.recording_id, args.replay_stream_id, endpoint=endpoint,
-                                channel=args.replay_channel)
+                                channel=args.replay_channel, timed=timed)
     finally:
         if driver is not None:
             driver.close()

@@ -91,14 +91,16 @@ def _meminfo_mib() -> dict[str, float]:
     return values
 
 
-def window(before: MachineSnapshot, after: MachineSnapshot, archive_cpu_s: float) -> dict[str, Any]:
-    """What happened on the machine between two snapshots around one client command.
+def window(before: MachineSnapshot, after: MachineSnapshot, archive_cpu_s: float,
+           client_cpu_s: float | None = None) -> dict[str, Any]:
+    """What happened on the machine between two snapshots.
 
-    ``archive_cpu_s`` is the archive process's CPU over the same window; the client's is the
-    children's CPU delta (the command is the only child waited for in between).
+    ``archive_cpu_s`` is the archive process's CPU over the same window; ``client_cpu_s`` the
+    client's, by default the children's CPU delta (around one client command, the only child waited
+    for in between).
     """
     seconds = max(after.monotonic_s - before.monotonic_s, 1e-9)
-    client_cpu = after.children_cpu_s - before.children_cpu_s
+    client_cpu = after.children_cpu_s - before.children_cpu_s if client_cpu_s is None else client_cpu_s
     busy = after.busy_cpu_s - before.busy_cpu_s
     pressure = (None if before.cpu_pressure_some_s is None or after.cpu_pressure_some_s is None
                 else after.cpu_pressure_some_s - before.cpu_pressure_some_s)
@@ -112,6 +114,59 @@ def window(before: MachineSnapshot, after: MachineSnapshot, archive_cpu_s: float
         "loadAverage": before.load_1min,
         "meminfoMiB": before.meminfo_mib,
     }
+
+
+def task_times(pid: int) -> dict[int, tuple[float, float]]:
+    """(CPU seconds, run-queue wait seconds) of each live thread of ``pid`` (``/proc/<pid>/task``)."""
+    times: dict[int, tuple[float, float]] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()
+            wait = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile, or no schedstats in this kernel
+        times[int(tid)] = ((int(stat[11]) + int(stat[12])) / _TICKS, wait)
+    return times
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _own_main_thread_wait_s() -> float:
+    """Run-queue wait of this process's main thread (the client's publisher or replay subscriber)."""
+    try:
+        return int(Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class TimedWindow:
+    """The causes over exactly the timed part of a client command (not its start-up): the client
+    calls :meth:`begin` at the measurement's first observation and :meth:`end` at its last, with the
+    archive's pid (``python_bench_client.py --watch-pid``)."""
+
+    def __init__(self, archive_pid: int) -> None:
+        self.archive_pid = archive_pid
+        self._before: tuple[MachineSnapshot, dict[int, tuple[float, float]], float, float] | None = None
+        self.result: dict[str, Any] | None = None
+
+    def begin(self) -> None:
+        self._before = (snapshot(), task_times(self.archive_pid), _own_cpu_s(), _own_main_thread_wait_s())
+
+    def end(self) -> None:
+        if self._before is None:
+            return
+        machine, tasks, own_cpu, own_wait = self._before
+        after_tasks = task_times(self.archive_pid)
+        after = snapshot()
+        main_wait = _own_main_thread_wait_s() - own_wait
+        archive_cpu = sum(cpu - tasks.get(tid, (0.0, 0.0))[0] for tid, (cpu, _) in after_tasks.items())
+        archive_wait = sum(wait - tasks.get(tid, (0.0, 0.0))[1] for tid, (_, wait) in after_tasks.items())
+        self.result = {"archiveCpuSeconds": round(archive_cpu, 3), "archiveRunQueueWaitSeconds": round(archive_wait, 3),
+                       "clientMainRunQueueWaitSeconds": round(main_wait, 3),
+                       "machine": window(machine, after, archive_cpu, _own_cpu_s() - own_cpu)}
 
 
 # ---------------------------------------------------------------------------------------------

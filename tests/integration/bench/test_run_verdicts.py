@@ -48,6 +48,8 @@ def test_each_archive_goes_first_in_half_the_repeats() -> None:
     assert sorted(orders) == sorted([ARCHIVES, ARCHIVES[::-1]] * 3)
     odd = balanced_orders(random.Random(5), 5)
     assert len(odd) == 5 and abs(odd.count(ARCHIVES) - odd.count(ARCHIVES[::-1])) == 1
+    three = balanced_orders(random.Random(5), 6, (*ARCHIVES, "ours-b"))
+    assert all(sorted(order[0] for order in three).count(archive) == 2 for archive in (*ARCHIVES, "ours-b"))
 
 
 def _run(path: Path, verdicts: dict[tuple[str, int, str], str], repeats: int = 5) -> Path:
