@@ -6,7 +6,7 @@ Run from the repository root (a benchmark, not a test; ~25 minutes with the defa
     .venv/bin/python bench/modern_java_archive.py [--transport ipc|udp|both] [--repeats 5] [--seed N]
         [--messages default|small] [--ipc-messages 32=6000000,1024=500000] [--udp-messages 32=1000000,1024=100000]
         [--publisher per-message|block] [--java-threading shared|dedicated] [--our-args "..."]
-        [--json RUN.json] [--profile DIR] [--write-docs]
+        [--ab-our-args "..."] [--ab-our-env KEY=VALUE,...] [--json RUN.json] [--profile DIR] [--write-docs]
 
 **A verdict that holds from run to run** (issue 34). Every (transport, size) case of every repeat
 starts each archive afresh and runs it alone, the two archives back to back in a seeded random
@@ -23,8 +23,10 @@ per thread of the archive process and of the client's threads (publisher, subscr
 publisher's refused offers and the time it spent retrying them, the replay subscriber's time on
 empty polls (waiting for the archive), page cache (Cached/Dirty at the start, MiB written back
 during the window, the share of the recording's segment files resident before its replay), other
-programs' CPU, steal, CPU pressure and the load average. The spread table puts them beside each
-repeat's ratio; ``bench/profile_replay.py`` profiles our sidecar over one record and one replay.
+programs' CPU, steal, CPU pressure and the load average, over exactly the timed window where the
+client can read them there (``--watch-pid``). The spread table puts them beside each repeat's ratio.
+``--ab-our-args``/``--ab-our-env`` add a third archive, ours with other options (an A/B in the same
+interleaved run); ``bench/profile_replay.py`` profiles our sidecar over one record and one replay.
 
 The Java archive is the modern peer's ``archive`` (``tests/interop/peer/modern_peer.py``: Archive
 + its own Java 1.51.0 MediaDriver in one JVM, Java 17), ours is ``aeron-archive serve`` with its
