@@ -320,7 +320,7 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
                     running.details["threadNames"] = thread_names(running.pid)
                     if args.warmup:  # JIT-compile the Java archive's paths before timing them
                         run_case(running, transport, size, max(1, messages // 4), args.publisher)
-                    profiling = contextlib.nullcontext()
+                    profiling: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
                     if archive != "java" and args.profile is not None:
                         args.profile.mkdir(parents=True, exist_ok=True)
                         profiling = py_spy_recording(running.pid, args.profile / f"{archive}-{repeat}-{transport}-{size}.txt",
