@@ -30,9 +30,11 @@ describe, dump, verify --dry-run, migrate); opening one for writing fails with a
 The class stays whole: every method reads or moves the in-memory ``id -> frame`` index and the
 file offsets it names, under one lock. Around it, by role: `catalog_entries` (the descriptor body
 IO, the entry and problem records, the errors), `catalog_index` (the frame and listing index
-records), `catalog_file` (creating, growing and copying the file; the directory fsync) and
-`archive_opening` (`open_archive_directory`, re-exported here). Migration (`storage.migration`)
-and maintenance (`storage.maintenance`) are their own modules.
+records), `catalog_walk` (reading the header and walking the frames or old slots on disk, handing
+each entry to the index), `catalog_file` (creating, growing and copying the file; the directory
+fsync). Opening an archive directory (recovery included) is `archive_opening`, which imports this
+module (not the other way round); migration (`storage.migration`) and maintenance
+(`storage.maintenance`) are their own modules.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -61,18 +62,16 @@ from aeron_spark.archive.storage.catalog_file import (  # re-exported: the publi
     CATALOG_FILE_NAME, REPLACE_FILE_NAME, copy_range, grown_capacity, now_ms, remove_uncommitted_replace, sync_directory,
     write_new_catalog_file)
 from aeron_spark.archive.storage.catalog_index import EntryFrame, ListingIndex
+from aeron_spark.archive.storage.catalog_walk import read_header, read_stored_bodies, walk_frames, walk_old_slots
 from aeron_spark.archive.storage.fault_injection import fault_point
-
-if TYPE_CHECKING:
-    from aeron_spark.archive.storage.archive_opening import ArchiveOpenReport, open_archive_directory
 
 __all__ = [
     "ARCHIVE_FILE_VERSION", "CATALOG_FILE_NAME", "DEFAULT_CAPACITY", "DELETED", "DESCRIPTOR_HEADER_LENGTH",
     "INVALID", "MAX_DESCRIPTOR_LENGTH", "MAX_STRINGS_LENGTH", "MIN_DESCRIPTOR_LENGTH",
-    "REPLACE_FILE_NAME", "VALID", "ArchiveOpenReport", "Catalog", "CatalogEntry", "CatalogError",
+    "REPLACE_FILE_NAME", "VALID", "Catalog", "CatalogEntry", "CatalogError",
     "CatalogProblem", "DescriptorChecksum", "DescriptorDecodingError", "DescriptorEncodingError",
     "OldCatalogVersionError", "UnknownRecordingError", "decode_recording_descriptor",
-    "encode_recording_descriptor", "fit_source_identity", "open_archive_directory", "semantic_version",
+    "encode_recording_descriptor", "fit_source_identity", "semantic_version",
     "sync_directory",
 ]
 
@@ -93,8 +92,6 @@ _SESSION_ID = descriptor_body.SESSION_ID_OFFSET  # the only i32 of them
 _RECORDING_ID = descriptor_body.RECORDING_ID_OFFSET
 _I64 = struct.Struct("<q")
 _I32 = struct.Struct("<i")
-
-_WALK_CHUNK = 1024 * 1024
 
 
 class Catalog:
@@ -167,35 +164,14 @@ class Catalog:
     @classmethod
     def _from_fd(cls, path: Path, fd: int, *, read_only: bool, file_sync: int,
                  checksum: DescriptorChecksum | None) -> "Catalog":
-        size = os.fstat(fd).st_size
-        if size < layout.OLD_HEADER.size:
-            raise CatalogError(f"{path}: {size} bytes is too short for a catalog header")
-        version, header_length = layout.OLD_HEADER.unpack(os.pread(fd, layout.OLD_HEADER.size, 0))
-        if layout.is_old_layout(version, header_length):
-            if not read_only:
-                raise OldCatalogVersionError(
-                    f"{path}: catalog file version {layout.version_text(version)} (fixed 1 KiB slots, "
-                    f"Aeron <= 1.31) is not served by this archive, which writes "
-                    f"{layout.version_text(ARCHIVE_FILE_VERSION)} (Aeron >= 1.32); run "
-                    f"`aeron-archive migrate --dir {path.parent}` to upgrade the directory in place")
-            catalog = cls(path, fd, read_only=True, file_sync=file_sync, old_layout=True,
-                          version=version, alignment=layout.OLD_ENTRY_LENGTH, checksum=checksum)
+        header = read_header(fd, path, read_only=read_only)
+        catalog = cls(path, fd, read_only=read_only, file_sync=file_sync,
+                      old_layout=header.old_layout, version=header.version, alignment=header.alignment,
+                      checksum=checksum)
+        if header.old_layout:
             catalog._walk_old()
         else:
-            if version >> 16 != layout.ARCHIVE_FILE_MAJOR:
-                raise CatalogError(
-                    f"{path}: incompatible catalog file version {layout.version_text(version)}; this "
-                    f"archive reads and writes {layout.version_text(ARCHIVE_FILE_VERSION)} and reads "
-                    f"the 1 KiB slot catalogs of versions 0-2.x")
-            if header_length != layout.HEADER_LENGTH or size < layout.HEADER_LENGTH:
-                raise CatalogError(f"{path}: catalog header length {header_length} (file {size} bytes) "
-                                   f"is not {layout.HEADER_LENGTH}")
-            _, _, next_id, alignment = layout.CATALOG_HEADER.unpack(os.pread(fd, layout.HEADER_LENGTH, 0))
-            if alignment <= 0 or alignment & (alignment - 1) or alignment % 32:
-                raise CatalogError(f"{path}: catalog alignment {alignment} is not a power of two >= 32")
-            catalog = cls(path, fd, read_only=read_only, file_sync=file_sync, old_layout=False,
-                          version=version, alignment=alignment, checksum=checksum)
-            catalog._header_next_id = next_id
+            catalog._header_next_id = header.next_recording_id
             catalog._walk()
             if not read_only:
                 catalog._check_for_writing()
@@ -217,31 +193,10 @@ class Catalog:
             self._sync()
 
     def _walk(self) -> None:
-        """Reads the frames from ``self._end`` to the terminating length 0 (or the end of the file)
-        and indexes them; called on open and, read-only, to pick up frames appended since."""
-        size = os.fstat(self._fd).st_size
-        offset = self._end
-        buffer = b""
-        buffer_at = offset
-        while offset + DESCRIPTOR_HEADER_LENGTH <= size:
-            if offset + DESCRIPTOR_HEADER_LENGTH > buffer_at + len(buffer):
-                buffer_at, buffer = offset, os.pread(self._fd, _WALK_CHUNK, offset)
-            length, state, stored_checksum = layout.DESCRIPTOR_HEADER.unpack_from(buffer, offset - buffer_at)
-            if length == 0:
-                break
-            frame = DESCRIPTOR_HEADER_LENGTH + length
-            if length < 0 or frame % self.alignment or offset + frame > size:
-                self.problems.append(CatalogProblem(
-                    None, f"frame at offset {offset} has length {length}: not a multiple of the "
-                          f"alignment {self.alignment} inside the file; entries after it are not read"))
-                self._walk_stopped = True
-                break
-            if offset + frame > buffer_at + len(buffer):
-                buffer_at, buffer = offset, os.pread(self._fd, max(_WALK_CHUNK, frame), offset)
-            at = offset - buffer_at
-            self._index_frame(memoryview(buffer)[at:at + frame], offset, length, state, stored_checksum)
-            offset += frame
-        self._end = offset
+        """Indexes the frames from ``self._end`` to the terminating length 0 (or the end of the
+        file); called on open and, read-only, to pick up frames appended since."""
+        self._end, self._walk_stopped = walk_frames(self._fd, self._end, self.alignment, self.problems,
+                                                    self._index_frame)
 
     def _index_frame(self, data: memoryview, offset: int, length: int, state: int, stored_checksum: int,
                      slot_id: int | None = None) -> None:
@@ -273,33 +228,8 @@ class Catalog:
 
     def _walk_old(self) -> None:
         """Indexes the used slots of a 1 KiB slot catalog (read-only)."""
-        size = os.fstat(self._fd).st_size
-        slots = size // layout.OLD_ENTRY_LENGTH - 1
-        if size % layout.OLD_ENTRY_LENGTH:
-            self.problems.append(CatalogProblem(None, f"file length {size} is not a multiple of "
-                                                      f"{layout.OLD_ENTRY_LENGTH}; the partial last slot is ignored"))
-        chunk = 4096
-        for first_id in range(0, max(slots, 0), chunk):
-            count = min(chunk, slots - first_id)
-            data = os.pread(self._fd, count * layout.OLD_ENTRY_LENGTH, layout.old_slot_offset(first_id))
-            whole = len(data) // layout.OLD_ENTRY_LENGTH
-            table = np.frombuffer(data, dtype=np.uint8, count=whole * layout.OLD_ENTRY_LENGTH).reshape(
-                whole, layout.OLD_ENTRY_LENGTH)
-            lengths = table[:, :4].copy().view("<i4").reshape(whole)
-            for index in np.flatnonzero(lengths != 0).tolist():
-                recording_id = first_id + index
-                slot = memoryview(data)[index * layout.OLD_ENTRY_LENGTH:(index + 1) * layout.OLD_ENTRY_LENGTH]
-                length, valid = layout.OLD_DESCRIPTOR_HEADER.unpack_from(slot, 0)
-                if not MIN_DESCRIPTOR_LENGTH <= length <= layout.OLD_MAX_BODY_LENGTH:
-                    self.problems.append(CatalogProblem(recording_id, f"descriptor length {length} outside "
-                                                        f"[{MIN_DESCRIPTOR_LENGTH}, {layout.OLD_MAX_BODY_LENGTH}]"))
-                    continue
-                if valid not in (0, 1):
-                    self.problems.append(CatalogProblem(recording_id, f"valid flag {valid} is neither 0 nor 1"))
-                    continue
-                self._index_frame(slot, layout.old_slot_offset(recording_id), length, valid, 0, slot_id=recording_id)
+        self._end = walk_old_slots(self._fd, self.problems, self._index_frame)
         self._header_next_id = self._last_id + 1
-        self._end = size
 
     def _refresh(self) -> None:
         """Read-only, modern layout: picks up frames another process appended, or the whole
@@ -419,47 +349,10 @@ class Catalog:
     def stored_bodies(self, recording_ids: list[int]) -> list[tuple[int, memoryview]]:
         """(id, stored descriptor body) of each of ``recording_ids`` (ascending) that is valid and
         well formed, as `descriptor` would decode it, but not decoded (and without the frame's
-        padding): a listing sends these bytes as they are. Frames next to each other in the file
-        are read with one pread."""
-        found: list[tuple[int, memoryview]] = []
+        padding): a listing sends these bytes as they are (`catalog_walk.read_stored_bodies`)."""
         frames = [(recording_id, frame) for recording_id in recording_ids
                   if (frame := self._frame(recording_id)) is not None]
-        run: list[tuple[int, EntryFrame]] = []
-
-        def flush() -> None:
-            if not run:
-                return
-            first = run[0][1].offset
-            last = run[-1][1]
-            data = memoryview(os.pread(self._fd, last.offset + DESCRIPTOR_HEADER_LENGTH + last.descriptor_length - first,
-                                       first))
-            for recording_id, frame in run:
-                at = frame.offset - first
-                header = data[at:at + DESCRIPTOR_HEADER_LENGTH]
-                if len(header) < DESCRIPTOR_HEADER_LENGTH:
-                    continue
-                if self.old_layout:
-                    length, state = layout.OLD_DESCRIPTOR_HEADER.unpack_from(header, 0)
-                else:
-                    length, state, _ = layout.DESCRIPTOR_HEADER.unpack_from(header, 0)
-                if state != VALID or length <= 0:
-                    continue
-                area = data[at + DESCRIPTOR_HEADER_LENGTH:at + DESCRIPTOR_HEADER_LENGTH + length]
-                used = descriptor_body.used_body_length(area, recording_id)
-                if used is not None and (not self.old_layout or used == length):
-                    found.append((recording_id, area[:used]))
-            run.clear()
-
-        gap_limit = 8 * 1024
-        for recording_id, frame in frames:
-            if run:
-                previous = run[-1][1]
-                previous_end = previous.offset + DESCRIPTOR_HEADER_LENGTH + previous.descriptor_length
-                if not 0 <= frame.offset - previous_end <= gap_limit:
-                    flush()
-            run.append((recording_id, frame))
-        flush()
-        return found
+        return read_stored_bodies(self._fd, frames, old_layout=self.old_layout)
 
     def listable_ids(self, from_recording_id: int, end: int | None = None,
                      stream_id: int | None = None) -> np.ndarray:
@@ -786,12 +679,3 @@ class Catalog:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-
-def __getattr__(name: str) -> object:
-    """`open_archive_directory` and its report, re-exported lazily: `archive_opening` imports this
-    module, so importing it here at load time would be circular."""
-    if name in ("open_archive_directory", "ArchiveOpenReport"):
-        from aeron_spark.archive.storage import archive_opening
-
-        return getattr(archive_opening, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -489,7 +489,7 @@ def record_frames(directory, recording_id, start, count, frame_length=232):
 
 
 def test_open_archive_directory_recovers_active_recordings(tmp_path, caplog):
-    from aeron_spark.archive.storage.catalog import open_archive_directory
+    from aeron_spark.archive.storage.archive_opening import open_archive_directory
     with Catalog.open(tmp_path) as catalog:
         active = new_recording(catalog, start_position=512)
         stopped = new_recording(catalog)
@@ -513,7 +513,7 @@ def test_open_archive_directory_recovers_active_recordings(tmp_path, caplog):
 
 
 def test_open_archive_directory_reports_torn_frames_and_orphans(tmp_path):
-    from aeron_spark.archive.storage.catalog import open_archive_directory
+    from aeron_spark.archive.storage.archive_opening import open_archive_directory
     with Catalog.open(tmp_path) as catalog:
         active = new_recording(catalog)
     end = record_frames(tmp_path, active, 0, 10)
@@ -532,7 +532,7 @@ def test_open_archive_directory_reports_torn_frames_and_orphans(tmp_path):
 
 
 def test_open_archive_directory_on_a_clean_directory(tmp_path):
-    from aeron_spark.archive.storage.catalog import open_archive_directory
+    from aeron_spark.archive.storage.archive_opening import open_archive_directory
     catalog, report = open_archive_directory(tmp_path)
     catalog.close()
     assert report.catalog_created and report.is_clean and report.recovered == ()
