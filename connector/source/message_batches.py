@@ -9,7 +9,8 @@ The bulk path of the source: no Python code runs per frame or per row.
   Aeron's FragmentAssembler (fragments of an unfinished message are dropped when a new BEGIN
   arrives; PAD frames carry nothing) and gathers the payload bytes with one boolean mask.
 * ``MessageBatchBuilder`` stages copied blocks, assembles them in large chunks and carries a
-  message cut by the chunk end into the next chunk.
+  message cut by the chunk end into the next chunk; for a sink recording it passes the messages
+  through ``sink_debris.SinkDebrisFilter`` (commit markers and a dead commit's debris are not rows).
 
 Row meaning (see docs/options.md): ``position`` is the stream position just after the message's
 last frame (Aeron's ``Header.position()`` for a reassembled message), so a range [start, end)
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from aeron_spark.driver_integration.frame import (
     BEGIN_FRAG_FLAG as FLAG_BEGIN,
@@ -39,7 +39,8 @@ from aeron_spark.driver_integration.frame import (
     scan_frames,
 )
 
-from aeron_spark.connector.commit_markers import CommitMarker, MarkerError
+from aeron_spark.connector.source.assembled_messages import AssembledMessages, BuilderStats, gather_ranges
+from aeron_spark.connector.source.sink_debris import SinkDebrisFilter
 
 DEFAULT_TARGET_BATCH_BYTES = 8 << 20
 UNFRAGMENTED = FLAG_BEGIN | FLAG_END
@@ -150,24 +151,6 @@ def aligned(length: np.ndarray | int) -> np.ndarray | int:
     return (length + FRAME_ALIGNMENT - 1) // FRAME_ALIGNMENT * FRAME_ALIGNMENT
 
 
-@dataclass(frozen=True)
-class AssembledMessages:
-    """Complete messages found in a buffer, plus where an unfinished trailing message begins."""
-
-    end_positions: np.ndarray  # int64, position after each message's last frame
-    reserved: np.ndarray       # int64, reserved_value of each message's first frame
-    value_offsets: np.ndarray  # int32, len = messages + 1, into `payload`
-    payload: np.ndarray        # uint8, the payloads back to back
-    carry_offset: int          # byte offset of an unfinished message's BEGIN frame, or buffer size
-    leading_fragments: int     # DATA frames before the first BEGIN (a message begun earlier)
-    dropped_fragments: int     # other DATA frames that belong to no complete message
-    dropped_positions: np.ndarray | None = None  # int64, where each dropped frame begins (None: none)
-
-    @property
-    def count(self) -> int:
-        return int(self.end_positions.size)
-
-
 def assemble_messages(buffer: FrameBuffer, base_position: int, min_end_position: int | None = None) -> AssembledMessages:
     """Whole messages of a buffer of frames that starts at stream position ``base_position``.
 
@@ -229,7 +212,7 @@ def assemble_messages(buffer: FrameBuffer, base_position: int, min_end_position:
 
     payload_starts = frame_offsets[selected] + HEADER_LENGTH
     payload_ends = frame_offsets[selected] + frame_lengths[selected]
-    payload = _gather(data, payload_starts, payload_ends)
+    payload = gather_ranges(data, payload_starts, payload_ends)
     kept_messages = np.flatnonzero(keep)
     selected_message = message_of[selected]
     lengths = payload_ends - payload_starts
@@ -392,7 +375,7 @@ def _unfragmented_messages(data: np.ndarray, frames: FrameTable, data_index: np.
         rows = data[start:start + count * stride].reshape(count, stride)
         payload = rows[:, HEADER_LENGTH:int(lengths[0])].copy().reshape(-1)
     else:
-        payload = _gather(data, offsets + HEADER_LENGTH, offsets + lengths)
+        payload = gather_ranges(data, offsets + HEADER_LENGTH, offsets + lengths)
     value_offsets = np.zeros(count + 1, dtype=np.int32)
     np.cumsum(payload_lengths, out=value_offsets[1:])
     return AssembledMessages(
@@ -409,35 +392,6 @@ def _unfragmented_messages(data: np.ndarray, frames: FrameTable, data_index: np.
 def _no_messages(size: int, leading: int) -> AssembledMessages:
     empty = np.empty(0, np.int64)
     return AssembledMessages(empty, empty, np.zeros(1, np.int32), np.empty(0, np.uint8), size, leading, 0)
-
-
-def _gather(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """data[starts[0]:stops[0]] + data[starts[1]:stops[1]] + ... for disjoint, ordered ranges."""
-    if starts.size == 0:
-        return np.empty(0, np.uint8)
-    lengths = stops - starts
-    width = int(lengths[0])
-    if starts.size > 1 and width > 0 and np.all(lengths == width):
-        strides = np.diff(starts)
-        stride = int(strides[0])
-        if np.all(strides == stride):
-            # Equal payloads at a fixed stride (fixed-size messages): copy through a 2-d view.
-            base = data[int(starts[0]):]
-            rows = np.lib.stride_tricks.as_strided(base, shape=(starts.size, width), strides=(stride, 1))
-            return rows.copy().reshape(-1)  # a copy: the staging buffer is reused
-    # Mask = (gap before range, range) pairs expanded by np.repeat, packed to an Arrow bitmap,
-    # and applied by Arrow's filter kernel (a numpy cumsum or boolean index is 2-4x slower).
-    gaps = starts - np.r_[0, stops[:-1]]
-    counts = np.empty(2 * starts.size + 1, dtype=np.int64)
-    counts[0:-1:2], counts[1:-1:2], counts[-1] = gaps, lengths, data.size - int(stops[-1])
-    pattern = np.zeros(counts.size, dtype=np.bool_)
-    pattern[1:-1:2] = True
-    bits = np.packbits(np.repeat(pattern, counts), bitorder="little")
-    arrow_mask = pa.Array.from_buffers(pa.bool_(), data.size, [None, pa.py_buffer(bits)])
-    arrow_data = pa.Array.from_buffers(pa.uint8(), data.size, [None, pa.py_buffer(data)])
-    kept = pc.filter(arrow_data, arrow_mask)
-    # np.frombuffer, not Array.to_numpy: that imports pandas (~1 s in every fresh Spark worker).
-    return np.frombuffer(kept.buffers()[1], dtype=np.uint8, count=len(kept), offset=kept.offset)
 
 
 class ConstantColumns:
@@ -475,17 +429,6 @@ def to_record_batch(messages: AssembledMessages, *, recording_id: int, session_i
             TIMESTAMP_FIELD.type, count, [None, pa.py_buffer(messages.reserved // 1000)]),
     }
     return pa.RecordBatch.from_arrays([builders[name]() for name in selected.names], schema=selected.schema)
-
-
-@dataclass
-class BuilderStats:
-    messages: int = 0
-    payload_bytes: int = 0
-    leading_fragments: int = 0
-    dropped_fragments: int = 0
-    unfinished_bytes: int = 0
-    debris_messages: int = 0   # sink recordings: messages of a dead commit, skipped
-    debris_fragments: int = 0  # sink recordings: a dead commit's unfinished message, skipped
 
 
 @dataclass
@@ -592,151 +535,6 @@ class MessageBatchBuilder:
                                 stream_id=self.stream_id, include_timestamp=self.include_timestamp,
                                 columns=self.columns, constants=self._constants)
                 for messages in pieces if messages.count]
-
-
-class SinkDebrisFilter:
-    """The rows of a sink recording's committed batches, in order, without its DEBRIS (sans-IO).
-
-    Each batch of a sink recording ends with a commit marker naming ``data_start``, where its data
-    begins (``connector/commit_markers.py``). A commit that died before its marker leaves debris,
-    and the sink never truncates it (why: ``connector/sink/commit.py``): the next batch is appended
-    after it, so [previous marker end, data_start) is debris. The messages after the last marker
-    seen are therefore HELD until the next marker says where its batch began: those ending at or
-    before ``data_start`` are debris (dropped, counted in ``debris_messages``), the rest are rows.
-    The markers themselves are never rows. A recording without debris (every one written before
-    this rule: they truncated it) has ``data_start`` = previous marker end, so nothing is dropped.
-
-    Held messages are at most the part of one batch that this range holds. ``finish`` releases
-    what is held at the range end: a range ending at a committed end (a marker end: every range the
-    source plans up to the sink's visible end) holds nothing there; a range cut inside a batch (a
-    term-boundary split) cannot see the next marker: given the next marker's ``data_start`` (the
-    reader looked past the range end: ``source/sink_visibility.py`` ``next_batch_start``) it
-    resolves them, otherwise it releases them as rows, which is wrong only when the cut falls
-    between debris and the marker after it (docs/exactly-once.md, "What readers see").
-
-    A dead commit's last message may be unfinished: its fragments are dropped when the next batch's
-    first message begins. Fragments dropped inside debris are counted as ``debris_fragments``, the
-    others as ``dropped_fragments`` (data loss), as without this filter.
-    """
-
-    def __init__(self, marker_reserved_value: int, stats: BuilderStats) -> None:
-        self._marker_value = marker_reserved_value
-        self._held: list[AssembledMessages] = []
-        self._held_dropped = np.empty(0, np.int64)  # where the held dropped fragments begin
-        self._stats = stats
-
-    def add(self, messages: AssembledMessages) -> list[AssembledMessages]:
-        """This chunk's messages -> the rows now known to be committed (vectorized: Python runs
-        only to decode the chunk's few markers)."""
-        if messages.dropped_fragments:
-            positions = messages.dropped_positions
-            if positions is None or positions.size != messages.dropped_fragments:
-                self._stats.dropped_fragments += messages.dropped_fragments  # not located: data loss
-            else:
-                self._held_dropped = np.concatenate([self._held_dropped, positions])
-        if messages.count == 0:
-            return []
-        is_marker = messages.reserved == self._marker_value
-        candidates = np.flatnonzero(is_marker)
-        decoded = [_marker_of(messages, index) for index in candidates.tolist()]
-        markers = np.array([i for i, m in zip(candidates.tolist(), decoded) if m is not None], dtype=np.int64)
-        if markers.size == 0:  # nothing resolved yet: hold it all (marker-valued messages are never rows)
-            rows = messages if not candidates.size else _select(messages, ~is_marker)
-            if rows.count:
-                self._held.append(rows)
-            return []
-        data_starts = np.array([m.data_start for m in decoded if m is not None], dtype=np.int64)
-        self._resolve_dropped(data_starts, messages.end_positions[markers])
-        released = self._release_held(int(data_starts[0]))
-        last = int(markers[-1])
-        # Each message up to the last marker belongs to the batch of the first marker at or after it.
-        batch_start = data_starts[np.searchsorted(markers, np.arange(last + 1))]
-        keep = np.zeros(messages.count, dtype=np.bool_)
-        keep[:last + 1] = messages.end_positions[:last + 1] > batch_start
-        keep &= ~is_marker
-        self._stats.debris_messages += int(last + 1 - np.count_nonzero(is_marker[:last + 1])
-                                           - np.count_nonzero(keep))
-        if keep.any():
-            released.append(messages if keep.all() else _select(messages, keep))
-        if last + 1 < messages.count:
-            rest = _slice(messages, last + 1, messages.count)
-            rest_rows = rest if not is_marker[last + 1:].any() else _select(rest, ~is_marker[last + 1:])
-            if rest_rows.count:
-                self._held.append(rest_rows)
-        return released
-
-    @property
-    def holding(self) -> bool:
-        """Whether messages after the last marker read wait for the next one."""
-        return bool(self._held) or bool(self._held_dropped.size)
-
-    def finish(self, next_batch_start: int | None = None) -> list[AssembledMessages]:
-        """What is still held, at the range end: the next batch's ``data_start`` when the caller
-        looked past the range end for the next marker, else everything held, as rows."""
-        if next_batch_start is not None:
-            far = np.iinfo(np.int64).max
-            self._resolve_dropped(np.array([next_batch_start], np.int64), np.array([far], np.int64))
-            return self._release_held(next_batch_start)
-        released, self._held = self._held, []
-        self._stats.dropped_fragments += int(self._held_dropped.size)
-        self._held_dropped = self._held_dropped[:0]
-        return released
-
-    def _release_held(self, data_start: int) -> list[AssembledMessages]:
-        """The next marker names ``data_start``: what is held is its batch's rows, or debris when it
-        ends at or before ``data_start``."""
-        released: list[AssembledMessages] = []
-        for held in self._held:
-            keep = held.end_positions > data_start
-            if keep.all():
-                released.append(held)
-                continue
-            self._stats.debris_messages += int(held.count - np.count_nonzero(keep))
-            if keep.any():
-                released.append(_select(held, keep))
-        self._held = []
-        return released
-
-    def _resolve_dropped(self, data_starts: np.ndarray, marker_ends: np.ndarray) -> None:
-        """Held dropped fragments followed by one of these markers: debris when they begin before
-        that marker's ``data_start``, else data loss."""
-        if not self._held_dropped.size:
-            return
-        following = np.searchsorted(marker_ends, self._held_dropped, side="right")
-        resolved = following < marker_ends.size
-        in_debris = int(np.count_nonzero(self._held_dropped[resolved] < data_starts[following[resolved]]))
-        self._stats.debris_fragments += in_debris
-        self._stats.dropped_fragments += int(np.count_nonzero(resolved)) - in_debris
-        self._held_dropped = self._held_dropped[~resolved]
-
-
-def _marker_of(messages: AssembledMessages, index: int) -> CommitMarker | None:
-    payload = messages.payload[messages.value_offsets[index]:messages.value_offsets[index + 1]]
-    try:
-        return CommitMarker.decode(payload.tobytes())
-    except MarkerError:
-        return None  # not a marker (a row may not use the marker's reserved value): dropped, no effect
-
-
-def _slice(messages: AssembledMessages, first: int, stop: int) -> AssembledMessages:
-    """Messages [first, stop) (views, no copy of the payload)."""
-    offsets = messages.value_offsets
-    low, high = int(offsets[first]), int(offsets[stop])
-    return dataclasses.replace(messages, end_positions=messages.end_positions[first:stop],
-                               reserved=messages.reserved[first:stop],
-                               value_offsets=(offsets[first:stop + 1] - np.int32(low)).astype(np.int32, copy=False),
-                               payload=messages.payload[low:high], dropped_fragments=0, dropped_positions=None)
-
-
-def _select(messages: AssembledMessages, keep: np.ndarray) -> AssembledMessages:
-    """The messages where ``keep`` is true."""
-    starts, stops = messages.value_offsets[:-1][keep], messages.value_offsets[1:][keep]
-    lengths = (stops - starts).astype(np.int64)
-    value_offsets = np.zeros(lengths.size + 1, dtype=np.int32)
-    np.cumsum(lengths, out=value_offsets[1:])
-    return dataclasses.replace(messages, end_positions=messages.end_positions[keep],
-                               reserved=messages.reserved[keep], value_offsets=value_offsets,
-                               payload=_gather(messages.payload, starts.astype(np.int64), stops.astype(np.int64)))
 
 
 def first_frame_continues_a_message(block: FrameBuffer) -> bool:
