@@ -41,6 +41,9 @@ def load(path: Path) -> dict[str, Any]:
     if run.get("schema") not in SCHEMAS:
         raise SystemExit(f"{path}: schema {run.get('schema')!r} is not one of {', '.join(SCHEMAS)} "
                          "(write it with bench/modern_java_archive.py --json)")
+    if "failed" in run:
+        raise SystemExit(f"{path}: that run failed ({run['failed'][:300]}); it has {len(run.get('samples', []))} "
+                         "samples and no verdicts")
     return run
 
 
@@ -58,7 +61,9 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> tuple[list[str], b
     """(report lines, whether the runs agree on every verdict with comparable configurations)."""
     lines: list[str] = []
     agree = True
-    differing = [key for key in COMPARED_CONFIG if first["config"].get(key) != second["config"].get(key)]
+    # An option a run's version did not have yet was at its default: absent, "" and {} are the same.
+    differing = [key for key in COMPARED_CONFIG
+                 if (first["config"].get(key) or None) != (second["config"].get(key) or None)]
     if differing:
         agree = False
         for key in differing:

@@ -294,7 +294,9 @@ def cause_text(operation: str, result: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]:
+def run(args: argparse.Namespace, samples: list[Sample]) -> dict[str, list[float]]:
+    """Runs every case of every repeat, appending to ``samples`` as they come (a failed run keeps
+    what it measured); returns the archives' idle CPU shares."""
     installation = ensure_modern_peer_built()
     transports = ("ipc", "udp") if args.transport == "both" else (args.transport,)
     rng = random.Random(args.seed)
@@ -302,7 +304,6 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
              for size, messages in args.messages[transport].items()]
     archives = archives_of(args)
     orders = {case: balanced_orders(rng, args.repeats, archives) for case in cases}
-    samples: list[Sample] = []
     idle: dict[str, list[float]] = {archive: [] for archive in archives}
     for repeat in range(args.repeats):
         for case in rng.sample(cases, len(cases)):
@@ -341,7 +342,7 @@ def run(args: argparse.Namespace) -> tuple[list[Sample], dict[str, list[float]]]
                       f"{LABELS[numerator]}/{LABELS[denominator]}: "
                       f"record {rates[(numerator, 'record')] / rates[(denominator, 'record')]:.2f}x, "
                       f"replay {rates[(numerator, 'replay')] / rates[(denominator, 'replay')]:.2f}x", flush=True)
-    return samples, idle
+    return idle
 
 
 def archives_of(args: argparse.Namespace) -> tuple[str, ...]:
@@ -539,9 +540,13 @@ def run_record(args: argparse.Namespace, argv: list[str], samples: list[Sample],
                   for numerator, denominator in comparisons(archives_of(args))
                   for (t, size, op), v in (judged if numerator == "ours" else
                                            verdicts(samples, args.seed, numerator, denominator)).items()],
-        "samples": [{"archive": s.archive, "transport": s.transport, "size": s.size, "operation": s.operation,
-                     "repeat": s.repeat, "mbPerSecond": s.mb_per_s, "detail": s.detail} for s in samples],
+        "samples": sample_records(samples),
     }
+
+
+def sample_records(samples: list[Sample]) -> list[dict[str, Any]]:
+    return [{"archive": s.archive, "transport": s.transport, "size": s.size, "operation": s.operation,
+             "repeat": s.repeat, "mbPerSecond": s.mb_per_s, "detail": s.detail} for s in samples]
 
 
 def parse_environment(text: str) -> dict[str, str]:
@@ -623,8 +628,18 @@ def main(argv: list[str] | None = None) -> int:
     own_work_dir = args.work_dir is None
     args.work_dir = Path(tempfile.mkdtemp(prefix="modern-java-bench-", dir="/var/tmp")) if own_work_dir else args.work_dir
     args.work_dir.mkdir(parents=True, exist_ok=True)
+    samples: list[Sample] = []
     try:
-        samples, idle = run(args)
+        try:
+            idle = run(args, samples)
+        except BaseException as error:
+            if args.json is not None:  # what was measured before the failure, for the record
+                partial = {"schema": JSON_SCHEMA, "command": ["bench/modern_java_archive.py", *shown],
+                           "seed": args.seed, "failed": f"{type(error).__name__}: {error}"[-3000:],
+                           "samples": sample_records(samples)}
+                args.json.write_text(json.dumps(partial, indent=1))
+                print(f"failed; the {len(samples)} samples measured so far are in {args.json}", file=sys.stderr)
+            raise
         judged = verdicts(samples, args.seed)
         results = (table(samples, args.messages, judged) + "\n\nWhere each archive's time went (median CPU seconds "
                    "per thread over the client command, and its run-queue wait; Python agents named by py-spy when "

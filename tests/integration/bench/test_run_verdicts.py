@@ -80,6 +80,10 @@ def test_a_file_that_is_not_a_run_is_named(tmp_path: Path, capsys) -> None:
     (tmp_path / "x.json").write_text("{}")
     assert compare_runs.main([str(tmp_path / "x.json"), str(tmp_path / "x.json")]) == 2
     assert "x.json" in capsys.readouterr().err
+    (tmp_path / "failed.json").write_text(json.dumps({"schema": "modern-java-archive/2", "failed": "RuntimeError: x",
+                                                      "samples": []}))
+    assert compare_runs.main([str(tmp_path / "failed.json"), str(tmp_path / "failed.json")]) == 2
+    assert "that run failed" in capsys.readouterr().err
 
 
 def test_segment_residency_counts_written_pages_not_the_preallocated_size(tmp_path: Path) -> None:
