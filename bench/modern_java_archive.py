@@ -664,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nrun written to {args.json} (compare two runs: .venv/bin/python bench/compare_runs.py A.json B.json)")
     if args.profile is not None:
         print("\nWhere our sidecar's py-spy samples land:")
-        print(summarize_profile(sorted(args.profile.glob("ours-*.txt"))))
+        print(summarize_profile(sorted(args.profile.glob("ours-[0-9]*.txt"))))  # not ours-b-*
     if args.write_docs:
         command = [a for a in shown if a != "--write-docs"]
         write_docs(results, " ".join([".venv/bin/python bench/modern_java_archive.py", *command]), notes)
