@@ -334,7 +334,7 @@ def run(args: argparse.Namespace, samples: list[Sample]) -> dict[str, list[float
                     samples.append(sample)
                     rates[(archive, operation)] = sample.mb_per_s
                     print(f"repeat {repeat + 1}/{args.repeats} {transport} {size:5} B {archive:4} "
-                          f"({'1st' if position == 0 else '2nd'}) {operation}: {sample.mb_per_s:8.1f} MB/s, "
+                          f"({('1st', '2nd', '3rd')[position]}) {operation}: {sample.mb_per_s:8.1f} MB/s, "
                           f"archive CPU {result['archiveCpuSeconds']:.2f} s | {cause_text(operation, result)}",
                           flush=True)
             for numerator, denominator in comparisons(archives):
