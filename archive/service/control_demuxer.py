@@ -310,11 +310,15 @@ class ControlDemuxer:
                                  "%s; dropped (no session on this request image to tell)", text)
 
     def _latest_session_on(self, image_key: object) -> ControlSession | None:
-        found = None
+        """The newest ACTIVE session of the request Image, else its newest session still connecting
+        (a connect sent on a client's own request Image must not take the answers meant for it)."""
+        found = active = None
         for session in self._sessions.values():
             if session.request_image_key == image_key and not session.is_done:
                 found = session
-        return found
+                if session.state is SessionState.ACTIVE:
+                    active = session
+        return active or found
 
     def on_request_image_unavailable(self, image_key: object) -> None:
         """The request Image ``image_key`` went away: its sessions end."""

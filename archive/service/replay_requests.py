@@ -35,6 +35,7 @@ from aeron_spark.archive.codecs.messages import (
 )
 from aeron_spark.archive.service.aeron_port import AeronPort, ExclusivePublication, close_quietly
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.connecting_sessions import Discards
 from aeron_spark.archive.service.control_demuxer import driver_refusal
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.limit_counter import CountersView, LimitCounterError, LimitCounterReader
@@ -112,6 +113,7 @@ class ReplayRequests:
         self.report_failure = report_failure
         self._replays: dict[int, int] = {}  # replaySessionId -> recordingId
         self._pending: list[_PendingReplay] = []  # publications the driver is still adding
+        self._discards = Discards()  # adds given up on (timed out here), settled as the driver answers
         self._unanswered: set[int] = set()  # replaySessionIds whose request has no answer yet
         self._replay_id = 0
 
@@ -180,15 +182,18 @@ class ReplayRequests:
     def poll_pending(self) -> int:
         """The conductor's duty-cycle step: starts each replay whose publication the driver has
         added, answers those it refused; returns how many were settled (work done)."""
+        settled = self._discards.reap() if len(self._discards) else 0
         if not self._pending:
-            return 0
-        return sum(self._poll(pending) for pending in list(self._pending))
+            return settled
+        return settled + sum(self._poll(pending) for pending in list(self._pending))
 
     def _poll(self, pending: _PendingReplay) -> int:
         try:
             publication = pending.publication.poll()
         except AeronError as error:
             self._pending.remove(pending)
+            if hasattr(pending.publication, "discard"):  # a local timeout leaves the driver's add live
+                self._discards.add(pending.publication)  # type: ignore[arg-type]
             if pending.stopped is None:
                 self._failed(pending, error, f"{pending.request_name}: media driver refused: "
                                              f"{driver_refusal(error)}")

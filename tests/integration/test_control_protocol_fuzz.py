@@ -5,7 +5,8 @@ Several rounds of sessions (over UDP and IPC) connect, send a seeded mix of bad 
 foreign and random session ids, random correlation ids, out-of-range ids) in bulk and close.
 After the fuzz the sidecar process is alive, a new client connects, records and replays
 byte-exactly, and the sidecar's anonymous memory (RssAnon) after the last round is back near its
-level after the first one: a fuzz that closes its sessions leaves nothing behind.
+level after the first one, and its open files near where they started: a fuzz that closes its
+sessions leaves nothing behind.
 
 100,000 messages by default (~30-60 s here). A longer run:
 ``AERON_FUZZ_MESSAGES=1000000 ./run-tests tests/integration/test_control_protocol_fuzz.py``
@@ -37,15 +38,17 @@ SEED = int(os.environ.get("AERON_FUZZ_SEED", "13"))
 ROUNDS = int(os.environ.get("AERON_FUZZ_ROUNDS", "5"))
 SESSIONS_PER_ROUND = int(os.environ.get("AERON_FUZZ_SESSIONS", "4"))
 MEMORY_MARGIN_KB = 8 * 1024
+OPEN_FILES_MARGIN = 4  # the fuzz's connects' response publications (UDP sockets) are closed again
 SETTLE_S = 3.0  # for the closed sessions' publications to go
 
 
-def fuzz_rounds(sidecar: Sidecar, aeron: AeronClient) -> tuple[list[int], int]:
+def fuzz_rounds(sidecar: Sidecar, aeron: AeronClient) -> tuple[list[int], list[int], int]:
     rng = random.Random(SEED)
     per_session = max(1, MESSAGES // (ROUNDS * SESSIONS_PER_ROUND))
     other_sessions: list[int] = []
     mix = FuzzMix()
     memory: list[int] = []
+    open_files: list[int] = []
     sent = 0
     for round_index in range(ROUNDS):
         started, cpu = time.monotonic(), cpu_seconds(sidecar.pid)
@@ -64,16 +67,17 @@ def fuzz_rounds(sidecar: Sidecar, aeron: AeronClient) -> tuple[list[int], int]:
         exit_code = sidecar.process.poll()
         assert exit_code is None, f"the sidecar exited ({exit_code}) in round {round_index}:\n{sidecar.log_tail()}"
         memory.append(rss_anon_kb(sidecar.pid))
+        open_files.append(len(os.listdir(f"/proc/{sidecar.pid}/fd")))
         if os.environ.get("AERON_ARCHIVE_TRACEMALLOC") == "1":  # the sidecar logs its growth since the last round
             os.kill(sidecar.pid, signal.SIGUSR2)
         print(f"round {round_index}: {SESSIONS_PER_ROUND * per_session} messages in {fuzzing:.1f} s "
               f"(sidecar CPU {cpu:.1f} s), "
-              f"{responses} responses, sidecar RssAnon {memory[-1]} KiB")
+              f"{responses} responses, sidecar RssAnon {memory[-1]} KiB, {open_files[-1]} open files")
     print("mix:", mix.counts)
     if os.environ.get("AERON_ARCHIVE_TRACEMALLOC") == "1":
         time.sleep(1.0)
         print("\n".join(line for line in sidecar.stderr_lines if "tracemalloc" in line or line.startswith("  ")))
-    return memory, sent
+    return memory, open_files, sent
 
 
 def record_and_replay_exactly(aeron: AeronClient) -> None:
@@ -89,7 +93,8 @@ def test_a_control_protocol_fuzz_leaves_the_sidecar_serving_with_bounded_memory(
     aeron = AeronClient(sidecar.driver_dir)
     try:
         before = rss_anon_kb(sidecar.pid)
-        memory, sent = fuzz_rounds(sidecar, aeron)
+        files_before = len(os.listdir(f"/proc/{sidecar.pid}/fd"))
+        memory, open_files, sent = fuzz_rounds(sidecar, aeron)
         assert sent >= MESSAGES - ROUNDS * SESSIONS_PER_ROUND
         assert sidecar.process.poll() is None, sidecar.log_tail()
         # a new client connects and is served; nothing the fuzz sent started a recording
@@ -99,7 +104,9 @@ def test_a_control_protocol_fuzz_leaves_the_sidecar_serving_with_bounded_memory(
             assert archive.list_recordings(0, 100) == []
         record_and_replay_exactly(aeron)
         print(f"sidecar RssAnon: {before} KiB before, after each round {memory} KiB")
+        print(f"sidecar open files: {files_before} before, after each round {open_files}")
         assert memory[-1] <= memory[0] + MEMORY_MARGIN_KB, (before, memory)
+        assert max(open_files) <= files_before + OPEN_FILES_MARGIN, (files_before, open_files)
         tracebacks = sum("Traceback" in line for line in sidecar.stderr_lines)
         lines = sidecar.stderr_lines
         logged_with_a_traceback = sorted({lines[i - 1].split(": ", 1)[-1][:120] for i, line in enumerate(lines)
