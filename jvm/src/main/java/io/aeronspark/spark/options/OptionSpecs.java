@@ -66,41 +66,68 @@ public final class OptionSpecs {
         }
     }
 
-    private static volatile OptionSpecs loaded;
+    private static volatile List<Spec> loaded;
+    private static final Map<String, OptionSpecs> BY_SIDE = new LinkedHashMap<>();
 
+    /** Every entry, in the spec's order (one name may have an entry per side, e.g. channel). */
+    private final List<Spec> all;
+    /** The entries of this instance's side by lower-case name (of every side: the first entry of a name). */
     private final Map<String, Spec> byLowerName = new LinkedHashMap<>();
 
-    private OptionSpecs(final JsonNode root) {
-        for (JsonNode node : root.get("options")) {
-            final Spec spec = new Spec(node);
-            byLowerName.put(spec.name.toLowerCase(Locale.ROOT), spec);
+    private OptionSpecs(final List<Spec> all, final String side) {
+        this.all = all;
+        for (Spec spec : all) {
+            if (side == null || spec.sides.contains(side)) {
+                byLowerName.putIfAbsent(spec.name.toLowerCase(Locale.ROOT), spec);
+            }
         }
     }
 
-    /** The spec in the jar (loaded once per JVM). */
-    public static OptionSpecs get() {
-        OptionSpecs specs = loaded;
+    /** The options of one side ({@link #SIDE_SOURCE}, {@link #SIDE_SINK}): their typed values and defaults. */
+    public static synchronized OptionSpecs get(final String side) {
+        return BY_SIDE.computeIfAbsent(side, s -> new OptionSpecs(entries(), s));
+    }
+
+    /**
+     * Every side's options. A name several sides define (channel, streamId) resolves to its first
+     * entry here: use {@link #get(String)} for typed values.
+     */
+    public static synchronized OptionSpecs get() {
+        return BY_SIDE.computeIfAbsent("", s -> new OptionSpecs(entries(), null));
+    }
+
+    private static List<Spec> entries() {
+        List<Spec> specs = loaded;
         if (specs == null) {
-            synchronized (OptionSpecs.class) {
-                if (loaded == null) {
-                    loaded = load();
-                }
-                specs = loaded;
-            }
+            specs = load();
+            loaded = specs;
         }
         return specs;
     }
 
-    private static OptionSpecs load() {
+    private static List<Spec> load() {
         try (InputStream in = OptionSpecs.class.getResourceAsStream(RESOURCE)) {
             if (in == null) {
                 throw new IllegalStateException("the option spec " + RESOURCE + " is missing from the jar "
                     + "(tools/build-jvm copies connector/option_specs.json into it)");
             }
-            return new OptionSpecs(new ObjectMapper().readTree(in));
+            final List<Spec> specs = new ArrayList<>();
+            for (JsonNode node : new ObjectMapper().readTree(in).get("options")) {
+                specs.add(new Spec(node));
+            }
+            return Collections.unmodifiableList(specs);
         } catch (IOException error) {
             throw new IllegalStateException("cannot read the option spec " + RESOURCE + ": " + error, error);
         }
+    }
+
+    private Spec entryFor(final String lowerName, final String side) {
+        for (Spec spec : all) {
+            if (spec.sides.contains(side) && spec.name.toLowerCase(Locale.ROOT).equals(lowerName)) {
+                return spec;
+            }
+        }
+        return null;
     }
 
     public Spec spec(final String name) {
@@ -114,7 +141,7 @@ public final class OptionSpecs {
     /** The names a side accepts, in the spec's order. */
     public List<String> namesFor(final String side) {
         final List<String> names = new ArrayList<>();
-        for (Spec spec : byLowerName.values()) {
+        for (Spec spec : all) {
             if (spec.sides.contains(side)) {
                 names.add(spec.name);
             }
@@ -134,8 +161,8 @@ public final class OptionSpecs {
             if (SPARK_SUPPLIED.contains(lower)) {
                 continue;
             }
-            final Spec spec = byLowerName.get(lower);
-            if (spec == null || !spec.sides.contains(side)) {
+            final Spec spec = entryFor(lower, side);
+            if (spec == null) {
                 throw new OptionError(unknownMessage(key, side, format));
             }
             if (entry.getValue() != null) {

@@ -42,9 +42,38 @@ final class ArchiveCatalog implements AutoCloseable {
         final long now = System.currentTimeMillis();
         if (force || now - lastDiscoveryMs >= options.discoveryIntervalMs) {
             lastDiscoveryMs = now;
-            discover();
+            try {
+                discover();
+            } catch (RuntimeException error) {
+                throw stopAware(error);
+            }
         }
         return new TreeMap<>(known);
+    }
+
+    /**
+     * Aeron's clients fail a call interrupted by query.stop() with "unexpected interrupt"; Spark
+     * ends a query quietly only on an InterruptedException, so that is what the stream throws then.
+     */
+    static RuntimeException stopAware(final RuntimeException error) {
+        if (Thread.currentThread().isInterrupted() || String.valueOf(error.getMessage()).contains("unexpected interrupt")) {
+            final InterruptedException interrupted = new InterruptedException("aeron-archive-jvm source: stopped during "
+                + "an archive request (" + error.getMessage() + ")");
+            interrupted.initCause(error);
+            throw AeronArchiveCatalogSneaky.<RuntimeException>sneaky(interrupted);
+        }
+        return error;
+    }
+
+    /** Throws a checked exception where the interface declares none (Spark's own stop handling expects it). */
+    static final class AeronArchiveCatalogSneaky {
+        private AeronArchiveCatalogSneaky() {
+        }
+
+        @SuppressWarnings("unchecked")
+        static <T extends Throwable> RuntimeException sneaky(final Throwable error) throws T {
+            throw (T) error;
+        }
     }
 
     private void discover() {
@@ -105,6 +134,14 @@ final class ArchiveCatalog implements AutoCloseable {
 
     /** A recording's descriptor now, or null when the archive no longer has it. */
     synchronized RecordingInfo describe(final long recordingId) {
+        try {
+            return describeNow(recordingId);
+        } catch (RuntimeException error) {
+            throw stopAware(error);
+        }
+    }
+
+    private RecordingInfo describeNow(final long recordingId) {
         final RecordingInfo[] found = new RecordingInfo[1];
         final int count = archive().listRecording(recordingId,
             (controlSessionId, correlationId, id, startTimestamp, stopTimestamp, startPosition, stopPosition,
@@ -129,7 +166,9 @@ final class ArchiveCatalog implements AutoCloseable {
                 known.remove(recordingId);
                 return null;
             }
-            throw error;
+            throw stopAware(error);
+        } catch (RuntimeException error) {
+            throw stopAware(error);
         }
     }
 

@@ -41,7 +41,7 @@ public final class SourceOptions implements Serializable {
     private transient Pattern channelPattern;
 
     private SourceOptions(final Map<String, String> options) {
-        final OptionSpecs specs = OptionSpecs.get();
+        final OptionSpecs specs = OptionSpecs.get(OptionSpecs.SIDE_SOURCE);
         given = options;
         archive = ArchiveSettings.from(options);
         final long[] ids = specs.numberList(options, "recordingIds");
@@ -102,7 +102,7 @@ public final class SourceOptions implements Serializable {
 
     /** Parses the options a source was given (unknown ones fail, naming the nearest accepted names). */
     public static SourceOptions parse(final Map<String, String> raw) {
-        final OptionSpecs specs = OptionSpecs.get();
+        final OptionSpecs specs = OptionSpecs.get(OptionSpecs.SIDE_SOURCE);
         final Map<String, String> canonical = specs.canonical(raw, OptionSpecs.SIDE_SOURCE,
             AeronArchiveJvmProvider.SHORT_NAME);
         for (String name : canonical.keySet()) {

@@ -1,0 +1,113 @@
+"""format("aeron-archive-jvm") in Spark's real-time mode (and as a micro-batch source) over real
+archives: our sidecar and the real Java archive 1.51. Each query runs in a process of its own
+(tests/support/jvm_query_process.py: a Spark session with our jar and aeron-all on spark.jars),
+stopped or killed by PID; the sidecar, the Java archive and the publishers are stopped by PID too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.jvm_module import JvmModule
+from tests.support.jvm_query_process import JvmQuery, delivered_rows
+from tests.support.live_publisher import LivePublisher, sequence_of
+from tests.support.ports import free_udp_port
+from tests.support.sidecar import Sidecar, running_sidecar
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+STREAM_ID = 4401
+MESSAGES = 400
+RATE = 200.0
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
+    with running_sidecar(tmp_path_factory.mktemp("jvm-source-sidecar") / "archive") as running:
+        yield running
+
+
+def publish(sidecar: Sidecar, channel: str, messages: int, rate: float = RATE, *extra: str) -> LivePublisher:
+    return LivePublisher((), "--channel", channel, "--stream-id", str(STREAM_ID), "--messages", str(messages),
+                         "--rate", str(rate), "--control-channel", sidecar.control_channel,
+                         "--aeron-dir", sidecar.driver_dir, *extra)
+
+
+def query_settings(jvm_module: JvmModule, work: Path, options: dict[str, str], trigger: dict) -> dict:
+    return {"jars": jvm_module.spark_jars, "options": options, "trigger": trigger,
+            "checkpoint": str(work / "checkpoint"), "out": str(work / "out"), "stop_file": str(work / "stop")}
+
+
+def sequences(rows: dict[str, list[tuple[int, int, bytes]]]) -> list[int]:
+    return [sequence_of(payload) for file_rows in rows.values() for _, _, payload in file_rows]
+
+
+def assert_in_order(rows: dict[str, list[tuple[int, int, bytes]]]) -> None:
+    """Within each task's file: positions and sequence numbers strictly increase."""
+    for name, file_rows in rows.items():
+        positions = [position for _, position, _ in file_rows]
+        assert positions == sorted(set(positions)), f"{name}: positions out of order or repeated"
+        numbers = [sequence_of(payload) for _, _, payload in file_rows]
+        assert numbers == sorted(set(numbers)), f"{name}: messages out of order or repeated"
+
+
+def test_real_time_query_over_live_sidecar_recording_delivers_every_message_in_order(
+        sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path) -> None:
+    channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
+    publisher = publish(sidecar, channel, MESSAGES)
+    query = None
+    try:
+        publisher.wait_until(lambda: publisher.recordings(), "the recording started", 30)
+        query = JvmQuery(query_settings(jvm_module, tmp_path, {
+            "archive.controlChannel": sidecar.control_channel, "channel": channel, "streamId": str(STREAM_ID),
+            "startingPositions": "earliest"}, {"realTime": "5 seconds"}))
+        publisher.wait_until(publisher.done, "every message published and recorded", 120)
+        query.wait_for(lambda: len(sequences(delivered_rows(tmp_path / "out"))) >= MESSAGES,
+                       f"{MESSAGES} rows", 120)
+        query.stop()
+        rows = delivered_rows(tmp_path / "out")
+        assert sorted(sequences(rows)) == list(range(MESSAGES))
+        assert_in_order(rows)
+        assert query.failure() is None, query.output()
+    finally:
+        if query is not None:
+            query.kill()
+        publisher.stop()
+
+
+def test_option_errors_name_the_option_and_an_unreachable_archive_fails_within_the_timeout(
+        sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path) -> None:
+    from tests.support.jvm_query_process import probe_results
+
+    control = sidecar.control_channel
+    nobody = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
+    probes = [
+        {"archive.controlChannel": control, "chanel": "aeron:udp", "streamId": "1"},
+        {"archive.controlChannel": control, "channel": "aeron:udp", "streamId": "x"},
+        {"archive.controlChannel": control, "recordingIds": "1", "maxBytesPerTrigger": "lots"},
+        {"archive.controlChannel": control, "recordingIds": "1", "startingPositions": "soon"},
+        {"archive.controlChannel": control, "channel": "aeron:udp"},
+        {"archive.controlChannel": "tcp://host", "recordingIds": "1"},
+        {"archive.controlChannel": nobody, "recordingIds": "1", "archive.timeoutMs": "2000"},
+    ]
+    settings = query_settings(jvm_module, tmp_path, {}, {}) | {"probes": probes}
+    query = JvmQuery(settings)
+    try:
+        assert query.process.wait(300) == 0, query.output()
+    finally:
+        query.kill()
+    results = probe_results(query.lines)
+    assert len(results) == len(probes), query.output()
+    errors = [result["error"] or "" for result in results]
+    assert "unknown option 'chanel' for format aeron-archive-jvm. Did you mean 'channel' or 'channelPattern'?" in errors[0]
+    assert "option streamId='x' is not valid; accepted: " in errors[1]
+    assert "option maxBytesPerTrigger='lots' is not valid; accepted: a size > 0" in errors[2]
+    assert "option startingPositions='soon' is not valid; accepted: earliest | latest" in errors[3]
+    assert "option channel needs streamId too" in errors[4]
+    assert "option archive.controlChannel='tcp://host' is not an Aeron channel" in errors[5]
+    unreachable = results[6]
+    assert f"archive.controlChannel={nobody}" in errors[6] and "archive.timeoutMs=2000" in errors[6], errors[6]
+    # start() to the failure: the 2 s connect timeout plus the query's own start on a busy machine
+    assert unreachable["seconds"] < 2.0 + 10.0, unreachable
