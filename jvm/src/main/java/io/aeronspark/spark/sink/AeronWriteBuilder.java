@@ -3,6 +3,7 @@ package io.aeronspark.spark.sink;
 import java.util.Collections;
 import java.util.EnumSet;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
@@ -25,6 +26,8 @@ public final class AeronWriteBuilder implements WriteBuilder, SupportsStreamingU
         Collections.unmodifiableSet(EnumSet.of(TableCapability.STREAMING_WRITE));
 
     private static final Logger LOG = LoggerFactory.getLogger(AeronWriteBuilder.class);
+    /** Query runs (Spark's queryId) whose sink stream the archive was asked to record. */
+    private static final Set<String> RECORDING_ENSURED = ConcurrentHashMap.newKeySet();
 
     private final LogicalWriteInfo info;
 
@@ -43,9 +46,12 @@ public final class AeronWriteBuilder implements WriteBuilder, SupportsStreamingU
 
             @Override
             public StreamingWrite toStreaming() {
-                final boolean started = SinkRecording.ensure(options);
-                LOG.info("{}: the archive at {} {}", description(), options.archive.describeEndpoint(),
-                    started ? "now records it" : "records it already");
+                // Spark builds the write again for every micro-batch: ask the archive once per query run.
+                if (RECORDING_ENSURED.add(info.queryId() + "|" + options.describeStream())) {
+                    final boolean started = SinkRecording.ensure(options);
+                    LOG.info("{}: the archive at {} {}", description(), options.archive.describeEndpoint(),
+                        started ? "now records it" : "records it already");
+                }
                 return new AeronStreamingWrite(options);
             }
         };

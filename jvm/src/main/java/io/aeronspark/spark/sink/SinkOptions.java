@@ -1,8 +1,10 @@
 package io.aeronspark.spark.sink;
 
 import java.io.Serializable;
+import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 
 import io.aeronspark.spark.AeronArchiveJvmProvider;
 import io.aeronspark.spark.ArchiveSettings;
@@ -25,6 +27,13 @@ final class SinkOptions implements Serializable {
     static final String STREAM_ID = "streamId";
     static final String SOURCE_LOCATION = "sink.sourceLocation";
     static final String OFFER_TIMEOUT_MS = "sink.offerTimeoutMs";
+    /**
+     * writeStream options Spark reads itself and passes on to the sink too: async progress tracking's
+     * (real-time mode needs _asyncProgressTrackingOverrideSinkSupportCheck=true for a sink Spark does
+     * not list, see docs/exactly-once.md).
+     */
+    private static final Set<String> SPARK_STREAM_OPTIONS = Set.of("asyncprogresstrackingenabled",
+        "asyncprogresstrackingcheckpointintervalms", "_asyncprogresstrackingoverridesinksupportcheck");
     /** The one input column, as Kafka's sink names it. */
     static final String VALUE_COLUMN = "value";
 
@@ -50,8 +59,14 @@ final class SinkOptions implements Serializable {
 
     static SinkOptions from(final Map<String, String> given, final StructType schema) {
         final OptionSpecs specs = OptionSpecs.get();
+        final Map<String, String> ours = new HashMap<>();
+        given.forEach((key, value) -> {
+            if (!SPARK_STREAM_OPTIONS.contains(key.toLowerCase(Locale.ROOT))) {
+                ours.put(key, value);
+            }
+        });
         final Map<String, String> options = specs.canonical(
-            given, OptionSpecs.SIDE_SINK, "(\"" + AeronArchiveJvmProvider.SHORT_NAME + "\") (sink)");
+            ours, OptionSpecs.SIDE_SINK, "(\"" + AeronArchiveJvmProvider.SHORT_NAME + "\") (sink)");
         final String channel = specs.channel(options, CHANNEL);
         if (channel == null) {
             throw new OptionError("option " + CHANNEL + " is required: the channel the rows are published on and the "
