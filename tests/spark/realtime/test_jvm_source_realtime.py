@@ -5,6 +5,7 @@ stopped or killed by PID; the sidecar, the Java archive and the publishers are s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,3 +112,81 @@ def test_option_errors_name_the_option_and_an_unreachable_archive_fails_within_t
     assert f"archive.controlChannel={nobody}" in errors[6] and "archive.timeoutMs=2000" in errors[6], errors[6]
     # start() to the failure: the 2 s connect timeout plus the query's own start on a busy machine
     assert unreachable["seconds"] < 2.0 + 10.0, unreachable
+
+
+def test_micro_batches_capped_by_max_bytes_per_trigger_report_lag_metrics(
+        sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path) -> None:
+    channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
+    messages = 300
+    term_length = 64 * 1024  # the smallest: the cap's rounding to term boundaries shows at this size
+    publisher = publish(sidecar, f"{channel}|term-length={term_length}", messages, 2000.0)
+    try:
+        publisher.wait_until(publisher.done, "every message published and recorded", 120)
+    finally:
+        publisher.stop()
+    cap = 32 * 1024
+    query = JvmQuery(query_settings(jvm_module, tmp_path, {
+        "archive.controlChannel": sidecar.control_channel, "channel": channel, "streamId": str(STREAM_ID),
+        "startingPositions": "earliest", "maxBytesPerTrigger": "32k"}, {"processingTime": "200 milliseconds"}))
+    try:
+        def caught_up() -> bool:
+            progress = [p for p in query.progress() if p["metrics"]]
+            return bool(progress) and progress[-1]["metrics"].get("maxOffsetsBehindLatest") == "0" and \
+                len(sequences(delivered_rows(tmp_path / "out"))) >= messages
+        query.wait_for(caught_up, "every row read and no lag left", 180)
+        query.stop()
+    finally:
+        query.kill()
+    rows = delivered_rows(tmp_path / "out")
+    assert sorted(sequences(rows)) == list(range(messages))  # each exactly once
+    assert_in_order(rows)
+    progress = [p for p in query.progress() if p["numInputRows"] > 0]
+    assert len(progress) >= 3, progress  # the cap split the backlog into several batches
+    ends = [max(int(position) for position in json_offset(p["endOffset"]).values()) for p in progress]
+    # a capped end is rounded down to a term boundary, or is one step when the cap is below a term
+    steps = [later - earlier for earlier, later in zip(ends, ends[1:])]
+    assert all(step <= max(cap, term_length) for step in steps), steps
+    lag = [int(p["metrics"]["maxOffsetsBehindLatest"]) for p in progress]
+    assert lag[0] > 0 and lag[-1] == 0, lag
+    assert {"avgOffsetsBehindLatest", "minOffsetsBehindLatest"} <= set(progress[0]["metrics"])
+
+
+def json_offset(offset: str | dict) -> dict[str, int]:
+    return offset if isinstance(offset, dict) else json.loads(offset)
+
+
+@pytest.mark.interop
+def test_real_time_query_over_the_java_archive_follows_live_recordings_and_discovers_new_ones(
+        jvm_module: JvmModule, tmp_path: Path) -> None:
+    """The real Java archive 1.51 (own Java media driver, reached by its control channel only): one
+    recording exists when the query starts, a second (another publisher session on the channel)
+    starts while it runs and is discovered at the next real-time batch. Messages of 1500 bytes are
+    fragmented (mtu 1408)."""
+    import threading
+
+    from tests.interop.peer.modern_peer import ensure_modern_peer_built, running_modern_java_archive
+
+    channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
+    first, second, size = 100, 200, 1500
+    with running_modern_java_archive(ensure_modern_peer_built(), tmp_path / "java") as java:
+        java.client.start_recording(channel, STREAM_ID)
+        java.client.publish(channel, STREAM_ID, first, size, fragmented=True)
+        query = JvmQuery(query_settings(jvm_module, tmp_path, {
+            "archive.controlChannel": java.control_channel, "channel": channel, "streamId": str(STREAM_ID),
+            "startingPositions": "earliest"}, {"realTime": "5 seconds"}))
+        try:
+            query.wait_for(lambda: len(sequences(delivered_rows(tmp_path / "out"))) >= first, "the first recording", 120)
+            publishing = threading.Thread(target=java.client.publish, args=(channel, STREAM_ID, second, size),
+                                          kwargs={"first_index": first, "fragmented": True})
+            publishing.start()
+            query.wait_for(lambda: len(sequences(delivered_rows(tmp_path / "out"))) >= first + second,
+                           "the second recording", 120)
+            publishing.join(60)
+            query.stop()
+        finally:
+            query.kill()
+    rows = delivered_rows(tmp_path / "out")
+    assert sorted(sequences(rows)) == list(range(first + second))
+    assert_in_order(rows)
+    assert {len(payload) for file_rows in rows.values() for _, _, payload in file_rows} == {size}
+    assert len({recording for file_rows in rows.values() for recording, _, _ in file_rows}) == 2
