@@ -51,6 +51,10 @@ PING_SILENCE_S = 3.0
 #: How long `is_connected` waits for a fresh message from an archive that pings when all it could
 #: read was waiting in the image since before a long gap (the ping interval, 1 s, and a margin).
 FRESH_PING_WAIT_S = 1.5
+#: A request to an archive that pings fails this soon when the archive falls silent while it is
+#: awaited (killed or restarted: the new one does not know the session), not after the whole
+#: timeout: each retry on a fresh connection then starts seconds earlier.
+REQUEST_SILENCE_S = PING_SILENCE_S + FRESH_PING_WAIT_S
 CLIENT_INFO = "name=aeron-spark-archive-client"
 #: Archives reporting at least this protocol version (Aeron 1.44+) answer ArchiveIdRequest (68)
 #: and MaxRecordedPositionRequest (67).
@@ -319,7 +323,8 @@ class ArchiveSession:
         router = self._router
         router.begin(expectation)
         wait = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + wait
+        awaited_at = time.monotonic()
+        deadline = awaited_at + wait
         idle = 0
         try:
             while not expectation.done:
@@ -331,6 +336,12 @@ class ArchiveSession:
                     raise ArchiveTimeoutError(self._timeout_message(expectation, wait),
                                               request=expectation.request,
                                               correlation_id=min(expectation.correlation_ids))
+                silent_s = now - self._last_heard
+                if router.pings_received and silent_s > REQUEST_SILENCE_S and now - awaited_at > REQUEST_SILENCE_S:
+                    raise ArchiveTimeoutError(
+                        self._timeout_message(expectation, round(now - awaited_at, 1)) + f": the archive, which pings every "
+                        f"second, has sent nothing for {silent_s:.1f} s (restarted or gone)",
+                        request=expectation.request, correlation_id=min(expectation.correlation_ids))
                 if on_idle is not None:
                     on_idle(now)
                 idle = idle_backoff(idle)
