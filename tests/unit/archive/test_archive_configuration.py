@@ -48,7 +48,7 @@ def test_service_options_and_conductor_settings_default_to_the_configuration() -
     assert options.replay_buffer_length == defaults.DEFAULT_REPLAY_BUFFER_LENGTH
     assert options.connect_timeout_ms == defaults.DEFAULT_CONNECT_TIMEOUT_MS
     assert options.idle_strategy == defaults.DEFAULT_IDLE_STRATEGY
-    settings = ConductorSettings(archive_dir=Path("."), archive_id=1)
+    settings = ConductorSettings(options, archive_id=1)  # derived from the options: no defaults of its own
     for name in ("segment_file_length", "file_sync", "replay_buffer_length", "max_concurrent_recordings",
                  "max_concurrent_replays", "connect_timeout_ms", "session_idle_timeout_ms"):
         assert getattr(settings, name) == getattr(options, name), name

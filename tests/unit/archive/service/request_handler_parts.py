@@ -17,6 +17,7 @@ from aeron_spark.archive.codecs import (
     PROTOCOL_SEMANTIC_VERSION, ControlResponse, ControlResponseCode, RecordingSignalEvent, semantic_version)
 from aeron_spark.archive.codecs.counter_layout import RECORD_ALLOCATED
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.service_options import ArchiveServiceOptions
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.maintenance_requests import MaintenanceRequests
 from aeron_spark.archive.service.recording_events_publisher import RecordingEventsPublisher
@@ -281,10 +282,9 @@ class Handlers:
 
 def make_handlers(directory: Path, catalog: Catalog, *, with_replayer: bool = True,
                   with_counters: bool = True, **settings) -> Handlers:
-    options = dict(archive_dir=directory, archive_id=ARCHIVE_ID, segment_file_length=SEGMENT,
-                   replay_buffer_length=64 * 1024)
+    options = dict(archive_dir=directory, segment_file_length=SEGMENT, replay_buffer_length=64 * 1024)
     options.update(settings)
-    conductor_settings = ConductorSettings(**options)
+    conductor_settings = ConductorSettings(ArchiveServiceOptions(**options), ARCHIVE_ID)
     aeron, recorder, replayer, counters = FakeAeron(), FakeRecorder(), FakeReplayer(), FakeCounters()
     events: list = []
     recordings = RecordingRequests(aeron=aeron, catalog=catalog, settings=conductor_settings,

@@ -14,6 +14,7 @@ from aeron_spark.archive.codecs import archive_counters as layout
 from aeron_spark.archive.service.archive_counters import ArchiveCounters, CycleThresholds
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.service_options import ArchiveServiceOptions
 from aeron_spark.archive.service.control_demuxer import ControlDemuxer
 from aeron_spark.archive.service.error_log import MarkFileErrorLog
 from aeron_spark.archive.service.session_agent import SessionAgent
@@ -120,7 +121,7 @@ def test_each_control_session_has_a_counter_while_it_is_open_and_the_count_follo
     aeron = DemuxerAeron()
     counters = ArchiveCounters.allocate(aeron, ARCHIVE_ID)
     count = counters.control_sessions.sessions_count
-    demuxer = ControlDemuxer(aeron=aeron, settings=ConductorSettings(Path("/nonexistent"), ARCHIVE_ID),
+    demuxer = ControlDemuxer(aeron=aeron, settings=ConductorSettings(ArchiveServiceOptions(Path("/nonexistent")), ARCHIVE_ID),
                              authenticator=AcceptAllAuthenticator(), control_channels=[("aeron:ipc", 10)],
                              handlers={}, enqueue=lambda e: None, clock=lambda: 1_000,
                              session_counters=counters.control_sessions)
@@ -152,7 +153,7 @@ def test_a_session_whose_counter_the_driver_refuses_is_served_counted_and_the_er
     aeron = RefusingAeron()
     counters = ArchiveCounters.allocate(aeron, ARCHIVE_ID)
     errors: list[BaseException] = []
-    demuxer = ControlDemuxer(aeron=aeron, settings=ConductorSettings(Path("/nonexistent"), ARCHIVE_ID),
+    demuxer = ControlDemuxer(aeron=aeron, settings=ConductorSettings(ArchiveServiceOptions(Path("/nonexistent")), ARCHIVE_ID),
                              authenticator=AcceptAllAuthenticator(), control_channels=[("aeron:ipc", 10)],
                              handlers={}, enqueue=lambda e: None, clock=lambda: 1_000,
                              error_handler=errors.append, session_counters=counters.control_sessions)

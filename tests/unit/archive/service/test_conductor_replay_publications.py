@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from aeron_spark.archive.codecs import REPLAY_ALL_AND_STOP, ArchiveErrorCode, ReplayRequest
 from aeron_spark.archive.service.conductor import ArchiveConductor, ConductorSettings
+from aeron_spark.archive.service.service_options import ArchiveServiceOptions
 from aeron_spark.archive.storage.catalog import Catalog
 from aeron_spark.driver_integration.errors import AeronError
 
@@ -22,7 +23,7 @@ from tests.unit.archive.storage.test_maintenance import make_recording
 
 def conductor_with_pending_replay(tmp_path, catalog, aeron: FakeAeron):
     replayer = FakeReplayer()
-    conductor = ArchiveConductor(aeron=aeron, catalog=catalog, settings=ConductorSettings(tmp_path, 1),
+    conductor = ArchiveConductor(aeron=aeron, catalog=catalog, settings=ConductorSettings(ArchiveServiceOptions(tmp_path), 1),
                                  recorder=FakeRecorder(), replayer=replayer, control_channels=[("aeron:ipc", 10)])
     session = make_handlers(tmp_path, catalog).session  # a control session to answer
     recording_id = make_recording(catalog, tmp_path, 0, 4096)

@@ -12,6 +12,7 @@ from aeron_spark.archive import codecs
 from aeron_spark.archive.codecs import ControlResponseCode
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.service_options import ArchiveServiceOptions
 from aeron_spark.archive.service.control_demuxer import ControlDemuxer
 from aeron_spark.archive.service.control_session import (
     MAX_ERROR_MESSAGE_LENGTH, TRUNCATED_MARKER, SessionState, bounded_text)
@@ -51,7 +52,7 @@ class Aeron:
 
 def demuxer_with(handlers: dict, errors: list) -> tuple[ControlDemuxer, Aeron]:
     aeron = Aeron()
-    demuxer = ControlDemuxer(aeron=aeron, settings=ConductorSettings(Path("/nonexistent"), 1),
+    demuxer = ControlDemuxer(aeron=aeron, settings=ConductorSettings(ArchiveServiceOptions(Path("/nonexistent")), 1),
                              authenticator=AcceptAllAuthenticator(), control_channels=[("aeron:ipc", 10)],
                              handlers=handlers, enqueue=lambda e: None, clock=lambda: 1_000,
                              error_handler=errors.append)

@@ -100,6 +100,7 @@ def test_a_session_agent_measures_its_busy_cycles_but_not_its_dormant_waits():
 
 def test_the_conductor_measures_each_duty_cycle(tmp_path):
     from aeron_spark.archive.service.conductor import ArchiveConductor, ConductorSettings
+    from aeron_spark.archive.service.service_options import ArchiveServiceOptions
     from aeron_spark.archive.storage.catalog import Catalog
 
     from tests.unit.archive.service.request_handler_parts import FakeAeron, FakeRecorder
@@ -111,7 +112,8 @@ def test_the_conductor_measures_each_duty_cycle(tmp_path):
             measured.append(duration_ns)
 
     with Catalog.open(tmp_path) as catalog:
-        conductor = ArchiveConductor(aeron=FakeAeron(), catalog=catalog, settings=ConductorSettings(tmp_path, 1),
+        settings = ConductorSettings(ArchiveServiceOptions(tmp_path), 1)
+        conductor = ArchiveConductor(aeron=FakeAeron(), catalog=catalog, settings=settings,
                                      recorder=FakeRecorder(), control_channels=[("aeron:ipc", 10)],
                                      cycle_tracker=Recording())
         for _ in range(3):

@@ -13,6 +13,7 @@ from aeron_spark.archive import codecs
 from aeron_spark.archive.codecs import ControlResponseCode
 from aeron_spark.archive.service.authenticator import AcceptAllAuthenticator
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.service_options import ArchiveServiceOptions
 from aeron_spark.archive.service.control_demuxer import ControlDemuxer, response_publication_channel
 from aeron_spark.archive.service.replay_tokens import MAX_TOKENS_PER_SESSION, ReplayTokens
 
@@ -62,7 +63,7 @@ def make(handlers: dict | None = None, clock: Clock | None = None) -> tuple[Cont
     table = {codecs.ReplayRequest: lambda s, m: replays.append((s, m)),
              codecs.BoundedReplayRequest: lambda s, m: replays.append((s, m)),
              codecs.ListRecordingRequest: lambda s, m: s.send_ok(m.correlation_id, 0)}
-    demuxer = ControlDemuxer(aeron=aeron, settings=ConductorSettings(Path("/nonexistent"), 1),
+    demuxer = ControlDemuxer(aeron=aeron, settings=ConductorSettings(ArchiveServiceOptions(Path("/nonexistent")), 1),
                              authenticator=AcceptAllAuthenticator(), control_channels=[("aeron:ipc", 10)],
                              handlers={**table, **(handlers or {})}, enqueue=lambda e: None,
                              clock=clock or (lambda: 1_000), error_handler=None)

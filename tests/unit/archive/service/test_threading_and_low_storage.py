@@ -150,6 +150,7 @@ def test_start_and_extend_are_refused_at_the_configured_threshold_not_the_segmen
             ArchiveErrorCode.STORAGE_SPACE, "low storage threshold")
         assert h.aeron.subscriptions == []
         # A threshold of 0 refuses only a full file system: the same start now subscribes.
-        h.recordings.settings = dataclasses.replace(h.recordings.settings, low_storage_threshold=0)
+        settings = h.recordings.settings
+        h.recordings.settings = dataclasses.replace(settings, options=settings.options.with_changes(low_storage_threshold=0))
         start(h)
         assert len(h.aeron.subscriptions) == 1
