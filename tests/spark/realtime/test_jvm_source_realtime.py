@@ -54,16 +54,21 @@ def assert_in_order(rows: dict[str, list[tuple[int, int, bytes]]]) -> None:
         assert numbers == sorted(set(numbers)), f"{name}: messages out of order or repeated"
 
 
+@pytest.mark.parametrize("connection", ["udp", "response-channel"])
 def test_real_time_query_over_live_sidecar_recording_delivers_every_message_in_order(
-        sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path) -> None:
+        sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path, connection: str) -> None:
+    """``response-channel``: archive.responseChannel with control-mode=response, so the control session
+    and every replay come over connections the query opens (no port of its own told to the archive)."""
     channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
     publisher = publish(sidecar, channel, MESSAGES)
     query = None
+    options = {"archive.controlChannel": sidecar.control_channel, "channel": channel, "streamId": str(STREAM_ID),
+               "startingPositions": "earliest"}
+    if connection == "response-channel":
+        options["archive.responseChannel"] = f"aeron:udp?control-mode=response|control=localhost:{free_udp_port()}"
     try:
         publisher.wait_until(lambda: publisher.recordings(), "the recording started", 30)
-        query = JvmQuery(query_settings(jvm_module, tmp_path, {
-            "archive.controlChannel": sidecar.control_channel, "channel": channel, "streamId": str(STREAM_ID),
-            "startingPositions": "earliest"}, {"realTime": "5 seconds"}))
+        query = JvmQuery(query_settings(jvm_module, tmp_path, options, {"realTime": "5 seconds"}))
         publisher.wait_until(publisher.done, "every message published and recorded", 120)
         query.wait_for(lambda: len(sequences(delivered_rows(tmp_path / "out"))) >= MESSAGES,
                        f"{MESSAGES} rows", 120)
