@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from aeron_spark.archive.client import local_endpoints
 from aeron_spark.archive.client.local_endpoints import default_response_channel
+from aeron_spark.archive.client.response_routing import ArchiveError
 from aeron_spark.archive.configuration import DEFAULT_CONTROL_STREAM_ID, IPC_CHANNEL
 from aeron_spark.driver_integration.process_driver import DriverUnavailable, driver_dir_for_process
 
@@ -149,7 +150,7 @@ def connect_client(connection: ArchiveConnection) -> ArchiveClient:
             on_challenge=secret.on_challenge if secret else None,
         )
     except Exception as error:
-        if getattr(error, "error_code", None) == AUTHENTICATION_REJECTED:
+        if isinstance(error, ArchiveError) and error.error_code == AUTHENTICATION_REJECTED:
             raise ArchiveAuthenticationRejected(_rejection_message(connection, secret, resolved.control_channel,
                                                                    error)) from None
         if _is_response_channel(response_channel):
@@ -185,9 +186,9 @@ def _load_credentials(connection: ArchiveConnection) -> SecretCredentials | Plai
 
 
 def _rejection_message(connection: ArchiveConnection, secret: SecretCredentials | PlainCredentials | None,
-                       control_channel: str, error: Exception) -> str:
+                       control_channel: str, error: ArchiveError) -> str:
     refusal = (f"the archive at archive.controlChannel={control_channel} refused the connection: "
-               f"AUTHENTICATION_REJECTED ({getattr(error, 'archive_message', '') or 'authentication rejected'})")
+               f"AUTHENTICATION_REJECTED ({error.archive_message or 'authentication rejected'})")
     if secret is None or connection.credentials is None:
         return (f"{refusal}. It requires authentication and none was given: set {CREDENTIALS_OPTION} "
                 f"(principal:secret) or {CREDENTIALS_FILE_OPTION} (a file holding that line)")

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from aeron_spark.archive.client.response_routing import ArchiveError
+
 #: How long an ended replay image waits for the archive's ERROR that explains it.
 LATE_ERROR_WAIT_MS = 500
 #: How archives (ours, Java's) word a replay whose publication never connected.
@@ -114,9 +116,10 @@ class ArchiveReplayWatch:
 
 
 def is_archive_error(error: Exception) -> bool:
-    # An ArchiveError, matched by its fields: replay errors need nothing else of the archive client.
-    return hasattr(error, "archive_message") and hasattr(error, "error_code")
+    """The archive refused or failed a request (as opposed to a transport or local failure)."""
+    return isinstance(error, ArchiveError)
 
 
 def archive_text(error: Exception) -> str:
-    return getattr(error, "archive_message", "") or str(error)
+    """The archive's own text of ``error`` when it sent one, else the error's."""
+    return (error.archive_message if isinstance(error, ArchiveError) else "") or str(error)
