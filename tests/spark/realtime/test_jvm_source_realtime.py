@@ -195,3 +195,58 @@ def test_real_time_query_over_the_java_archive_follows_live_recordings_and_disco
     assert_in_order(rows)
     assert {len(payload) for file_rows in rows.values() for _, _, payload in file_rows} == {size}
     assert len({recording for file_rows in rows.values() for recording, _, _ in file_rows}) == 2
+
+
+def committed_positions(checkpoint: Path) -> tuple[int, dict[int, int]]:
+    """The last committed batch id and its end offset (the offset log entry of that batch)."""
+    commits = [int(path.name) for path in (checkpoint / "commits").iterdir() if path.name.isdigit()]
+    assert commits, "no batch was committed before the kill"
+    batch = max(commits)
+    offset = (checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1]
+    return batch, {int(recording): position for recording, position in json.loads(offset).items()}
+
+
+def test_killed_real_time_query_restarts_from_its_checkpoint_without_loss(
+        sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path) -> None:
+    """SIGKILL of the whole query process tree mid-stream, then a restart from the checkpoint: every
+    message arrives; the rows delivered twice are exactly the first run's rows after the last
+    committed real-time batch's end."""
+    channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
+    until = tmp_path / "stop-publishing"  # the publisher runs until both runs of the query are under way
+    publisher = publish(sidecar, channel, 1_000_000, 100.0, "--until-file", str(until))
+    options = {"archive.controlChannel": sidecar.control_channel, "channel": channel, "streamId": str(STREAM_ID),
+               "startingPositions": "earliest"}
+    first = second = None
+    try:
+        publisher.wait_until(lambda: publisher.recordings(), "the recording started", 30)
+        first_settings = query_settings(jvm_module, tmp_path, options, {"realTime": "5 seconds"})
+        first = JvmQuery(first_settings | {"out": str(tmp_path / "out-1")})
+        first.wait_for(lambda: sum(p["numInputRows"] for p in first.progress()) > 0 and len(first.progress()) >= 2,
+                       "two committed batches with rows", 120)
+        first.kill()
+        committed_batch, committed = committed_positions(tmp_path / "checkpoint")
+        second = JvmQuery(first_settings | {"out": str(tmp_path / "out-2")})
+        second.wait_for(lambda: len(second.progress()) >= 1, "a batch of the restarted query", 120)
+        until.touch()
+        publisher.wait_until(publisher.done, "every message published and recorded", 120)
+        messages = int(next(line for line in publisher.lines if line.startswith("SENT ALL")).split()[2])
+        second.wait_for(lambda: {sequence_of(p) for rows in (delivered_rows(tmp_path / "out-1"),
+                                                              delivered_rows(tmp_path / "out-2"))
+                                 for file_rows in rows.values() for _, _, p in file_rows} >= set(range(messages)),
+                        "every message delivered", 180)
+        second.stop()
+    finally:
+        for query in (first, second):
+            if query is not None:
+                query.kill()
+        publisher.stop()
+    run_1 = {(r, position): sequence_of(p) for rows in delivered_rows(tmp_path / "out-1").values() for r, position, p in rows}
+    run_2_rows = delivered_rows(tmp_path / "out-2")
+    assert_in_order(run_2_rows)
+    run_2 = {(r, position): sequence_of(p) for rows in run_2_rows.values() for r, position, p in rows}
+    assert set(run_1.values()) | set(run_2.values()) == set(range(messages))  # nothing lost
+    duplicates = set(run_1) & set(run_2)
+    after_commit = {key for key in run_1 if key[1] > committed.get(key[0], -1)}
+    assert duplicates == after_commit, (committed_batch, committed, len(duplicates), len(after_commit))
+    assert all(position > committed.get(recording, -1) for recording, position in run_2), "re-read a committed row"
+    print(f"kill after batch {committed_batch}: {len(run_1)} rows in run 1, {len(duplicates)} delivered again")

@@ -20,12 +20,24 @@ public final class AeronInputPartition implements InputPartition {
         this.options = options;
     }
 
+    /** A real-time partition that reads nothing and waits out the batch (no recording to follow yet). */
+    static AeronInputPartition idle(final SourceOptions options) {
+        return new AeronInputPartition(null, 0, OPEN_END, options);
+    }
+
+    boolean idle() {
+        return recording == null;
+    }
+
     boolean openEnded() {
         return end == OPEN_END;
     }
 
     @Override
     public String toString() {
+        if (idle()) {
+            return "no recording yet (idle)";
+        }
         return "recording " + recording.recordingId + " [" + start + ", " + (openEnded() ? "live" : String.valueOf(end)) + ")";
     }
 }

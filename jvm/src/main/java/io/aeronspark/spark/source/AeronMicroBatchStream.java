@@ -317,6 +317,11 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
             }
         }
         realTimeStart = from;
+        if (partitions.isEmpty()) {
+            // Nothing to follow yet: a batch without partitions would end at once and the next one start
+            // at once, a busy loop of empty batches; this partition waits out the batch instead.
+            partitions.add(AeronInputPartition.idle(options));
+        }
         return partitions.toArray(new InputPartition[0]);
     }
 
@@ -325,6 +330,9 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
         final SortedMap<Long, Long> merged = new TreeMap<>(realTimeStart == null ? Map.of() : realTimeStart);
         for (PartitionOffset offset : offsets) {
             final AeronPartitionOffset position = (AeronPartitionOffset) offset;
+            if (position.recordingId < 0) {
+                continue;  // the idle partition's
+            }
             merged.merge(position.recordingId, position.position, Math::max);
         }
         return new AeronOffset(merged);
