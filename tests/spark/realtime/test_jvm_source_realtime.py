@@ -250,3 +250,45 @@ def test_killed_real_time_query_restarts_from_its_checkpoint_without_loss(
     assert duplicates == after_commit, (committed_batch, committed, len(duplicates), len(after_commit))
     assert all(position > committed.get(recording, -1) for recording, position in run_2), "re-read a committed row"
     print(f"kill after batch {committed_batch}: {len(run_1)} rows in run 1, {len(duplicates)} delivered again")
+
+
+def embedded_driver_dirs() -> set[str]:
+    """The media driver directories AeronConnections launched (one per JVM: <aeron default>-spark-<pid>)."""
+    from glob import glob
+    return {path for path in glob("/dev/shm/aeron-*-spark-*")}
+
+
+@pytest.mark.cluster
+def test_real_time_query_on_a_local_cluster_each_executor_on_its_own_media_driver(
+        sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path) -> None:
+    """local-cluster[2,1,1024]: two executor JVMs, each launching an embedded Java media driver of its
+    own (no AERON_DIR), two recordings (channelPattern over two channels) read at once, one per core."""
+    ports = [free_udp_port(), free_udp_port()]
+    channels = [f"aeron:udp?endpoint=localhost:{port}" for port in ports]
+    per_channel = 200
+    before = embedded_driver_dirs()
+    publishers = [publish(sidecar, channel, per_channel, 100.0) for channel in channels]
+    query = None
+    try:
+        for publisher in publishers:
+            publisher.wait_until(lambda p=publisher: p.recordings(), "the recording started", 30)
+        pattern = f"localhost:({ports[0]}|{ports[1]})$"
+        settings = query_settings(jvm_module, tmp_path, {
+            "archive.controlChannel": sidecar.control_channel, "channelPattern": pattern,
+            "streamId": str(STREAM_ID), "startingPositions": "earliest"}, {"realTime": "5 seconds"})
+        query = JvmQuery(settings | {"master": "local-cluster[2,1,1024]",
+                                     "conf": {"spark.executor.memory": "768m", "spark.task.maxFailures": "1"}})
+        query.wait_for(lambda: len(sequences(delivered_rows(tmp_path / "out"))) >= 2 * per_channel,
+                       f"{2 * per_channel} rows", 240)
+        drivers = embedded_driver_dirs() - before
+        query.stop()
+    finally:
+        if query is not None:
+            query.kill()
+        for publisher in publishers:
+            publisher.stop()
+    rows = delivered_rows(tmp_path / "out")
+    assert_in_order(rows)
+    assert sorted(sequences(rows)) == sorted(list(range(per_channel)) * 2)
+    assert len({recording for file_rows in rows.values() for recording, _, _ in file_rows}) == 2
+    assert len(drivers) >= 3, drivers  # the Spark driver's and one per executor
