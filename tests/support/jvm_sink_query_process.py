@@ -85,9 +85,9 @@ def main(settings: dict[str, Any]) -> int:
             break
         time.sleep(0.1)
     report_progress()
-    error = query.exception()
-    if error is not None:
-        _say(f"QUERY FAILED {str(error)[:3000]}".replace("\n", " | "))
+    ended_with = query.exception()
+    if ended_with is not None:
+        _say(f"QUERY FAILED {str(ended_with)[:3000]}".replace("\n", " | "))
         return 3
     _say("QUERY STOPPED")
     spark.stop()
@@ -115,11 +115,11 @@ def _attempt_each(spark: Any, settings: dict[str, Any]) -> int:
                             f"{settings['checkpoint']}-{index}").start()
             while query.isActive and not query.recentProgress:
                 time.sleep(0.1)
-            error = query.exception()
+            problem: Any = query.exception()
             query.stop()
         except Exception as failure:  # noqa: BLE001 - the test reads the message
-            error = failure
-        outcome = "RAN" if error is None else f"FAILED {str(error)[:3000]}".replace("\n", " | ")
+            problem = failure
+        outcome = "RAN" if problem is None else f"FAILED {str(problem)[:3000]}".replace("\n", " | ")
         _say(f"ATTEMPT {index} {outcome}")
     spark.stop()
     return 0
