@@ -292,3 +292,34 @@ def test_real_time_query_on_a_local_cluster_each_executor_on_its_own_media_drive
     assert sorted(sequences(rows)) == sorted(list(range(per_channel)) * 2)
     assert len({recording for file_rows in rows.values() for recording, _, _ in file_rows}) == 2
     assert len(drivers) >= 3, drivers  # the Spark driver's and one per executor
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_recording_purged_under_a_running_real_time_query_follows_fail_on_data_loss(
+        jvm_module: JvmModule, tmp_path: Path, fail_on_data_loss: str) -> None:
+    """The real Java archive purges a recording the running query reads: with failOnDataLoss=true the
+    query fails naming the recording and the option; with false it warns and goes on."""
+    from tests.interop.peer.modern_peer import ensure_modern_peer_built, running_modern_java_archive
+
+    channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
+    with running_modern_java_archive(ensure_modern_peer_built(), tmp_path / "java") as java:
+        recorded = java.client.record(channel, STREAM_ID, 200, 256)
+        query = JvmQuery(query_settings(jvm_module, tmp_path, {
+            "archive.controlChannel": java.control_channel, "recordingIds": str(recorded.recording_id),
+            "startingPositions": "earliest", "failOnDataLoss": fail_on_data_loss}, {"realTime": "5 seconds"}))
+        try:
+            query.wait_for(lambda: len(sequences(delivered_rows(tmp_path / "out"))) >= 200, "the recording read", 120)
+            java.client.purge(recorded.recording_id)
+            batches_at_purge = len(query.progress())
+            if fail_on_data_loss == "true":
+                query.wait_for(lambda: query.failure() is not None, "the query failing", 120)
+                failure = query.failure() or ""
+                assert f"recording {recorded.recording_id} is no longer in the archive" in failure, failure
+                assert "failOnDataLoss=false" in failure, failure
+            else:
+                query.wait_for(lambda: len(query.progress()) >= batches_at_purge + 2, "two more batches", 120)
+                assert query.failure() is None, query.output()
+                query.stop()
+        finally:
+            query.kill()
