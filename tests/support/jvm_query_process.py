@@ -111,9 +111,9 @@ def main(settings: dict[str, Any]) -> int:
             break
         time.sleep(0.1)
     report_progress()
-    error = query.exception()
-    if error is not None:
-        _say(f"QUERY FAILED {str(error)[:3000]}".replace("\n", " | "))
+    failure = query.exception()
+    if failure is not None:
+        _say(f"QUERY FAILED {str(failure)[:3000]}".replace("\n", " | "))
         return 3
     _say("QUERY STOPPED")
     spark.stop()
