@@ -1,5 +1,7 @@
 package io.aeronspark.spark.sink;
 
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -21,6 +23,8 @@ final class RecordedPosition {
     /** "aeron:" is in every channel: list the stream's recordings whatever their channel. */
     private static final String ANY_CHANNEL = "aeron:";
     private static final int LIST_LIMIT = 10_000;
+    /** archive, stream and session -> the active recording of that session. */
+    private static final Map<String, Long> RECORDINGS = new ConcurrentHashMap<>();
 
     private RecordedPosition() {
     }
@@ -31,7 +35,9 @@ final class RecordedPosition {
         final CountersReader counters = aeron.countersReader();
         final int sessionId = publication.sessionId();
         AeronArchive archive = SinkPublications.archive(options.archive);
-        long recordingId = Aeron.NULL_VALUE;
+        // The session's recording is found once per JVM: later commits ask only for its position.
+        final String recordingKey = options.archive.describeEndpoint() + "|" + options.streamId + "|" + sessionId;
+        long recordingId = RECORDINGS.getOrDefault(recordingKey, (long) Aeron.NULL_VALUE);
         long recorded = AeronArchive.NULL_POSITION;
         while (true) {
             try {
@@ -41,10 +47,14 @@ final class RecordedPosition {
                 } else {
                     if (recordingId == Aeron.NULL_VALUE) {
                         recordingId = activeRecording(archive, options.streamId, sessionId);
+                        if (recordingId != Aeron.NULL_VALUE) {
+                            RECORDINGS.put(recordingKey, recordingId);
+                        }
                     }
                     if (recordingId != Aeron.NULL_VALUE) {
                         recorded = archive.getRecordingPosition(recordingId);
                         if (recorded == AeronArchive.NULL_POSITION) {
+                            RECORDINGS.remove(recordingKey);
                             recordingId = Aeron.NULL_VALUE;  // it stopped: look again (a new one may follow)
                         }
                     }
