@@ -168,6 +168,7 @@ int aeron_async_add_subscription(aeron_async_add_subscription_t **async, aeron_t
                                  void *on_unavailable_image_clientd);
 int aeron_async_add_subscription_poll(aeron_subscription_t **subscription,
                                       aeron_async_add_subscription_t *async);
+int64_t aeron_async_add_subscription_get_registration_id(aeron_async_add_subscription_t *add_subscription);
 int aeron_async_add_counter(aeron_async_add_counter_t **async, aeron_t *client, int32_t type_id,
                             const uint8_t *key_buffer, size_t key_buffer_length,
                             const char *label_buffer, size_t label_buffer_length);

@@ -22,6 +22,7 @@ from .counters import Counter, CountersReader, PendingCounter
 from .publication import ExclusivePublication, InitialPosition, PendingExclusivePublication, Publication
 from .subscription import (
     AVAILABLE_IMAGE_CALLBACK,
+    PendingSubscription,
     UNAVAILABLE_IMAGE_CALLBACK,
     ImageCallback,
     Subscription,
@@ -226,11 +227,31 @@ class AeronClient:
 
         The image callbacks run on the Aeron client conductor thread: see ``subscription``.
         """
+        async_op, what, state = self._request_subscription(channel, stream_id, on_available_image,
+                                                           on_unavailable_image)
+        pointer = self._await(lib.aeron_async_add_subscription_poll, "aeron_subscription_t **", async_op, what)
+        return self._adopt(Subscription(self, pointer, state))
+
+    def async_add_subscription(self, channel: str, stream_id: int, *,
+                               on_available_image: ImageCallback | None = None,
+                               on_unavailable_image: ImageCallback | None = None) -> PendingSubscription:
+        """``add_subscription`` without waiting: the returned ``PendingSubscription`` knows its
+        registration id at once and is polled until the subscription is there (or the driver's
+        refusal, or ``timeout``, raises). Image callbacks may fire before the poll returns it."""
+        async_op, what, state = self._request_subscription(channel, stream_id, on_available_image,
+                                                           on_unavailable_image)
+        registration_id = lib.aeron_async_add_subscription_get_registration_id(async_op)
+        return PendingSubscription(self, async_op, what, self.timeout, state, registration_id)
+
+    def _request_subscription(self, channel: str, stream_id: int, on_available_image: ImageCallback | None,
+                              on_unavailable_image: ImageCallback | None
+                              ) -> tuple[object, str, _SubscriptionState]:
+        """Sends a subscription's add to the driver: the C handle to poll, what errors name, and the
+        state the image callbacks share with the Subscription."""
         what = f"add_subscription({channel!r}, {stream_id})"
         state = _SubscriptionState(self._image_handles, stream_id, on_available_image, on_unavailable_image)
         handle = ffi.new_handle(state)
-        notify = on_available_image is not None or on_unavailable_image is not None
-        if notify:
+        if on_available_image is not None or on_unavailable_image is not None:
             with self._lock:
                 self._keepalive.append(handle)  # the conductor may call back even after close
         async_p = ffi.new("aeron_async_add_subscription_t **")
@@ -238,9 +259,7 @@ class AeronClient:
             async_p, self._live(), channel.encode(), stream_id,
             AVAILABLE_IMAGE_CALLBACK if on_available_image is not None else ffi.NULL, handle,
             UNAVAILABLE_IMAGE_CALLBACK if on_unavailable_image is not None else ffi.NULL, handle), what)
-        pointer = self._await(lib.aeron_async_add_subscription_poll, "aeron_subscription_t **",
-                              async_p[0], what)
-        return self._adopt(Subscription(self, pointer, state))
+        return async_p[0], what, state
 
     def add_counter(self, type_id: int, key: bytes, label: str) -> Counter:
         """Allocate a counter in the driver; it is freed when closed or when this client closes."""

@@ -28,6 +28,7 @@ from .channel_uri import MAX_URI_LENGTH, SPY_PREFIX
 from .destinations import DestinationRequest, start_destination_request
 from .errors import AeronError, check, closed_error
 from .image import Image, MessageHandler, _ImageHandle, _on_message, _PollState
+from .pending_adds import PendingAdd
 
 if TYPE_CHECKING:
     from .client import AeronClient
@@ -250,3 +251,16 @@ class Subscription:
 # Referenced by the client when it registers notifications.
 AVAILABLE_IMAGE_CALLBACK = _on_available_image
 UNAVAILABLE_IMAGE_CALLBACK = _on_unavailable_image
+
+
+class PendingSubscription(PendingAdd[Subscription]):
+    """A subscription the media driver is still adding (``AeronClient.async_add_subscription``):
+    ``registration_id`` is known at once (the subscription's id, as Aeron's asyncAddSubscription
+    returns it); ``poll()`` never blocks; ``discard()`` when unwanted."""
+
+    def __init__(self, client: AeronClient, async_op: object, what: str, timeout: float,
+                 state: _SubscriptionState, registration_id: int) -> None:
+        super().__init__(client, async_op, what, timeout, c_poll=lib.aeron_async_add_subscription_poll,
+                         out_type="aeron_subscription_t **",
+                         wrap=lambda owner, pointer: Subscription(owner, pointer, state))
+        self.registration_id = registration_id

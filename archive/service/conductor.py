@@ -116,6 +116,7 @@ class ArchiveConductor:
         self.recordings = RecordingRequests(aeron=aeron, catalog=catalog, settings=settings,
                                             recorder=recorder, listener=self, enqueue=enqueue,
                                             events=self.events)
+        self.recordings.report_failure = self._replay_failed  # a refused recording subscription, the same way
         self.replays = ReplayRequests(aeron=aeron, catalog=catalog, settings=settings,
                                       replayer=replayer, recordings=self.recordings,
                                       counters_reader=counters_reader, listener=self,
@@ -174,7 +175,9 @@ class ArchiveConductor:
         # without which the archive looks dead to clients that find it by its directory.
         if self.cycle_tracker is not None:
             self.cycle_tracker.measure_and_update(time.monotonic_ns())
-        work = self._step(self._drain_events)
+        # Subscriptions the driver added are answered (OK) before their Images' events (START).
+        work = self._step(self.recordings.poll_pending)
+        work += self._step(self._drain_events)
         work += self._step(self.demuxer.poll)
         work += self._step(self.replays.poll_pending)  # replay publications the driver has added
         now = self._clock()
@@ -198,8 +201,8 @@ class ArchiveConductor:
             return 1
 
     def _replay_failed(self, request_name: str, correlation_id: int, error: Exception, text: str) -> None:
-        """A replay request that failed after its handler returned (its publication refused by
-        the driver): counted and logged as the demuxer does a failed request."""
+        """A replay or recording request that failed after its handler returned (its publication or
+        subscription refused by the driver): counted and logged as the demuxer does a failed request."""
         self.demuxer.count_error(error)
         self.demuxer.failures.failed((request_name, type(error).__name__),
                                      "%s (correlationId=%d) failed: %s", request_name, correlation_id, text)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from aeron_spark.archive.codecs import ArchiveErrorCode, RecordingSignal, SourceLocation, recording_position
 from aeron_spark.archive.codecs.messages import (
@@ -35,6 +36,8 @@ from aeron_spark.archive.codecs.recording_descriptor import RecordingDescriptor
 from aeron_spark.archive.service.aeron_port import AeronPort, Subscription
 from aeron_spark.archive.service.conductor_events import RecordingImageAvailable
 from aeron_spark.archive.service.conductor_settings import ConductorSettings
+from aeron_spark.archive.service.connecting_sessions import Discards, PendingResource
+from aeron_spark.archive.service.control_demuxer import driver_refusal
 from aeron_spark.archive.service.control_session import ControlSession
 from aeron_spark.archive.service.recording_events_publisher import RecordingEventsPublisher
 from aeron_spark.archive.service.recording_session import BlockWriter, RecordedImage, RecordingListener, RecordingSession
@@ -43,6 +46,7 @@ from aeron_spark.archive.service.request_errors import ArchiveRequestError, know
 from aeron_spark.archive.storage.catalog import Catalog, UnknownRecordingError
 from aeron_spark.driver_integration import channel_uri
 from aeron_spark.driver_integration.channel_params import check_channel_params
+from aeron_spark.driver_integration.errors import AeronError
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +54,18 @@ StartRecording = StartRecordingRequest | StartRecordingRequest2
 ExtendRecording = ExtendRecordingRequest | ExtendRecordingRequest2
 
 
+class PendingSubscription(PendingResource[Subscription], Protocol):
+    """A subscription the driver is still adding (driver_integration's ``PendingSubscription``):
+    its registration id (the subscription id) is known at once."""
+
+    registration_id: int
+
+
 @dataclass(eq=False)
 class RecordingSubscription:
     """A subscription created by StartRecording or ExtendRecording."""
 
-    subscription: Subscription
+    subscription: Subscription | None  # None while the media driver is still adding it (``pending``)
     subscription_id: int
     key: str
     channel: str  # as the client sent it
@@ -67,6 +78,9 @@ class RecordingSubscription:
     extend_recording_id: int | None = None
     recordings: set[int] = field(default_factory=set)
     closing: bool = False
+    #: the add the driver is still carrying out, and whether the request still waits for its answer
+    pending: PendingResource[Subscription] | None = None
+    unanswered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +109,10 @@ class RecordingRequests:
         self._subscriptions_by_key: dict[str, RecordingSubscription] = {}
         self._subscriptions_by_id: dict[int, RecordingSubscription] = {}
         self._active: dict[int, ActiveRecording] = {}
+        self._pending: list[RecordingSubscription] = []  # subscriptions the driver is still adding
+        self._discards = Discards()
+        #: told of a subscription the driver refused after its request's handler returned
+        self.report_failure: Callable[[str, int, Exception, str], None] | None = None
 
     # ------------------------------------------------------------------ what other handlers ask
 
@@ -142,16 +160,16 @@ class RecordingRequests:
 
     def start_recording(self, session: ControlSession, message: StartRecording, *, auto_stop: bool) -> None:
         self._check_recording_capacity()
-        entry = self._add_recording_subscription(session, message, auto_stop=auto_stop,
-                                                 extend_recording_id=None)
-        session.send_ok(message.correlation_id, entry.subscription_id)
+        self._add_recording_subscription(session, message, auto_stop=auto_stop, extend_recording_id=None,
+                                         without_waiting=True)
 
     def extend_recording(self, session: ControlSession, message: ExtendRecording, *, auto_stop: bool) -> None:
-        self.open_extension(session, message, auto_stop=auto_stop)
+        self.open_extension(session, message, auto_stop=auto_stop, without_waiting=True)
 
     def open_extension(self, session: ControlSession, message: ExtendRecording, *,
-                       auto_stop: bool) -> RecordingSubscription:
-        """ExtendRecording, returning its subscription (a replication follows it)."""
+                       auto_stop: bool, without_waiting: bool = False) -> RecordingSubscription:
+        """ExtendRecording, returning its subscription (a replication follows it, and needs the
+        subscription itself: it waits for the driver; a client's request does not)."""
         descriptor = known_recording(self.catalog, message.recording_id)
         if message.recording_id in self._active or descriptor.is_active:
             raise ArchiveRequestError(ArchiveErrorCode.ACTIVE_RECORDING,
@@ -162,10 +180,9 @@ class RecordingRequests:
                 f"cannot extend recording {message.recording_id} with streamId="
                 f"{message.stream_id} != existing streamId={descriptor.stream_id}")
         self._check_recording_capacity()
-        entry = self._add_recording_subscription(session, message, auto_stop=auto_stop,
-                                                 extend_recording_id=message.recording_id)
-        session.send_ok(message.correlation_id, entry.subscription_id)
-        return entry
+        return self._add_recording_subscription(session, message, auto_stop=auto_stop,
+                                                extend_recording_id=message.recording_id,
+                                                without_waiting=without_waiting)
 
     def stop_recording(self, session: ControlSession, message: StopRecordingRequest) -> None:
         try:
@@ -220,7 +237,11 @@ class RecordingRequests:
 
     def _add_recording_subscription(self, session: ControlSession,
                                     message: StartRecording | ExtendRecording, *, auto_stop: bool,
-                                    extend_recording_id: int | None) -> RecordingSubscription:
+                                    extend_recording_id: int | None,
+                                    without_waiting: bool = False) -> RecordingSubscription:
+        """The recording subscription of a Start/ExtendRecording, the request answered OK with its
+        id. ``without_waiting`` (and an Aeron port that can): asked of the driver without waiting,
+        answered when it is there (`poll_pending`); otherwise added at once and answered now."""
         channel = message.channel
         stream_id = message.stream_id
         try:
@@ -238,18 +259,32 @@ class RecordingRequests:
         # Images may be announced (client thread) before add_subscription returns the id.
         holder: dict[str, int] = {}
         enqueue = self._enqueue
-        subscription = self.aeron.add_subscription(
-            subscribed, stream_id,
-            on_available_image=lambda image: enqueue(RecordingImageAvailable(holder, image)))
-        subscription_id = subscription.registration_id
+
+        def on_image(image: RecordingImage) -> None:
+            enqueue(RecordingImageAvailable(holder, image))
+
+        async_add = getattr(self.aeron, "async_add_subscription", None) if without_waiting else None
+        subscription: Subscription | None = None
+        pending: PendingSubscription | None = None
+        if async_add is not None:
+            pending = async_add(subscribed, stream_id, on_available_image=on_image)
+            subscription_id = pending.registration_id
+        else:
+            subscription = self.aeron.add_subscription(subscribed, stream_id, on_available_image=on_image)
+            subscription_id = subscription.registration_id
         holder["id"] = subscription_id
         entry = RecordingSubscription(
             subscription=subscription, subscription_id=subscription_id, key=key, channel=channel,
             subscribed_channel=subscribed, stripped_channel=stripped, stream_id=stream_id,
             auto_stop=auto_stop, control_session=session, correlation_id=message.correlation_id,
-            extend_recording_id=extend_recording_id)
+            extend_recording_id=extend_recording_id, pending=pending, unanswered=pending is not None)
         self._subscriptions_by_key[key] = entry
         self._subscriptions_by_id[subscription_id] = entry
+        if pending is not None:
+            self._pending.append(entry)
+            self._poll(entry)  # a subscription the driver already has is answered at once
+        else:
+            session.send_ok(message.correlation_id, subscription_id)
         log.info("recording subscription %d: %s stream %d (%s%s)", subscription_id, subscribed,
                  stream_id, "extend %d" % extend_recording_id if extend_recording_id is not None
                  else "new recordings", ", autoStop" if auto_stop else "")
@@ -426,11 +461,60 @@ class RecordingRequests:
         self._subscriptions_by_key.pop(entry.key, None)
         self._subscriptions_by_id.pop(entry.subscription_id, None)
         entry.closing = True
-        try:
-            entry.subscription.close()
-        except Exception:  # noqa: BLE001
-            log.exception("closing recording subscription %d failed", entry.subscription_id)
+        if entry.pending is not None:  # closed when the driver's answer arrives
+            self._pending.remove(entry)
+            self._discards.add(entry.pending)
+            entry.pending = None
+            self._answer(entry)
+        elif entry.subscription is not None:
+            try:
+                entry.subscription.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing recording subscription %d failed", entry.subscription_id)
         log.info("recording subscription %d closed", entry.subscription_id)
+
+    # ------------------------------------------------------------------ subscriptions being added
+
+    def poll_pending(self) -> int:
+        """The conductor's duty-cycle step: answers each Start/ExtendRecording whose subscription
+        the driver has added (OK with its id) or refused (ERROR); returns how many settled."""
+        settled = self._discards.reap() if len(self._discards) else 0
+        if not self._pending:
+            return settled
+        return settled + sum(self._poll(entry) for entry in list(self._pending))
+
+    def _poll(self, entry: RecordingSubscription) -> int:
+        assert entry.pending is not None
+        try:
+            subscription = entry.pending.poll()
+        except Exception as error:  # noqa: BLE001 - the driver refused the client's channel
+            self._pending.remove(entry)
+            entry.pending = None
+            self._subscriptions_by_key.pop(entry.key, None)
+            self._subscriptions_by_id.pop(entry.subscription_id, None)
+            entry.closing = True
+            refusal = driver_refusal(error) if isinstance(error, AeronError) else f"{type(error).__name__}: {error}"
+            name = "ExtendRecordingRequest" if entry.extend_recording_id is not None else "StartRecordingRequest"
+            text = f"{name}: media driver refused: {refusal}"
+            if self.report_failure is not None:
+                self.report_failure(name, entry.correlation_id, error, text)
+            if entry.unanswered:
+                entry.unanswered = False
+                entry.control_session.send_error(entry.correlation_id, text)
+            return 1
+        if subscription is None:
+            return 0
+        self._pending.remove(entry)
+        entry.pending = None
+        entry.subscription = subscription
+        self._answer(entry)
+        return 1
+
+    @staticmethod
+    def _answer(entry: RecordingSubscription) -> None:
+        if entry.unanswered:
+            entry.unanswered = False
+            entry.control_session.send_ok(entry.correlation_id, entry.subscription_id)
 
     def close(self) -> None:
         """Closes every recording subscription (the archive is shutting down)."""

@@ -50,3 +50,11 @@ def test_a_discarded_add_is_settled_and_what_arrives_is_closed(aeron_client):
 def test_a_discarded_refused_add_settles_without_raising(aeron_client):
     pending = aeron_client.async_add_exclusive_publication("aeron:udp?endpoint=localhost:99999", 3202)
     wait_until(pending.discard, "the refused add to settle")
+
+
+def test_a_subscription_added_without_waiting_knows_its_registration_id_at_once(aeron_client):
+    pending = aeron_client.async_add_subscription("aeron:ipc", 3203)
+    registration_id = pending.registration_id
+    subscription = answer(pending)
+    assert subscription.registration_id == registration_id
+    subscription.close()
