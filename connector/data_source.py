@@ -26,6 +26,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from aeron_spark.connector.option_spec import option_spec, parse_bool
 from aeron_spark.connector.options import OptionError
 from aeron_spark.connector.source.sbe_columns import SbeSettings
 from aeron_spark.connector.source.options import ReadMode, SourceOptions, sbe_settings, validate_common
@@ -63,7 +64,7 @@ class AeronArchiveDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        include = str(self.options.get("includeTimestamp", "false")).lower() == "true"
+        include = parse_bool(self.options, option_spec("includeTimestamp", "source"))
         sbe = sbe_settings(without_sink_options(self.options))
         if sbe is not None:
             return sbe_schema(sbe, include)
