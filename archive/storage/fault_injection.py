@@ -32,7 +32,7 @@ Points (each fires at its first hit only):
   renamed over ``archive.catalog``, the dropped recordings' segment files are not deleted yet.
 
 Unset (production) each point costs one environment lookup. Used by
-``tests/integration/test_storage_crash_safety.py``; restart repair is `recovery.repair_archive`.
+``tests/integration/storage/test_storage_crash_safety.py``; restart repair is `recovery.repair_archive`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ commit go on, or never does (the process is killed). Points:
 
 Unset (production) the hook costs one environment lookup per point. Used by
 ``tests/spark/test_sink_failures.py`` (through ``tests/spark/sink_query_process.py``) and
-``tests/integration/test_sink_stalled_committer.py``.
+``tests/integration/connector/test_sink_stalled_committer.py``.
 """
 
 from __future__ import annotations

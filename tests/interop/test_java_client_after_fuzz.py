@@ -1,7 +1,7 @@
 """After a control-protocol fuzz of our sidecar, the real Java 1.15.1 client records and replays
 byte-exactly against it (issue 13).
 
-The fuzz is tests/integration/test_control_protocol_fuzz.py's (``tests/support/control_fuzz.py``,
+The fuzz is tests/integration/service/test_control_protocol_fuzz.py's (``tests/support/control_fuzz.py``,
 seeded; ``AERON_FUZZ_MESSAGES`` sets how many, 100,000 by default): sessions over UDP and IPC that
 connect, send random bytes, bad headers, huge lengths, bad channels, foreign session ids and
 out-of-range ids in bulk, and close. Then the Java client (its own 1.15.1 driver, over UDP, as in

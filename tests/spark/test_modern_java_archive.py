@@ -49,7 +49,7 @@ from tests.interop.peer.modern_peer import (
     start_modern_java_archive,
 )
 from tests.interop.peer.interop_peer import PeerError, shm_tempdir
-from tests.integration.test_sink_committer_sidecar import race_two_commits, winner_and_loser
+from tests.integration.connector.test_sink_committer_sidecar import race_two_commits, winner_and_loser
 from tests.support.ports import udp_channel
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]

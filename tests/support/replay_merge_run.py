@@ -1,5 +1,5 @@
 """A live stream an archive records, and our ReplayMerge joining it, for the ReplayMerge tests against
-our sidecar (tests/integration/test_replay_merge_sidecar.py) and the Java archive
+our sidecar (tests/integration/client/test_replay_merge_sidecar.py) and the Java archive
 (tests/interop/modern/test_replay_merge_python_on_java.py).
 
 The live stream is an exclusive publication on a dynamic multi-destination-cast channel

@@ -1,5 +1,5 @@
 """A client process for the network-namespace test of response channels
-(tests/integration/test_response_channels_netns.py): run inside the client's namespace as
+(tests/integration/service/test_response_channels_netns.py): run inside the client's namespace as
 ``python -m tests.support.response_channel_client --control C --response R --record-channel P``.
 
 On an embedded media driver of its own it connects to the archive with ``--response``, records

@@ -1,5 +1,5 @@
 """The sink's stalled-committer race against the real Java Aeron Archive (1.51): the same scene as
-tests/integration/test_sink_stalled_committer.py. Committer A (its own process) re-reads the sink
+tests/integration/connector/test_sink_stalled_committer.py. Committer A (its own process) re-reads the sink
 recording, which holds a dead commit's debris, and pauses at fault point ``before-claim`` (where the
 old protocol truncated the debris, and Java's TruncateRecording would have accepted it); committer B
 commits the batch after the debris; A resumes and its ExtendRecording is refused by the Java archive
@@ -27,8 +27,8 @@ from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 
-from tests.integration.stalled_sink_committer import rows, sink_options, stage
-from tests.integration.test_sink_stalled_committer import EXIT_TIMEOUT_S, PAUSE_TIMEOUT_S, REPO, leave_debris
+from tests.integration.connector.stalled_sink_committer import rows, sink_options, stage
+from tests.integration.connector.test_sink_stalled_committer import EXIT_TIMEOUT_S, PAUSE_TIMEOUT_S, REPO, leave_debris
 from tests.interop.peer.modern_peer import RunningModernJavaArchive
 from tests.support.ports import udp_channel
 
@@ -67,7 +67,7 @@ def test_a_committer_stalled_before_its_claim_cannot_cut_a_batch_in_the_java_arc
 
     env = dict(os.environ, **{ENV_VAR: f"before-claim:1:{pause}"})
     committer_a = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.stalled_sink_committer", "--control-channel", java.control_channel,
+        [sys.executable, "-m", "tests.integration.connector.stalled_sink_committer", "--control-channel", java.control_channel,
          "--channel", channel, "--staging-dir", str(staging_dir), "--batch", "1", "--rows", "700", "--tag", "A",
          "--attempt", "1"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

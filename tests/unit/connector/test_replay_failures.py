@@ -1,6 +1,6 @@
 """How the source's replays fail (connector/archive_reading.py, replay_errors.py, replay_pump.py),
 over stand-ins for ArchiveClient and the Aeron objects; the same cases run against the real sidecar in
-tests/integration/test_replay_errors_sidecar.py and against Java 1.15.1 in
+tests/integration/connector/test_replay_errors_sidecar.py and against Java 1.15.1 in
 tests/interop/test_replay_errors_java.py.
 
 * an ERROR the archive sends after accepting a replay (Java 1.15.1 does that for a bad start

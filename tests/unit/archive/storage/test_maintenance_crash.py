@@ -3,7 +3,7 @@
 A kill is simulated by an exception raised at the named point (`fault_injection`): the files and
 the catalog stay as they were at that instant. `recovery.repair_archive` then runs as at sidecar
 start; the recording must verify clean and hold the operation's before or after state, byte-exact.
-The real-process form (SIGKILL of the sidecar) is tests/integration/test_storage_crash_safety.py.
+The real-process form (SIGKILL of the sidecar) is tests/integration/storage/test_storage_crash_safety.py.
 """
 
 import os

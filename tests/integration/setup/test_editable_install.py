@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 CODE_FOLDERS = ("archive", "connector", "driver_integration")
 

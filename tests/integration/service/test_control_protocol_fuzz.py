@@ -9,7 +9,7 @@ level after the first one, and its open files near where they started: a fuzz th
 sessions leaves nothing behind.
 
 100,000 messages by default (~30-60 s here). A longer run:
-``AERON_FUZZ_MESSAGES=1000000 ./run-tests tests/integration/test_control_protocol_fuzz.py``
+``AERON_FUZZ_MESSAGES=1000000 ./run-tests tests/integration/service/test_control_protocol_fuzz.py``
 (``AERON_FUZZ_SEED`` varies the seed, ``AERON_FUZZ_ROUNDS`` the number of rounds; the messages are
 spread over the rounds, ``AERON_FUZZ_SESSIONS`` the sessions per round; ``AERON_FUZZ_DUMP_LOG=<file>``
 writes the sidecar's log there; ``AERON_ARCHIVE_TRACEMALLOC=1`` prints the sidecar's Python allocation

@@ -31,11 +31,11 @@ from aeron_spark.connector.source.options import ReadMode, SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
 from aeron_spark.connector.source.partition_reader import read_range
 
-from tests.integration.stalled_sink_committer import rows, sink_options, stage
+from tests.integration.connector.stalled_sink_committer import rows, sink_options, stage
 from tests.support.sidecar import running_sidecar
 
 pytestmark = pytest.mark.timeout(180)
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PAUSE_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 60.0
 
@@ -100,7 +100,7 @@ def test_a_committer_stalled_between_its_reread_and_its_claim_cannot_cut_the_bat
 
         env = dict(os.environ, **{ENV_VAR: f"before-claim:1:{pause}"})
         committer_a = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.stalled_sink_committer", "--archive-dir", str(archive_dir),
+            [sys.executable, "-m", "tests.integration.connector.stalled_sink_committer", "--archive-dir", str(archive_dir),
              "--staging-dir", str(staging_dir), "--batch", "1", "--rows", "700", "--tag", "A", "--attempt", "1"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:

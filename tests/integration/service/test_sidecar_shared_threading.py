@@ -14,7 +14,7 @@ import pytest
 from aeron_spark.archive.storage.mark_file import read_mark_file
 from aeron_spark.driver_integration import AeronClient
 
-from tests.integration.test_sidecar_counters import archive_counters, snapshot
+from tests.integration.service.test_sidecar_counters import archive_counters, snapshot
 from tests.support.sidecar import running_sidecar
 from tests.support.sidecar_streams import TIMEOUT, ipc_archive, payloads, record_ipc
 from tests.support.waiting import wait_until

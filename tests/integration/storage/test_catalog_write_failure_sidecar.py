@@ -4,7 +4,7 @@ in between): the client hears STORAGE_SPACE for its request and the catalog has 
 The failure is injected where the descriptor is written (``AERON_ARCHIVE_STORAGE_FAULT=catalog-add:
 enospc``, archive/storage/fault_injection.py): filling a real disk between the OK and the first
 image cannot choose which write fails first (the catalog is sparse, and its page may already be
-there), which is what tests/integration/test_storage_space_sidecar.py covers for the segment.
+there), which is what tests/integration/storage/test_storage_space_sidecar.py covers for the segment.
 """
 
 from __future__ import annotations

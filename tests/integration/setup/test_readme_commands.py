@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def clean_env() -> dict[str, str]:

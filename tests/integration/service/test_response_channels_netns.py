@@ -26,7 +26,7 @@ from tests.support.netns import (
 
 pytestmark = pytest.mark.timeout(180)
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 RESPONSE_PORT, RECORD_PORT = 8011, 8020
 #: The client's host admits only replies to what it sent (and its own loopback).
 CLIENT_FIREWALL = (
