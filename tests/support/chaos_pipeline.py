@@ -74,7 +74,7 @@ def fault_plan(seed: int, duration_s: float, *, every_kind: bool = True, gap_s: 
     first = list(kinds) if every_kind else []
     rng.shuffle(first)
     faults, at = [], rng.uniform(*gap_s) / 2
-    while at < duration_s:
+    while at < duration_s or first:  # every kind, even past the duration
         kind = first.pop(0) if first else rng.choice(weighted)
         down = rng.uniform(1.0, 3.0) if kind == "sidecar" else rng.uniform(3.0, 6.0)
         faults.append(Fault(round(at, 1), kind, round(down, 1)))
