@@ -1,5 +1,7 @@
 package io.aeronspark.spark.source;
 
+import io.aeronspark.spark.SourceSchema;
+import io.aeronspark.spark.options.OptionError;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -18,8 +20,27 @@ public final class AeronScanBuilder implements ScanBuilder, Scan {
 
     @Override
     public Scan build() {
-        SourceOptions.parse(options.asCaseSensitiveMap());  // bad options fail when the query is defined
+        final SourceOptions parsed = SourceOptions.parse(options.asCaseSensitiveMap());  // bad options fail here
+        final StructType own = SourceSchema.of(parsed.includeTimestamp);
+        if (!sameColumns(own, schema)) {
+            throw new OptionError("format(\"aeron-archive-jvm\") reads its own columns (" + own.simpleString()
+                + "); a user schema (.schema(...)) is not supported: select or cast the columns after load()");
+        }
         return this;
+    }
+
+    /** Names and types (nullability aside: no value is ever null either way). */
+    private static boolean sameColumns(final StructType a, final StructType b) {
+        if (a.fields().length != b.fields().length) {
+            return false;
+        }
+        for (int i = 0; i < a.fields().length; i++) {
+            if (!a.fields()[i].name().equals(b.fields()[i].name())
+                || !a.fields()[i].dataType().equals(b.fields()[i].dataType())) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override
