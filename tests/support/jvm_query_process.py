@@ -132,7 +132,7 @@ def _probe(spark: Any, settings: dict[str, Any]) -> int:
                 reader = reader.option(name, value)
             query = (reader.load().writeStream.format("console").option("checkpointLocation",
                      os.path.join(settings["checkpoint"], str(index))).trigger(processingTime="1 second").start())
-            query.awaitTermination(settings.get("probe_timeout_s", 60))
+            query.awaitTermination(settings.get("probe_timeout_s", 60))  # still running then: no error
             failure = query.exception()
             error = None if failure is None else str(failure)
             if query.isActive:

@@ -323,3 +323,29 @@ def test_recording_purged_under_a_running_real_time_query_follows_fail_on_data_l
                 query.stop()
         finally:
             query.kill()
+
+
+def test_credentials_log_in_to_a_sidecar_with_authentication(jvm_module: JvmModule, tmp_path: Path) -> None:
+    """archive.credentials against a sidecar that answers with an HMAC challenge
+    (--auth-challenge-only): the right secret runs, a wrong one fails naming the archive, and no
+    message shows either secret."""
+    from tests.support.jvm_query_process import probe_results
+
+    principal, secret, wrong = "rt-reader", "rt-canary-secret-5521", "rt-wrong-secret-7730"
+    server_file = tmp_path / "archive.credentials"
+    server_file.write_text(f"{principal}:{secret}\n")
+    with running_sidecar(tmp_path / "archive", ["--auth-credentials-file", str(server_file),
+                                                "--auth-challenge-only"]) as secured:
+        probes = [{"archive.controlChannel": secured.control_channel, "recordingIds": "0",
+                   "archive.credentials": f"{principal}:{credentials}", "archive.timeoutMs": "3000"}
+                  for credentials in (secret, wrong)]
+        query = JvmQuery(query_settings(jvm_module, tmp_path, {}, {}) | {"probes": probes, "probe_timeout_s": 8})
+        try:
+            assert query.process.wait(300) == 0, query.output()
+        finally:
+            query.kill()
+    right, wrong_result = probe_results(query.lines)
+    assert right["error"] is None, right
+    assert "could not connect to the Aeron archive at archive.controlChannel=" in (wrong_result["error"] or ""), \
+        wrong_result
+    assert secret not in query.output(10_000) and wrong not in query.output(10_000)
