@@ -14,8 +14,8 @@ recorded message exactly once, and ``aeron-archive verify`` must be clean (repor
     .venv/bin/python bench/soak.py --minutes 30 --csv soak.csv --curve soak.txt [--seed N]
         [--fault-gap 20,40] [--faults sidecar,query,worker,partition] [--sample-s 10]
 
-The curve (``--curve``) is plain text: per sample the minute, the sidecar run, RSS, open files and
-catalog bytes, with a bar for the RSS; then per sidecar run its first and last RSS and open files
+The curve (``--curve``) is plain text: per sample the minute, the sidecar run, RSS, open files,
+catalog bytes and entries, with a bar for the RSS; then per sidecar run its first and last RSS and open files
 (flat is the target). Every process started here is stopped by PID, also on failure.
 """
 
@@ -85,11 +85,11 @@ def curve(rows: list[dict[str, float]], width: int = 50) -> str:
     if not rows:
         return "(no samples)\n"
     top = max(row["rss_mb"] for row in rows) or 1.0
-    lines = [f"{'min':>6} {'run':>3} {'rss MB':>7} {'files':>5} {'catalog B':>10}  rss"]
+    lines = [f"{'min':>6} {'run':>3} {'rss MB':>7} {'files':>5} {'catalog B':>10} {'entries':>7}  rss"]
     for row in rows:
         bar = "#" * max(1, int(row["rss_mb"] / top * width))
         lines.append(f"{row['seconds'] / 60:6.1f} {int(row['sidecar_run']):3d} {row['rss_mb']:7.1f} "
-                     f"{int(row['open_files']):5d} {int(row['catalog_bytes']):10d}  {bar}")
+                     f"{int(row['open_files']):5d} {int(row['catalog_bytes']):10d} {int(row['catalog_entries']):7d}  {bar}")
     lines.append("")
     lines.append("per sidecar run: first -> last sample (RSS MB, open files), minutes covered")
     for run in sorted({int(row["sidecar_run"]) for row in rows}):
