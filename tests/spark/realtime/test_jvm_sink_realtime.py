@@ -158,7 +158,11 @@ BAD_INPUTS = [  # (select, sink options changed (None: left out), what the error
     (["timestamp AS time"], {}, "needs a column named value of type binary or string"),
     (["value"], {}, "column value has type bigint; accepted: binary or string"),
     (["CAST(value AS STRING) AS value"], {"channel": None}, "option channel is required"),
-    (["CAST(value AS STRING) AS value"], {"streamId": "x"}, "option streamId='x' is not valid"),
+    # The sink's own streamId entry (one int32), not the source's (an int list) of the same name.
+    (["CAST(value AS STRING) AS value"], {"streamId": "x"},
+     "option streamId='x' is not valid; accepted: a stream id, an int32 (-2147483648..2147483647)"),
+    (["CAST(value AS STRING) AS value"], {"streamId": "1001,1002"},
+     "option streamId='1001,1002' is not valid; accepted: a stream id, an int32"),
     (["CAST(value AS STRING) AS value"], {"sink.offerTimeoutMs": "0"}, "option sink.offerTimeoutMs='0' is not valid"),
     (["CAST(value AS STRING) AS value"], {"sink.offerTimeout": "5"}, "Did you mean 'sink.offerTimeoutMs'?"),
 ]

@@ -58,7 +58,7 @@ final class SinkOptions implements Serializable {
     }
 
     static SinkOptions from(final Map<String, String> given, final StructType schema) {
-        final OptionSpecs specs = OptionSpecs.get();
+        final OptionSpecs specs = OptionSpecs.get(OptionSpecs.SIDE_SINK);
         final Map<String, String> ours = new HashMap<>();
         given.forEach((key, value) -> {
             if (!SPARK_STREAM_OPTIONS.contains(key.toLowerCase(Locale.ROOT))) {
