@@ -412,7 +412,9 @@ class ChaosPipeline:
         deadline = time.monotonic() + timeout
         while not self.publisher.done():
             self.supervise()
-            assert self.publisher.process.poll() is None or self.publisher.done(), self.publisher.output()
+            if self.publisher.process.poll() is not None:  # ended: its last lines may still be in the pipe
+                self.publisher.wait_until(self.publisher.done, "the last message recorded", 5.0)
+                break
             assert time.monotonic() < deadline, "the publisher did not finish:\n" + self.publisher.output()
             time.sleep(0.2)
         client = ArchiveClient.from_mark_file(self.archive_dir)
