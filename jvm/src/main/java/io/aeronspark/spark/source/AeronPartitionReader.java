@@ -51,8 +51,8 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
     private final AeronInputPartition partition;
     private final long recordingId;
     private final ArchiveSettings settings;
-    private final ArrayDeque<Object[]> pending = new ArrayDeque<>();
-    private final ExpandableArrayBuffer assembly = new ExpandableArrayBuffer(4096);
+    private ArrayDeque<Object[]> pending = new ArrayDeque<>();
+    private ExpandableArrayBuffer assembly = new ExpandableArrayBuffer(4096);
     private final ControlledFragmentHandler handler = this::onFragment;
 
     private AeronArchive archive;
@@ -152,6 +152,16 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
 
     @Override
     public void close() {
+        if (parkable()) {
+            // The next batch's reader of this recording starts where this one ended: hand it the replay.
+            OpenReplays.park(replayKey(), new OpenReplays.Parked(archive, subscription, image, replaySessionId,
+                replayFrom, offset, pending, assembly, assembledLength, assembledReservedValue));
+            archive = null;
+            subscription = null;
+            image = null;
+            replaySessionId = Long.MIN_VALUE;
+            return;
+        }
         stopReplay();
         if (archive != null) {
             try {
@@ -165,11 +175,42 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
 
     // --- the replay ----------------------------------------------------------------------------------
 
+    private OpenReplays.Key replayKey() {
+        return new OpenReplays.Key(settings, recordingId, partition.options.includeTimestamp);
+    }
+
+    private boolean parkable() {
+        return partition.openEnded() && started && !finished && !headRestartNeeded && archive != null
+            && subscription != null && image != null && !image.isClosed() && !image.isEndOfStream();
+    }
+
+    /** Continues the replay an earlier batch's reader left parked at this partition's start, if any. */
+    private boolean takeOverParkedReplay() {
+        final OpenReplays.Parked parked = OpenReplays.take(replayKey(), partition.start);
+        if (parked == null) {
+            return false;
+        }
+        archive = parked.archive;
+        subscription = parked.subscription;
+        image = parked.image;
+        replaySessionId = parked.replaySessionId;
+        replayFrom = parked.replayFrom;
+        firstFragmentSeen = true;
+        pending = parked.pending;
+        assembly = parked.assembly;
+        assembledLength = parked.assembledLength;
+        assembledReservedValue = parked.assembledReservedValue;
+        return true;
+    }
+
     private void ensureStarted() {
         if (started) {
             return;
         }
         started = true;
+        if (partition.openEnded() && takeOverParkedReplay()) {
+            return;
+        }
         archive = AeronConnections.connectArchive(settings);
         final RecordingInfo now = describeNow();
         if (now == null) {
