@@ -15,7 +15,6 @@ process is stopped or killed by PID, also when a test fails.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +26,8 @@ from tests.support.jvm_module import JvmModule
 from tests.support.jvm_sink_query_process import JvmSinkQuery
 from tests.support.live_publisher import LivePublisher, sequence_of
 from tests.support.ports import free_udp_port
+from tests.support.recorded_stream import recorded
 from tests.support.sidecar import Sidecar, running_sidecar
-from tests.support.sidecar_streams import poll_into
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -58,29 +57,6 @@ def settings(jvm_module: JvmModule, work: Path, source: dict, select: list[str],
              trigger: dict, conf: dict[str, str] | None = None) -> dict:
     return {"jars": jvm_module.spark_jars, "source": source, "select": select, "sink": sink, "trigger": trigger,
             "conf": conf or {}, "checkpoint": str(work / "checkpoint"), "stop_file": str(work / "stop")}
-
-
-def recorded(archive: ArchiveClient, stream_id: int) -> dict[int, list[bytes]]:
-    """Every message of every recording of ``stream_id``, per recording, in recorded order (each
-    replayed from its start to the position recorded now)."""
-    messages: dict[int, list[bytes]] = {}
-    for descriptor in archive.list_recordings():
-        if descriptor.stream_id != stream_id:
-            continue
-        end = descriptor.stop_position if descriptor.stop_position >= 0 else \
-            archive.recording_position(descriptor.recording_id)
-        received: list[tuple[int, bytes]] = []
-        if end > descriptor.start_position:
-            length = end - descriptor.start_position
-            with archive.replay(descriptor.recording_id, descriptor.start_position, length,
-                                f"aeron:udp?endpoint=localhost:{free_udp_port()}", 9000 + stream_id) as replay:
-                deadline = time.monotonic() + 60
-                while replay.image.position < end:
-                    if poll_into(replay, received) == 0:
-                        assert time.monotonic() < deadline, f"replay of recording {descriptor.recording_id} stalled"
-                        time.sleep(0.001)
-        messages[descriptor.recording_id] = [payload for _, payload in received]
-    return messages
 
 
 def count_recorded(archive: ArchiveClient, stream_id: int) -> int:

@@ -6,15 +6,20 @@ stopped or killed by PID; the sidecar, the Java archive and the publishers are s
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from aeron_spark.archive.client import ArchiveClient
+from aeron_spark.driver_integration import AeronClient
 from tests.support.jvm_module import JvmModule
 from tests.support.jvm_query_process import JvmQuery, delivered_rows
+from tests.support.jvm_sink_query_process import JvmSinkQuery
 from tests.support.live_publisher import LivePublisher, sequence_of
 from tests.support.ports import free_udp_port
+from tests.support.recorded_stream import recorded
 from tests.support.sidecar import Sidecar, running_sidecar
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -206,49 +211,110 @@ def committed_positions(checkpoint: Path) -> tuple[int, dict[int, int]]:
     return batch, {int(recording): position for recording, position in json.loads(offset).items()}
 
 
+SINK_STREAM_ID = 4402
+#: What real-time mode into our JVM sink needs (docs/exactly-once.md): the allowlist check off, and the
+#: override of async progress tracking's sink check on the writeStream.
+REAL_TIME_CONF = {"spark.sql.streaming.realTimeMode.allowlistCheck": "false"}
+REAL_TIME_SINK_OPTIONS = {"_asyncProgressTrackingOverrideSinkSupportCheck": "true"}
+#: A real-time batch's length in the kill test; the kill lands at most KILL_WINDOW_S after a commit.
+KILL_BATCH_S = 5
+KILL_WINDOW_S = 2.5
+
+
+@pytest.fixture(scope="module")
+def archive(sidecar: Sidecar) -> Iterator[ArchiveClient]:
+    with AeronClient(sidecar.driver_dir, client_name="jvm-source-test") as aeron, \
+            ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron, timeout=30.0) as client:
+        yield client
+
+
+def sink_rows(archive: ArchiveClient) -> dict[int, dict[tuple[int, int], int]]:
+    """The kill test's output, read back from the sink's recordings: per run, (source recording,
+    position) -> sequence number, in the order recorded (a key seen twice in one run would fail)."""
+    runs: dict[int, dict[tuple[int, int], int]] = {}
+    for messages in recorded(archive, SINK_STREAM_ID).values():
+        for message in messages:
+            run, recording, position, payload = message.decode().split(":")
+            rows = runs.setdefault(int(run), {})
+            key = (int(recording), int(position))
+            assert key not in rows, f"run {run} wrote {key} twice"
+            rows[key] = sequence_of(bytes.fromhex(payload))
+    return runs
+
+
+def last_commit_age_s(checkpoint: Path) -> float:
+    commits = [path for path in (checkpoint / "commits").iterdir() if path.name.isdigit()]
+    return time.time() - max(path.stat().st_mtime for path in commits) if commits else float("inf")
+
+
 def test_killed_real_time_query_restarts_from_its_checkpoint_without_loss(
-        sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path) -> None:
-    """SIGKILL of the whole query process tree mid-stream, then a restart from the checkpoint: every
-    message arrives; the rows delivered twice are exactly the first run's rows after the last
-    committed real-time batch's end."""
+        sidecar: Sidecar, archive: ArchiveClient, jvm_module: JvmModule, tmp_path: Path) -> None:
+    """Source -> JVM sink in real-time mode (rows reach the sink's recording as they arrive), SIGKILL
+    of the whole query process tree in the middle of a real-time batch, after rows of that batch were
+    recorded, then a restart from the checkpoint: every message arrives; the rows delivered twice are
+    exactly the first run's rows after the last committed batch's end, and there are some."""
     channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
     until = tmp_path / "stop-publishing"  # the publisher runs until both runs of the query are under way
     publisher = publish(sidecar, channel, 1_000_000, 100.0, "--until-file", str(until))
-    options = {"archive.controlChannel": sidecar.control_channel, "channel": channel, "streamId": str(STREAM_ID),
-               "startingPositions": "earliest"}
+    checkpoint = tmp_path / "checkpoint"
+
+    def run_settings(run: int) -> dict:
+        return {"jars": jvm_module.spark_jars, "conf": REAL_TIME_CONF, "trigger": {"realTime": f"{KILL_BATCH_S} seconds"},
+                "checkpoint": str(checkpoint), "stop_file": str(tmp_path / f"stop-{run}"),
+                "source": {"format": "aeron-archive-jvm", "options": {
+                    "archive.controlChannel": sidecar.control_channel, "channel": channel,
+                    "streamId": str(STREAM_ID), "startingPositions": "earliest"}},
+                # The run, then the input row's key and payload: duplicates are told apart per run.
+                "select": [f"CONCAT('{run}:', CAST(recording_id AS STRING), ':', CAST(position AS STRING), ':', "
+                           "hex(payload)) AS value"],
+                "sink": {"archive.controlChannel": sidecar.control_channel, "streamId": str(SINK_STREAM_ID),
+                         "channel": f"aeron:udp?endpoint=localhost:{free_udp_port()}", **REAL_TIME_SINK_OPTIONS}}
+
+    def mid_batch_rows_recorded() -> bool:
+        """Rows of the running batch (after the last commit's end) are in the sink's recording, and
+        the batch has most of its length still to run (so no commit lands before the kill)."""
+        if len(first.progress()) < 2 or last_commit_age_s(checkpoint) > KILL_WINDOW_S:
+            return False
+        _, committed = committed_positions(checkpoint)
+        if last_commit_age_s(checkpoint) > KILL_WINDOW_S:
+            return False
+        return any(position > committed.get(recording, -1)
+                   for recording, position in sink_rows(archive).get(1, {}))
+
     first = second = None
     try:
         publisher.wait_until(lambda: publisher.recordings(), "the recording started", 30)
-        first_settings = query_settings(jvm_module, tmp_path, options, {"realTime": "5 seconds"})
-        first = JvmQuery(first_settings | {"out": str(tmp_path / "out-1")})
-        first.wait_for(lambda: sum(p["numInputRows"] for p in first.progress()) > 0 and len(first.progress()) >= 2,
-                       "two committed batches with rows", 120)
+        first = JvmSinkQuery(run_settings(1))
+        first.wait_for(mid_batch_rows_recorded, "rows of an uncommitted batch in the sink's recording", 180)
         first.kill()
-        committed_batch, committed = committed_positions(tmp_path / "checkpoint")
-        second = JvmQuery(first_settings | {"out": str(tmp_path / "out-2")})
+        committed_batch, committed = committed_positions(checkpoint)
+        second = JvmSinkQuery(run_settings(2))
         second.wait_for(lambda: len(second.progress()) >= 1, "a batch of the restarted query", 120)
         until.touch()
         publisher.wait_until(publisher.done, "every message published and recorded", 120)
         messages = int(next(line for line in publisher.lines if line.startswith("SENT ALL")).split()[2])
-        second.wait_for(lambda: {sequence_of(p) for rows in (delivered_rows(tmp_path / "out-1"),
-                                                              delivered_rows(tmp_path / "out-2"))
-                                 for file_rows in rows.values() for _, _, p in file_rows} >= set(range(messages)),
-                        "every message delivered", 180)
+
+        def everything_delivered() -> bool:
+            runs = sink_rows(archive)
+            return {n for rows in runs.values() for n in rows.values()} >= set(range(messages))
+
+        second.wait_for(everything_delivered, "every message delivered", 180)
         second.stop()
+        assert second.failure() is None, second.output()
     finally:
         for query in (first, second):
             if query is not None:
                 query.kill()
         publisher.stop()
-    run_1 = {(r, position): sequence_of(p) for rows in delivered_rows(tmp_path / "out-1").values() for r, position, p in rows}
-    run_2_rows = delivered_rows(tmp_path / "out-2")
-    assert_in_order(run_2_rows)
-    run_2 = {(r, position): sequence_of(p) for rows in run_2_rows.values() for r, position, p in rows}
+    runs = sink_rows(archive)
+    run_1, run_2 = runs.get(1, {}), runs.get(2, {})
     assert set(run_1.values()) | set(run_2.values()) == set(range(messages))  # nothing lost
     duplicates = set(run_1) & set(run_2)
     after_commit = {key for key in run_1 if key[1] > committed.get(key[0], -1)}
     assert duplicates == after_commit, (committed_batch, committed, len(duplicates), len(after_commit))
+    assert duplicates, "the kill landed mid-batch after rows of it were recorded: some rows are delivered again"
     assert all(position > committed.get(recording, -1) for recording, position in run_2), "re-read a committed row"
+    assert sorted(run_2) == list(run_2), "the restarted run wrote out of order"
     print(f"kill after batch {committed_batch}: {len(run_1)} rows in run 1, {len(duplicates)} delivered again")
 
 
