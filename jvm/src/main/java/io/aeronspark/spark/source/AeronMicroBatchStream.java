@@ -284,7 +284,9 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
     @Override
     public InputPartition[] planInputPartitions(final Offset start) {
         final SortedMap<Long, Long> from = new TreeMap<>(((AeronOffset) start).positions());
-        final SortedMap<Long, RecordingInfo> recordings = catalog.recordings(true);
+        // A listing at most every discoveryIntervalMs (1 s by default, under real-time mode's 5 s batches),
+        // not one per batch: planning is a stall between two batches' rows.
+        final SortedMap<Long, RecordingInfo> recordings = catalog.recordings(false);
         final List<Long> ids = new ArrayList<>(recordings.keySet());
         for (Long recordingId : from.keySet()) {
             if (!recordings.containsKey(recordingId)) {
