@@ -59,16 +59,19 @@ def assert_in_order(rows: dict[str, list[tuple[int, int, bytes]]]) -> None:
         assert numbers == sorted(set(numbers)), f"{name}: messages out of order or repeated"
 
 
-@pytest.mark.parametrize("connection", ["udp", "response-channel"])
+@pytest.mark.parametrize("connection", ["udp", "udp-aeron-host", "response-channel"])
 def test_real_time_query_over_live_sidecar_recording_delivers_every_message_in_order(
         sidecar: Sidecar, jvm_module: JvmModule, tmp_path: Path, connection: str) -> None:
     """``response-channel``: archive.responseChannel with control-mode=response, so the control session
-    and every replay come over connections the query opens (no port of its own told to the archive)."""
+    and every replay come over connections the query opens (no port of its own told to the archive).
+    ``udp-aeron-host``: replays bind aeron.bindAddress (the wildcard) and the archive is told aeron.host."""
     channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}"
     publisher = publish(sidecar, channel, MESSAGES)
     query = None
     options = {"archive.controlChannel": sidecar.control_channel, "channel": channel, "streamId": str(STREAM_ID),
                "startingPositions": "earliest"}
+    if connection == "udp-aeron-host":
+        options |= {"aeron.host": "127.0.0.1", "aeron.bindAddress": "0.0.0.0"}
     if connection == "response-channel":
         options["archive.responseChannel"] = f"aeron:udp?control-mode=response|control=localhost:{free_udp_port()}"
     try:
@@ -102,6 +105,7 @@ def test_option_errors_name_the_option_and_an_unreachable_archive_fails_within_t
         {"archive.controlChannel": control, "channel": "aeron:udp"},
         {"archive.controlChannel": "tcp://host", "recordingIds": "1"},
         {"archive.controlChannel": nobody, "recordingIds": "1", "archive.timeoutMs": "2000"},
+        {"archive.controlChannel": control, "recordingIds": "1", "aeron.host": "two words"},
     ]
     settings = query_settings(jvm_module, tmp_path, {}, {}) | {"probes": probes}
     query = JvmQuery(settings)
@@ -122,6 +126,7 @@ def test_option_errors_name_the_option_and_an_unreachable_archive_fails_within_t
     assert f"archive.controlChannel={nobody}" in errors[6] and "archive.timeoutMs=2000" in errors[6], errors[6]
     # start() to the failure: the 2 s connect timeout plus the query's own start on a busy machine
     assert unreachable["seconds"] < 2.0 + 10.0, unreachable
+    assert "option aeron.host='two words' is not valid; accepted: a host name or IP address of this host" in errors[7]
 
 
 def test_micro_batches_capped_by_max_bytes_per_trigger_report_lag_metrics(

@@ -104,7 +104,7 @@ def test_the_jvm_sides_accept_what_their_readers_need():
         "recordingIds", "channel", "streamId", "channelPattern", "startingPositions", "failOnDataLoss",
         "maxBytesPerTrigger", "discoveryIntervalMs", "includeTimestamp", "archive.controlChannel",
         "archive.controlStreamId", "archive.responseChannel", "archive.responseStreamId", "archive.timeoutMs",
-        "archive.credentials", "archive.credentialsEncoding", "aeron.dir"}
+        "archive.credentials", "archive.credentialsEncoding", "aeron.dir", "aeron.host", "aeron.bindAddress"}
     assert {spec.name for spec in specs_for("jvm-sink")} == {
         "channel", "streamId", "archive.controlChannel", "archive.controlStreamId", "archive.responseChannel",
         "archive.responseStreamId", "archive.timeoutMs", "archive.credentials", "archive.credentialsEncoding",

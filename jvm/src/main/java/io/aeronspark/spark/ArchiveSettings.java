@@ -33,16 +33,20 @@ public final class ArchiveSettings implements Serializable {
     public final String aeronDir;
     private final String credentials;
     public final String credentialsEncoding;
+    /** archive.responseChannel was not given: a UDP default an executor may point at its own host's address. */
+    public final boolean responseChannelDefaulted;
 
     private ArchiveSettings(final String controlChannel, final int controlStreamId, final String responseChannel,
                             final int responseStreamId, final long timeoutMs, final String aeronDir,
-                            final String credentials, final String credentialsEncoding) {
+                            final String credentials, final String credentialsEncoding,
+                            final boolean responseChannelDefaulted) {
         this.controlChannel = controlChannel;
         this.controlStreamId = controlStreamId;
         this.responseChannel = responseChannel;
         this.responseStreamId = responseStreamId;
         this.timeoutMs = timeoutMs;
         this.aeronDir = aeronDir;
+        this.responseChannelDefaulted = responseChannelDefaulted;
         this.credentials = credentials;
         this.credentialsEncoding = credentialsEncoding;
     }
@@ -56,7 +60,8 @@ public final class ArchiveSettings implements Serializable {
                 + "aeron:udp?endpoint=archive-host:8010 (the JVM source and sink reach an archive by it only)");
         }
         String response = specs.channel(options, RESPONSE_CHANNEL);
-        if (response == null) {
+        final boolean defaulted = response == null;
+        if (defaulted) {
             // The Java client resolves port 0 and tells the archive the bound port.
             response = control.startsWith("aeron:ipc") ? "aeron:ipc" : "aeron:udp?endpoint=localhost:0";
         }
@@ -75,7 +80,13 @@ public final class ArchiveSettings implements Serializable {
         }
         return new ArchiveSettings(control, specs.number(options, CONTROL_STREAM_ID).intValue(), response,
             specs.number(options, RESPONSE_STREAM_ID).intValue(), specs.number(options, TIMEOUT_MS),
-            specs.string(options, AERON_DIR), credentials, encoding);
+            specs.string(options, AERON_DIR), credentials, encoding, defaulted);
+    }
+
+    /** The same archive, its control responses asked on another channel (an executor's own address). */
+    public ArchiveSettings withResponseChannel(final String channel) {
+        return new ArchiveSettings(controlChannel, controlStreamId, channel, responseStreamId, timeoutMs, aeronDir,
+            credentials, credentialsEncoding, responseChannelDefaulted);
     }
 
     public boolean responseChannelMode() {

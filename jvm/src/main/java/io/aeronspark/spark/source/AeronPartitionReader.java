@@ -211,7 +211,8 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
         if (partition.openEnded() && takeOverParkedReplay()) {
             return;
         }
-        archive = AeronConnections.connectArchive(settings);
+        archive = AeronConnections.connectArchive(settings.responseChannelDefaulted && !ipc()
+            ? settings.withResponseChannel(ReplayEndpoint.of(partition.options).controlResponseChannel()) : settings);
         final RecordingInfo now = describeNow();
         if (now == null) {
             DataLossPolicy.report(partition.options.failOnDataLoss, "recording " + recordingId
@@ -267,13 +268,16 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
             return;
         }
         final Aeron aeron = AeronConnections.aeron(settings.aeronDir);
-        final boolean ipc = settings.controlChannel.startsWith("aeron:ipc");
-        subscription = aeron.addSubscription(ipc ? "aeron:ipc" : "aeron:udp?endpoint=localhost:0", REPLAY_STREAM_ID);
+        final boolean ipc = ipc();
+        final ReplayEndpoint endpoint = ipc ? null : ReplayEndpoint.of(partition.options);
+        subscription = aeron.addSubscription(ipc ? "aeron:ipc" : endpoint.subscribeChannel(), REPLAY_STREAM_ID);
         String channel = ipc ? "aeron:ipc" : null;
         while (channel == null) {
-            channel = subscription.tryResolveChannelEndpointPort();
-            if (channel == null) {
+            final String resolved = subscription.tryResolveChannelEndpointPort();
+            if (resolved == null) {
                 awaitOrFail(deadline, "a port for the replay subscription");
+            } else {
+                channel = endpoint.told(resolved);  // this host's address the archive reaches, the bound port
             }
         }
         replaySessionId = archive.startReplay(recordingId, channel, REPLAY_STREAM_ID, params);
@@ -281,6 +285,10 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
         while ((image = subscription.imageBySessionId(sessionId)) == null) {
             awaitOrFail(deadline, "the replay image of recording " + recordingId + " (session " + sessionId + ")");
         }
+    }
+
+    private boolean ipc() {
+        return settings.controlChannel.startsWith("aeron:ipc");
     }
 
     private void awaitOrFail(final long deadlineNs, final String what) {

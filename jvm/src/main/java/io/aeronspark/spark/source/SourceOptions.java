@@ -35,6 +35,9 @@ public final class SourceOptions implements Serializable {
     public final Long maxBytesPerTrigger;
     public final long discoveryIntervalMs;
     public final boolean includeTimestamp;
+    /** aeron.host / aeron.bindAddress: null resolves on each executor (ReplayEndpoint). */
+    public final String aeronHost;
+    public final String aeronBindAddress;
     /** The options as given (canonical names), for messages. */
     public final Map<String, String> given;
 
@@ -98,6 +101,16 @@ public final class SourceOptions implements Serializable {
         maxBytesPerTrigger = specs.size(options, MAX_BYTES_PER_TRIGGER);
         discoveryIntervalMs = specs.number(options, "discoveryIntervalMs");
         includeTimestamp = specs.bool(options, "includeTimestamp");
+        aeronHost = nonEmpty(specs, options, ReplayEndpoint.AERON_HOST);
+        aeronBindAddress = nonEmpty(specs, options, ReplayEndpoint.AERON_BIND_ADDRESS);
+    }
+
+    private static String nonEmpty(final OptionSpecs specs, final Map<String, String> options, final String name) {
+        final String value = options.get(name);
+        if (value != null && (value.isEmpty() || value.contains(" "))) {
+            throw specs.spec(name).invalid(value);
+        }
+        return value;
     }
 
     /** Parses the options a source was given (unknown ones fail, naming the nearest accepted names). */
