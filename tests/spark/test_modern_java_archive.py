@@ -442,7 +442,7 @@ def test_the_java_archive_killed_mid_commit_recovers_to_exactly_once(tmp_path: P
             calls["n"] += 1
             if calls["n"] == 4:
                 deadline = time.monotonic() + 5
-                while self._archive.live_position(self.recording_id) < self.position and time.monotonic() < deadline:
+                while (self._live_position(self.recording_id) or 0) < self.position and time.monotonic() < deadline:
                     time.sleep(0.01)  # let the archive record the debris
                 os.kill(server.pid, signal.SIGKILL)
                 raise Crash("archive killed")
