@@ -15,10 +15,13 @@ error raised here quotes an option value or a file's content.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from aeron_spark.archive.client import SecretCredentials
 from aeron_spark.connector.option_spec import choices_of, default_str
+
+if TYPE_CHECKING:  # the archive client is imported where credentials are read (every Spark worker imports this)
+    from aeron_spark.archive.client import SecretCredentials
 
 CREDENTIALS_OPTION = "archive.credentials"
 CREDENTIALS_FILE_OPTION = "archive.credentialsFile"
@@ -119,6 +122,7 @@ def _split(text: str, where: str) -> SecretCredentials:
     if not colon or not principal or not secret or not principal.isascii():
         raise CredentialsUnavailable(f"{where} is not valid (its value is not shown: it holds a secret); "
                                      f"accepted: {ACCEPTED}")
+    from aeron_spark.archive.client import SecretCredentials
     return SecretCredentials(principal, secret)
 
 

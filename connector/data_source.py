@@ -1,9 +1,18 @@
-"""The `aeron-archive` Python Data Source: schema, validation, readers and writers, registration."""
+"""The `aeron-archive` Python Data Source: schema, validation, readers and writers, registration.
+
+Every Python worker Spark starts for this source imports this module (it unpickles the data source,
+its reader or its writer), and a new query's first micro-batch starts five of them one after the
+other, so it imports only what parsing the options needs: each role's code (the source's reader,
+the sink's writer, the archive client, the Aeron binding, SBE) is imported by the method that
+returns it or where it is first used (tests/unit/connector/test_worker_imports.py;
+docs/reliability.md, where a first batch's time goes).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
@@ -28,9 +37,11 @@ from pyspark.sql.types import (
 
 from aeron_spark.connector.option_spec import option_spec, parse_bool
 from aeron_spark.connector.options import OptionError
-from aeron_spark.connector.source.sbe_columns import SbeSettings
 from aeron_spark.connector.source.options import ReadMode, SourceOptions, sbe_settings, validate_common
 from aeron_spark.connector.sink.options import reject_sink_options_on_read, without_sink_options
+
+if TYPE_CHECKING:
+    from aeron_spark.connector.source.sbe_columns import SbeSettings
 
 FORMAT_NAME = "aeron-archive"
 

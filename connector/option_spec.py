@@ -23,8 +23,6 @@ from enum import Enum
 from functools import cache
 from importlib import resources
 
-from aeron_spark.driver_integration.channel_uri import ChannelUriError
-from aeron_spark.driver_integration.channel_uri import parse as parse_channel_uri
 
 
 class OptionError(ValueError):
@@ -444,6 +442,9 @@ def check_channel(name: str, value: str) -> None:
     (``control-mode=response``) naming the archive's response endpoint with ``control=``."""
     if not value.startswith(("aeron:udp", "aeron:ipc", "aeron-spy:")):
         raise OptionError(f"option {name}={value!r} is not an Aeron channel; accepted: aeron:udp?... | aeron:ipc?...")
+    # Here, not at the top: every Spark Python worker imports this module (data_source), most never parse a channel.
+    from aeron_spark.driver_integration.channel_uri import ChannelUriError
+    from aeron_spark.driver_integration.channel_uri import parse as parse_channel_uri
     try:
         uri = parse_channel_uri(value)
     except ChannelUriError as error:

@@ -6,6 +6,11 @@ connection options it shares with the source (``archive.dir``/``path``, ``archiv
 ``aeron.*``, ``replay.*``, parsed by ``connector/options.py``) and its own (the sink channel and
 stream id, the ``sink.*`` options). Parsed on the driver, before any task runs; a bad value is an
 ``OptionError`` naming the option and what it accepts. See docs/exactly-once.md.
+
+Every Spark Python worker imports this module (``data_source`` does), most only to tell sink options
+from source ones, so what a parse or a commit alone needs (the Aeron binding, the commit markers,
+the staging root's pyarrow.fs) is imported where it is used (docs/reliability.md: a first batch
+starts five Python workers).
 """
 
 from __future__ import annotations
@@ -36,16 +41,6 @@ from aeron_spark.connector.options import (
     specs_for,
 )
 from aeron_spark.connector.option_spec import canonical_options
-from aeron_spark.connector.commit_markers import sink_alias
-from aeron_spark.connector.replay_endpoint import is_loopback_udp, receive_window_for
-from aeron_spark.connector.sink.staging import (
-    ACCEPTED_STAGING_FORMS,
-    StagingRootError,
-    child_uri,
-    normalize_staging_root,
-    open_staging_root,
-    redact,
-)
 
 SIDE = "sink"
 SINK_PREFIX = "sink."
@@ -124,6 +119,7 @@ class SinkOptions:
 
     def sink_channel(self, sink_id: str, session_id: int | None = None) -> str:
         """The channel a commit publishes on and the archive records (alias names the sink)."""
+        from aeron_spark.connector.commit_markers import sink_alias  # here: see the module docstring
         separator = "|" if "?" in self.channel else "?"
         channel = f"{self.channel}{separator}alias={sink_alias(sink_id)}"
         if self.receive_window is not None:
@@ -178,6 +174,7 @@ def parse_sink_receive_window(raw: Mapping[str, str], channel: str, term_length:
     if isinstance(setting, int) and setting > term_length // 2:
         raise OptionError(f"option sink.receiveWindow={raw.get('sink.receiveWindow')!r} is not valid; accepted: "
                           f"{SINK_RECEIVE_WINDOW_AUTO} | none | a size from 4k to termLength/2 ({term_length // 2})")
+    from aeron_spark.connector.replay_endpoint import receive_window_for  # here: see the module docstring
     window = receive_window_for(setting, channel, rmem_max_path)
     return None if window is None else min(window, term_length // 2)
 
@@ -188,6 +185,7 @@ def parse_sink_mtu(raw: Mapping[str, str], channel: str, term_length: int) -> in
     if text.lower() == SINK_MTU_AUTO:
         if channel.startswith("aeron:ipc"):
             return DEFAULT_IPC_MTU
+        from aeron_spark.connector.replay_endpoint import is_loopback_udp  # here: see the module docstring
         return min(LOOPBACK_SINK_MTU if is_loopback_udp(channel) else DEFAULT_UDP_MTU, term_length // 8)
     low, high = bounds_of("sink.mtu")
     if not re.fullmatch(r"\d+", text):
@@ -205,6 +203,14 @@ def parse_staging_root(raw: Mapping[str, str], archive_dir: str | None, *, strea
     task runs): sink.stagingDir; else, for writeStream, <checkpointLocation>/aeron-sink-staging (Spark
     passes checkpointLocation to the sink when the query sets it with .option); else
     <archive.dir>/spark-sink-staging; else an error."""
+    from aeron_spark.connector.sink.staging import (  # here: see the module docstring (pyarrow.fs)
+        ACCEPTED_STAGING_FORMS,
+        StagingRootError,
+        child_uri,
+        normalize_staging_root,
+        open_staging_root,
+        redact,
+    )
     given = raw.get("sink.stagingDir")
     checkpoint = raw.get("checkpointLocation") if streaming else None
     if given is not None:

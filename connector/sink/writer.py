@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -30,7 +29,6 @@ from pyspark.sql.types import (
 )
 
 from aeron_spark.connector.options import OptionError
-from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE
 from aeron_spark.connector.step_timings import StepTimings
 from aeron_spark.connector.worker_gc import freeze_long_lived_objects
 from aeron_spark.connector.sink.options import SinkOptions
@@ -87,6 +85,10 @@ def check_append_only(overwrite: bool) -> None:
 
 def to_staged_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """One Spark Arrow batch -> STAGED_SCHEMA; raises SinkDataError for rows that cannot be sent."""
+    # Imported here, on the executor: Spark's write-planning worker imports this module only to
+    # pickle the writer (data_source's docstring), and commit_markers brings the archive client.
+    import pyarrow.compute as pc
+    from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE
     payload = batch.column(batch.schema.get_field_index("payload"))
     if payload.null_count:
         row = pc.index(pc.is_null(payload), True).as_py()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -28,11 +28,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from aeron_spark.archive.client import ArchiveTimeoutError
-
 from aeron_spark.connector.source.admission_control import Backlog, TriggerDelay, cap_by_bytes, total_available
-from aeron_spark.connector.source.archive_access import open_archive, shared_archive
-from aeron_spark.connector.source.batch_reader import EmptyPartition, Opener, read_partition
 from aeron_spark.connector.source.data_loss import DataLossPolicy
 from aeron_spark.connector.source.first_batch_start import (
     clamped_to_end,
@@ -42,12 +38,16 @@ from aeron_spark.connector.source.first_batch_start import (
     symbolic_start,
 )
 from aeron_spark.connector.source.initial_offset_store import InitialOffsetStore
-from aeron_spark.connector.source.offset_reader import OffsetReader
 from aeron_spark.connector.source.offsets import RecordingPositions
 from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayPartition, plan_ranges
-from aeron_spark.connector.source.timestamp_resolution import resolve_starting
 from aeron_spark.connector.step_timings import StepTimings
+
+if TYPE_CHECKING:
+    from aeron_spark.connector.source.archive_access import ArchiveAccess
+    from aeron_spark.connector.source.batch_reader import Opener
+    from aeron_spark.connector.source.offset_reader import OffsetReader
+    from aeron_spark.connector.options import ArchiveConnection
 
 # getDefaultReadLimit when only minBytesPerTrigger is set: a limit that is not ReadAllAvailable
 # (which means "ignore the options", e.g. Trigger.Once) yet caps nothing.
@@ -56,6 +56,21 @@ UNCAPPED_BYTES = (1 << 63) - 1
 KNOWN_OFFSETS = 4
 LOG = logging.getLogger("aeron_spark.connector")
 T = TypeVar("T")
+
+
+# The archive client, the Aeron binding and the reading code are imported where they are first
+# used, not with this module: Spark's planning worker imports it only to pickle the reader
+# (data_source's docstring; docs/reliability.md).
+def open_archive(connection: ArchiveConnection) -> ArchiveAccess:
+    """archive_access.open_archive: the driver side's own connection."""
+    from aeron_spark.connector.source.archive_access import open_archive as open_connection
+    return open_connection(connection)
+
+
+def shared_archive(connection: ArchiveConnection) -> ArchiveAccess:
+    """archive_access.shared_archive: the executor worker's cached connection."""
+    from aeron_spark.connector.source.archive_access import shared_archive as cached_connection
+    return cached_connection(connection)
 
 
 class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -96,6 +111,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     @property
     def offset_reader(self) -> OffsetReader:
         if self._offset_reader is None:
+            from aeron_spark.connector.source.offset_reader import OffsetReader
             self._offset_reader = OffsetReader(
                 self.options, lambda: self._driver_opener(self.options.connection), self._clock_ms)
         return self._offset_reader
@@ -107,6 +123,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             return symbolic_start(self.options)  # resolved by the first latestOffset: first_batch_start
         # Given on the source: the start is kept in a file there, as before the option was optional,
         # so queries whose checkpoints hold that file resume from it unchanged.
+        from aeron_spark.connector.source.timestamp_resolution import resolve_starting
         store = InitialOffsetStore(self.options.checkpoint_location, self.options.selection_identity())
         positions = store.get_or_create(
             lambda: resolve_starting(self.options, self.offset_reader))
@@ -128,6 +145,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def _reconnecting(self, call: str, action: Callable[[], T]) -> T:
         """``action`` on the driver's archive connection; when a request times out, once more on a
         fresh connection (the archive may have restarted since the connection was made)."""
+        from aeron_spark.archive.client import ArchiveTimeoutError
         try:
             return action()
         except ArchiveTimeoutError as error:
@@ -158,6 +176,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         """Where a trigger starts: a symbolic initial offset is resolved here, once per run."""
         if not is_symbolic_start(start):
             return self._positions(start, "start offset")
+        from aeron_spark.connector.source.timestamp_resolution import resolve_starting
         if self._resolved_start is None:
             self._resolved_start = resolve_starting(self.options, self.offset_reader)
         return self._resolved_start
@@ -244,6 +263,7 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         else:
             # Batch 0 logged by a version that kept the start under the source's checkpointLocation,
             # which is no longer set: resolved again, within the logged end.
+            from aeron_spark.connector.source.timestamp_resolution import resolve_starting
             start_positions = clamped_to_end(resolve_starting(self.options, self.offset_reader), all_end_positions)
         # Only recordings that moved (or are new) can have a range: planning costs what changed.
         end_positions = all_end_positions.changed_since(start_positions)
@@ -254,9 +274,11 @@ class AeronArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             end_positions = end_positions.without({recording_id})
         ranges = plan_ranges(start_positions, end_positions, layouts, self.options.max_bytes_per_partition,
                              self.options.min_partitions)
+        from aeron_spark.connector.source.batch_reader import EmptyPartition
         return [ReplayPartition(r) for r in ranges] or [EmptyPartition()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from aeron_spark.connector.source.batch_reader import read_partition
         timings = StepTimings("source.task")
         first = True
         for batch in read_partition(partition, self.options, self._executor_opener):

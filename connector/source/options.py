@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aeron_spark.connector.options import (
     INT32_MAX,
@@ -50,7 +50,9 @@ from aeron_spark.connector.options import (
 from aeron_spark.connector.option_spec import canonical_options
 from aeron_spark.connector.source.offsets import EARLIEST, LATEST, OffsetFormatError, parse_position_spec
 from aeron_spark.connector.source.recording_selection import RecordingSelection
-from aeron_spark.connector.source.sbe_columns import SbeSettings, parse_sbe_options
+
+if TYPE_CHECKING:  # sbe_columns (pyarrow.compute, the SBE decoder) is imported only when sbe.* is set
+    from aeron_spark.connector.source.sbe_columns import SbeSettings
 
 SIDE = "source"
 #: The source's options, in option_specs.json's order.
@@ -240,6 +242,15 @@ def sbe_settings(options: Mapping[str, str]) -> SbeSettings | None:
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+
+def parse_sbe_options(raw: dict[str, str]) -> SbeSettings | None:
+    """sbe_columns.parse_sbe_options, imported only when an sbe.* option is set: every Spark Python
+    worker parses the options, and the SBE decoder's import is not free."""
+    if not any(name.startswith("sbe.") for name in raw):
+        return None
+    from aeron_spark.connector.source.sbe_columns import parse_sbe_options as parse
+    return parse(raw)
 
 
 def _canonical_options(options: Mapping[str, str]) -> dict[str, str]:

@@ -29,9 +29,10 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from aeron_spark.archive.client import RecordingDescriptor
+if TYPE_CHECKING:  # annotations only: the options parser (every Spark worker) imports this module
+    from aeron_spark.archive.client import RecordingDescriptor
 
 
 class ListingAccess(Protocol):
