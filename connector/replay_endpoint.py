@@ -34,27 +34,27 @@ sender may have only the window in flight per status-message round trip, and the
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 from dataclasses import dataclass
-from pathlib import Path
 
 from aeron_spark.archive.client.transport import is_response_channel, subscribe_resolved, with_endpoint_host
 from aeron_spark.driver_integration import AeronClient, Subscription
 from aeron_spark.driver_integration.channel_uri import MTU, ChannelUri
 
+from aeron_spark.connector.loopback_udp import (  # noqa: F401 - the loopback rules, re-exported
+    RECEIVE_WINDOW_PARAMS,
+    is_loopback_endpoint,
+    is_loopback_udp,
+    loopback_receive_window,
+    receive_window_for,
+)
 from aeron_spark.connector.options import (
     DEFAULT_LOOPBACK_REPLAY_MTU,
-    LOOPBACK_RECEIVE_WINDOW,
-    RECEIVE_WINDOW_AUTO,
     RECEIVE_WINDOW_NONE,
     REPLAY_MTU_AUTO,
     REPLAY_MTU_RECORDING,
-    RMEM_MAX_PATH,
 )
 
 IPC = "aeron:ipc"
-#: The channel params a receive window sets on a subscription (``with_receive_window``).
-RECEIVE_WINDOW_PARAMS = ("rcv-wnd", "so-rcvbuf")
 #: Replays to a port-0 UDP channel share one subscription per connection
 #: (:class:`SharedReplaySubscriptions`); off (the constructor's argument): each replay binds a port
 #: of its own, as before (measured on the cluster layout: 11 -> 6 ms per live partition read).
@@ -209,43 +209,6 @@ def replay_mtu_to_ask(setting: int | str, told: str, recording_mtu: int, term_le
     return wanted if wanted > recording_mtu else None
 
 
-def is_loopback_udp(channel: ChannelUri | str) -> bool:
-    """Whether ``channel`` is UDP to this host's loopback, where no link MTU splits a datagram and
-    this host's socket limits are the receiver's: what ``auto`` of ``replay.mtu``, ``sink.mtu``,
-    ``replay.receiveWindow`` and ``sink.receiveWindow`` asks (elsewhere each keeps Aeron's default:
-    beyond 1472 bytes a datagram is IP-fragmented on a 1500-byte Ethernet, and losing one fragment
-    loses the whole datagram). The one home of that rule."""
-    uri = ChannelUri.parse(channel) if isinstance(channel, str) else channel
-    return uri.is_udp and is_loopback_endpoint(uri.get("endpoint"))
-
-
-def receive_window_for(setting: int | str, channel: str, rmem_max_path: str = RMEM_MAX_PATH) -> int | None:
-    """The receive window to put on a receiving ``channel`` for a ``*.receiveWindow`` setting (a
-    replay subscription's, ``replay.receiveWindow``; a sink channel's, ``sink.receiveWindow``), or
-    None to leave it: IPC, a channel that sets its own ``rcv-wnd`` or ``so-rcvbuf``, ``none``, and
-    ``auto`` where :func:`loopback_receive_window` gives none."""
-    uri = ChannelUri.parse(channel)
-    if not uri.is_udp or any(param in uri for param in RECEIVE_WINDOW_PARAMS) or setting == RECEIVE_WINDOW_NONE:
-        return None
-    if setting == RECEIVE_WINDOW_AUTO:
-        return loopback_receive_window(uri, rmem_max_path)
-    return int(setting)
-
-
-def loopback_receive_window(channel: ChannelUri | str, rmem_max_path: str = RMEM_MAX_PATH) -> int | None:
-    """The receive window ``auto`` picks for a UDP channel (``replay.receiveWindow``,
-    ``sink.receiveWindow``): :data:`LOOPBACK_RECEIVE_WINDOW`, capped by ``net.core.rmem_max``, when
-    its endpoint is this host's loopback; None elsewhere (the other host's limits are not known
-    here) or when ``rmem_max`` cannot be read. The one home of that rule."""
-    if not is_loopback_udp(channel):
-        return None
-    try:
-        rmem_max = int(Path(rmem_max_path).read_text())
-    except (OSError, ValueError):
-        return None
-    return min(LOOPBACK_RECEIVE_WINDOW, rmem_max)
-
-
 def with_receive_window(channel: str, window: int | None) -> str:
     """``channel`` with ``rcv-wnd`` and ``so-rcvbuf`` of ``window`` (None: unchanged)."""
     if window is None:
@@ -262,16 +225,3 @@ def without_receive_window(channel: str) -> str:
     for param in RECEIVE_WINDOW_PARAMS:
         uri.remove(param)
     return uri.build()
-
-
-def is_loopback_endpoint(endpoint: str | None) -> bool:
-    """Whether a ``host:port`` endpoint names this host's loopback (``localhost``, 127/8, ::1)."""
-    if endpoint is None:
-        return False
-    host = endpoint.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -56,13 +56,13 @@ DEFAULT_COMMIT_TIMEOUT_MS = default_int("sink.commitTimeoutMs")
 DEFAULT_IPC_MTU = 8192
 DEFAULT_UDP_MTU = 1408
 #: ``sink.mtu=auto`` (the default): 8192 for IPC and for a UDP sink channel to a loopback address
-#: (replay_endpoint.is_loopback_udp, the rule ``replay.mtu=auto`` uses), else Aeron's UDP default.
+#: (loopback_udp.is_loopback_udp, the rule ``replay.mtu=auto`` uses), else Aeron's UDP default.
 #: Not a replay's 65504: a recording keeps its mtu, and no replay of it may use a smaller one.
 SINK_MTU_AUTO = "auto"
 LOOPBACK_SINK_MTU = 8192
 #: ``sink.receiveWindow=auto`` (the default): for a UDP sink channel to a loopback address, the
 #: archive's recording subscription gets ``rcv-wnd`` and ``so-rcvbuf`` of
-#: replay_endpoint.loopback_receive_window (the rule ``replay.receiveWindow=auto`` uses), capped
+#: loopback_udp.loopback_receive_window (the rule ``replay.receiveWindow=auto`` uses), capped
 #: by half the term: the media driver's default 128 KiB window, not the disk, bounds a commit's rate
 #: there. Elsewhere the channel's own settings (the archive host's limits are not known here).
 SINK_RECEIVE_WINDOW_AUTO = default_str("sink.receiveWindow")
@@ -174,7 +174,7 @@ def parse_sink_receive_window(raw: Mapping[str, str], channel: str, term_length:
     if isinstance(setting, int) and setting > term_length // 2:
         raise OptionError(f"option sink.receiveWindow={raw.get('sink.receiveWindow')!r} is not valid; accepted: "
                           f"{SINK_RECEIVE_WINDOW_AUTO} | none | a size from 4k to termLength/2 ({term_length // 2})")
-    from aeron_spark.connector.replay_endpoint import receive_window_for  # here: see the module docstring
+    from aeron_spark.connector.loopback_udp import receive_window_for  # here: see the module docstring
     window = receive_window_for(setting, channel, rmem_max_path)
     return None if window is None else min(window, term_length // 2)
 
@@ -185,7 +185,7 @@ def parse_sink_mtu(raw: Mapping[str, str], channel: str, term_length: int) -> in
     if text.lower() == SINK_MTU_AUTO:
         if channel.startswith("aeron:ipc"):
             return DEFAULT_IPC_MTU
-        from aeron_spark.connector.replay_endpoint import is_loopback_udp  # here: see the module docstring
+        from aeron_spark.connector.loopback_udp import is_loopback_udp  # here: see the module docstring
         return min(LOOPBACK_SINK_MTU if is_loopback_udp(channel) else DEFAULT_UDP_MTU, term_length // 8)
     low, high = bounds_of("sink.mtu")
     if not re.fullmatch(r"\d+", text):

@@ -56,7 +56,7 @@ def test_planning_a_read_pickles_the_reader_without_the_archive_client_or_the_re
     assert_none_of(modules, ARCHIVE_CLIENT, SOURCE_READING, SINK_CODE, SBE, HEAVY_LIBRARIES)
 
 
-def test_planning_a_write_imports_no_source_code_nor_sbe_nor_the_commit():
+def test_planning_a_write_imports_no_source_code_nor_sbe_nor_the_commit_nor_the_archive_client():
     sink_options = {key: value for key, value in SOURCE_OPTIONS.items() if key != "startingPositions"}
     modules = modules_after(f"""
         import tempfile
@@ -67,6 +67,6 @@ def test_planning_a_write_imports_no_source_code_nor_sbe_nor_the_commit():
         cloudpickle.dumps(sink.streamWriter(StructType([StructField("payload", BinaryType())]), False))
     """)
     assert "aeron_spark.connector.sink.writer" in modules
-    assert_none_of(modules, SOURCE_READING, SBE, HEAVY_LIBRARIES,
+    assert_none_of(modules, ARCHIVE_CLIENT, SOURCE_READING, SBE, HEAVY_LIBRARIES,
                    ("aeron_spark.connector.source.micro_batch_stream", "aeron_spark.connector.sink.commit_job",
                     "aeron_spark.connector.commit_markers"))
