@@ -32,6 +32,13 @@ _THREADING_MODES: dict[str, int] = {
     "shared_network": lib.AERON_THREADING_MODE_SHARED_NETWORK,
     "shared": lib.AERON_THREADING_MODE_SHARED,
 }
+#: The driver's conductor gets a thread of its own (Aeron's SHARED_NETWORK: conductor; sender and
+#: receiver; native resource agent). In "shared" mode one thread runs all of them, and the native
+#: resource agent's work blocks: resolving a channel's host name (a DNS server that does not answer
+#: costs two 5 s tries), creating, mapping and deleting log buffer files. The conductor stamps the
+#: keepalive clients check against their 10 s driver timeout, so one such lookup made every client
+#: of the driver declare it dead (issue 33; docs/reliability.md, "A driver that stops ticking").
+DEFAULT_THREADING_MODE: ThreadingMode = "shared_network"
 MIN_TERM_LENGTH = 64 * 1024
 MAX_TERM_LENGTH = 1024 * 1024 * 1024
 MIN_MTU_LENGTH = 64
@@ -46,7 +53,7 @@ class MediaDriverOptions:
     """
 
     dir: str | None = None
-    threading_mode: ThreadingMode = "shared"
+    threading_mode: ThreadingMode = DEFAULT_THREADING_MODE
     term_buffer_length: int | None = None
     ipc_term_buffer_length: int | None = None
     mtu_length: int | None = None
@@ -223,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run an embedded Aeron C media driver.")
     parser.add_argument("--dir", help="Aeron directory (default: a fresh one under /dev/shm)")
     parser.add_argument("--term-buffer-length", type=int)
-    parser.add_argument("--threading-mode", default="shared", choices=sorted(_THREADING_MODES))
+    parser.add_argument("--threading-mode", default=DEFAULT_THREADING_MODE, choices=sorted(_THREADING_MODES))
     args = parser.parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

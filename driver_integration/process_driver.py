@@ -127,7 +127,7 @@ def _process_driver() -> MediaDriver:
         remove_leftover_driver_dirs()
         directory = tempfile.mkdtemp(prefix=f"{EMBEDDED_DIR_PREFIX}{pid}-", dir=default_base_directory())
         try:
-            driver = MediaDriver(dir=directory, threading_mode="shared")
+            driver = MediaDriver(dir=directory)  # its conductor on a thread of its own: DEFAULT_THREADING_MODE
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise

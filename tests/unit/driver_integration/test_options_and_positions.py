@@ -11,7 +11,7 @@ from aeron_spark.driver_integration.position import compute_position
 
 def test_defaults_are_valid():
     options = MediaDriverOptions()
-    assert options.threading_mode == "shared" and options.dir is None
+    assert options.threading_mode == "shared_network" and options.dir is None
     assert default_base_directory() in ("/dev/shm", __import__("tempfile").gettempdir())
 
 
