@@ -61,7 +61,8 @@ def thread_states(pid: int) -> str:
 
 
 def python_stacks(pid: int, timeout_s: float = 20.0) -> str:
-    py_spy = os.environ.get(PY_SPY_ENV) or shutil.which("py-spy")
+    beside_python = Path(sys.executable).parent / "py-spy"  # the venv's, when installed there
+    py_spy = os.environ.get(PY_SPY_ENV) or shutil.which("py-spy") or (str(beside_python) if beside_python.exists() else None)
     if not py_spy:
         return f"  (py-spy not installed: set ${PY_SPY_ENV} or put py-spy on the PATH for stacks)"
     try:

@@ -34,6 +34,7 @@ from tests.support.live_publisher import LivePublisher
 from tests.support.ports import free_udp_port
 from tests.support.sidecar import Sidecar
 from tests.support.stall_diagnostics import driver_heartbeat_age_ms, stall_report
+from tests.support.stall_watchdog import stall_files, watching_for_stalls
 
 RESTARTS = int(os.environ.get("AERON_RESTARTS", "6"))
 pytestmark = pytest.mark.timeout(120 + 25 * RESTARTS)
@@ -54,6 +55,15 @@ def answered_after_restart(sidecar: Sidecar, aeron_dir: Path) -> float:
     return time.monotonic() - started
 
 
+def watchdog_findings(stalls_dir: Path) -> str:
+    """What the stall watchdog saw (tests/support/stall_watchdog.py): its log and every stall's threads and stacks."""
+    parts = [f"stall watchdog ({stalls_dir}):"]
+    for path in [stalls_dir / "watchdog.log", *stall_files(stalls_dir)]:
+        if path.exists():
+            parts.append(f"--- {path.name}\n{path.read_text()[-20_000:]}")
+    return "\n".join(parts)
+
+
 def test_a_sidecar_killed_and_restarted_many_times_under_a_live_publisher_answers_every_time(tmp_path: Path) -> None:
     rng = random.Random(33)
     archive_dir = tmp_path / "archive"
@@ -63,8 +73,10 @@ def test_a_sidecar_killed_and_restarted_many_times_under_a_live_publisher_answer
     sidecar = Sidecar(archive_dir)
     publisher: LivePublisher | None = None
     timings: list[str] = []
+    stalls_dir = tmp_path / "stalls"
     try:
-        with running_driver_process(publisher_driver):
+        with running_driver_process(publisher_driver), watching_for_stalls(os.getpid(), stalls_dir,
+                                                                           MAX_HEARTBEAT_AGE_MS):
             sidecar.start()
             control_port = sidecar.control_port
             publisher = LivePublisher([], "--channel", channel, "--stream-id", str(STREAM_ID), "--messages",
@@ -90,10 +102,11 @@ def test_a_sidecar_killed_and_restarted_many_times_under_a_live_publisher_answer
                     report = stall_report(sidecar.pid, sidecar.driver_dir if sidecar.running else None)
                     raise AssertionError(f"restart {restart + 1} of {RESTARTS}: {failure}\n{report}\n"
                                          f"sidecar log:\n{sidecar.log_tail(80)}\npublisher:\n"
-                                         f"{publisher.output(30)}") from failure
+                                         f"{publisher.output(30)}\n{watchdog_findings(stalls_dir)}") from failure
                 timings.append(f"restart {restart + 1}: answered {answer_s:.2f} s, recording again "
                                f"{recording_s:.2f} s after ready, driver keepalive {age_ms} ms old")
             print("\n".join(timings))
+        assert not stall_files(stalls_dir), f"a driver's keepalive went stale:\n{watchdog_findings(stalls_dir)}"
     finally:
         if publisher is not None:
             publisher.stop()
