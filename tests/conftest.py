@@ -8,6 +8,12 @@
 Markers come from a test's folder (``FOLDER_MARKERS``), so ``-m integration``, ``-m spark``,
 ``-m interop`` and ``-m cluster`` select by what a test runs; a file adds only the marks its folder
 does not give (a Spark test that also starts the sidecar adds ``integration``).
+
+./run-tests runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``), scheduled by
+group (``pytest_xdist_make_scheduler``, tests/support/xdist_groups.py): every test that runs Spark,
+and every test that uses fixed ports in network namespaces, is in one group that runs on one worker,
+one test after another (two Spark JVMs at once overload a 2-core machine: Aeron's 10 s driver
+keepalive runs out); any other test is grouped with its file, so a module's fixtures are set up once.
 """
 
 from __future__ import annotations
@@ -49,6 +55,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for name in folder_markers(item.path):
             if name not in present:
                 item.add_marker(name)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown when the plugin is not installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under ``--dist loadgroup``, the groups of tests/support/xdist_groups.py (pytest-xdist's own
+    loadgroup reads ``xdist_group`` marks into node ids, which pytest 9 no longer lets it change)."""
+    if config.getoption("dist", None) != "loadgroup":
+        return None
+    from tests.support.xdist_groups import GroupScheduling
+
+    return GroupScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
