@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -28,12 +29,14 @@ from aeron_spark.connector.source.data_loss import DataLossPolicy
 from aeron_spark.connector.source.message_batches import MessageBatchBuilder, OutputColumns, first_frame_continues_a_message
 from aeron_spark.connector.source.options import SourceOptions
 from aeron_spark.connector.source.partition_planner import ReplayRange
-from aeron_spark.connector.source.sbe_columns import SbeColumns
 from aeron_spark.connector.source.sink_visibility import next_batch_start
 from aeron_spark.connector.commit_markers import MARKER_RESERVED_VALUE, is_sink_recording
 from aeron_spark.connector.options import ReplaySettings
 from aeron_spark.connector.step_timings import StepTimings
 from aeron_spark.connector.worker_gc import freeze_long_lived_objects
+
+if TYPE_CHECKING:
+    from aeron_spark.connector.source.sbe_columns import SbeColumns, SbeSettings
 
 LOG = logging.getLogger("aeron_spark.connector")
 
@@ -69,9 +72,7 @@ def read_range(replay_range: ReplayRange, options: SourceOptions, access: Archiv
     readable = available_range(replay_range, descriptor, policy)
     if readable is None or descriptor is None:
         return
-    sbe_columns = None if options.sbe is None else SbeColumns(
-        options.sbe, options.include_timestamp, options.output_columns, options.nullable_columns,
-        options.widened_column_types)
+    sbe_columns = None if options.sbe is None else _sbe_columns(options, options.sbe)
     columns = _builder_columns(options, sbe_columns)
     batches = _read_pumped(readable, descriptor, options, access, columns, timings)
     if sbe_columns is None:
@@ -100,6 +101,14 @@ def _decoded(batches: Generator[pa.RecordBatch, None, MessageBatchBuilder],
         decoded = columns.convert(batch)
         if decoded.num_rows:
             yield decoded
+
+
+def _sbe_columns(options: SourceOptions, sbe: SbeSettings) -> SbeColumns:
+    """The decoded columns of ``sbe.schema``: the SBE decoder is imported only for such a read (every
+    executor worker imports this module)."""
+    from aeron_spark.connector.source.sbe_columns import SbeColumns
+    return SbeColumns(sbe, options.include_timestamp, options.output_columns, options.nullable_columns,
+                      options.widened_column_types)
 
 
 def _builder_columns(options: SourceOptions, sbe_columns: SbeColumns | None) -> OutputColumns | None:

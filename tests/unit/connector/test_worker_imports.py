@@ -70,3 +70,9 @@ def test_planning_a_write_imports_no_source_code_nor_sbe_nor_the_commit_nor_the_
     assert_none_of(modules, ARCHIVE_CLIENT, SOURCE_READING, SBE, HEAVY_LIBRARIES,
                    ("aeron_spark.connector.source.micro_batch_stream", "aeron_spark.connector.sink.commit_job",
                     "aeron_spark.connector.commit_markers"))
+
+
+def test_the_executors_reading_code_imports_the_sbe_decoder_only_for_an_sbe_read():
+    modules = modules_after("import aeron_spark.connector.source.batch_reader, aeron_spark.connector.sink.writer")
+    assert "aeron_spark.connector.source.partition_reader" in modules
+    assert_none_of(modules, SBE)
