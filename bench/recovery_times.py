@@ -14,7 +14,8 @@ Measured, each ``--repeats`` times, a fault every ``--gap`` s:
   restarted sidecar's ready line -> the running query's next committed batch (a query that fails
   meanwhile is restarted from its checkpoint, and the time includes that);
 * ``query SIGKILL``: the query's process tree SIGKILLed, restarted from its checkpoint at once;
-  the restart -> its first committed batch;
+  the restart -> its first committed batch, split into Spark's start-up and that batch (a Spark
+  driver restart -> its first batch);
 * ``worker SIGKILL``: one of the query's Python workers SIGKILLed -> the first batch begun after the
   kill committed (Spark does not restart a killed driver-side source worker: the query fails then,
   and its restart from the checkpoint is in the time).
@@ -178,7 +179,7 @@ def cold_start(pipeline: Pipeline, timeline: bool = False) -> dict[str, float]:
           f"(Spark start-up {started - query.launched_at:.1f} s, batch {first.batch_id}: {first.rows} rows, "
           f"{first.ms}, from {first.start:.3f} to {first.end:.3f}); restarts {restarts}", flush=True)
     return {"total": first.end - query.launched_at, "start-up": started - query.launched_at,
-            "first batch": first.end - first.start}
+            "first batch": first.end - first.start, "addBatch": first.ms.get("addBatch", 0) / 1000.0}
 
 
 def batches_between(pipeline: Pipeline, begin: float, end: float) -> str:
@@ -203,12 +204,16 @@ def sidecar_kill(pipeline: Pipeline, down_s: float) -> float:
     return recovery
 
 
-def query_kill(pipeline: Pipeline) -> float:
+def query_kill(pipeline: Pipeline, splits: list[dict[str, float]]) -> float:
+    """Kills the query, restarts it from its checkpoint; the restart -> its first committed batch,
+    whose split (Spark's start-up, then that batch) is appended to ``splits``."""
     pipeline.query.kill()
     restarted = pipeline.start_query()
     batch, restarts = pipeline.committed_after(restarted.launched_at)
     recovery = batch.end - restarted.launched_at
     started = restarted.started_at() or restarted.launched_at
+    splits.append({"start-up": started - restarted.launched_at, "first batch": batch.end - batch.start,
+                   "addBatch": batch.ms.get("addBatch", 0) / 1000.0})
     print(f"query SIGKILL: restart -> committed batch {batch.batch_id} ({batch.rows} rows) {recovery:.1f} s "
           f"(Spark start-up {started - restarted.launched_at:.1f} s); that batch {batch.ms}; "
           f"further restarts {restarts}", flush=True)
@@ -257,6 +262,7 @@ def main(argv: list[str]) -> int:
     print(f"seed {seed}", flush=True)
     rng = random.Random(seed)
     results: dict[str, list[float]] = {kind: [] for kind in kinds}
+    query_splits: list[dict[str, float]] = []  # per query restart: Spark start-up, first batch, its addBatch
     with tempfile.TemporaryDirectory(prefix="recovery-times-") as tmp_name:
         tmp = Path(tmp_name)
         driver_host = tmp / "spark-host-aeron"
@@ -278,7 +284,7 @@ def main(argv: list[str]) -> int:
                 rng.shuffle(plan)
                 faults: dict[str, Callable[[], float | None]] = {
                     "sidecar": lambda: sidecar_kill(pipeline, args.down),
-                    "query": lambda: query_kill(pipeline),
+                    "query": lambda: query_kill(pipeline, query_splits),
                     "worker": lambda: worker_kill(pipeline, rng),
                 }
                 for kind in plan:
@@ -293,16 +299,21 @@ def main(argv: list[str]) -> int:
                                                             for t, line in query.lines))
     print("\n| fault | n | median s | max s | measured from -> to |\n|---|---|---|---|---|")
     print(f"| cold start (query process) | 1 | {cold['total']:.1f} | {cold['total']:.1f} | launch -> first committed "
-          f"batch (Spark start-up {cold['start-up']:.1f} s, first batch {cold['first batch']:.1f} s) |")
+          f"batch (Spark start-up {cold['start-up']:.1f} s, first batch {cold['first batch']:.1f} s, its addBatch "
+          f"{cold['addBatch']:.1f} s) |")
     spans = {"sidecar": "restarted sidecar's ready line -> next committed batch",
              "query": "query process restarted from its checkpoint -> first committed batch",
              "worker": "Python worker SIGKILL -> the first batch begun after it committed"}
     for kind in kinds:
         values = results[kind]
         if values:
+            split = ""
+            if kind == "query" and query_splits:
+                split = " (" + ", ".join(f"{part} median {statistics.median(s[part] for s in query_splits):.1f} s"
+                                         for part in ("start-up", "first batch", "addBatch")) + ")"
             print(f"| {kind} SIGKILL | {len(values)} | {statistics.median(values):.1f} | {max(values):.1f} | "
-                  f"{spans[kind]} |")
-    print(json.dumps({"seed": seed, "cold": cold, "recovery_s": results}))
+                  f"{spans[kind]}{split} |")
+    print(json.dumps({"seed": seed, "cold": cold, "recovery_s": results, "query_restart_splits": query_splits}))
     return 0
 
 
