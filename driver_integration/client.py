@@ -19,6 +19,7 @@ import pyaeron
 from ._capi import COUNTER_MAX_KEY_LENGTH, COUNTER_MAX_LABEL_LENGTH, ffi, lib
 from .errors import AeronError, check, closed_error, last_c_error
 from .counters import Counter, CountersReader, PendingCounter
+from .host_lookup import PendingAfterLookup, host_names
 from .publication import ExclusivePublication, InitialPosition, PendingExclusivePublication, Publication
 from .subscription import (
     AVAILABLE_IMAGE_CALLBACK,
@@ -208,13 +209,22 @@ class AeronClient:
 
     def async_add_exclusive_publication(self, channel: str, stream_id: int, *,
                                         initial_position: InitialPosition | None = None
-                                        ) -> PendingExclusivePublication:
+                                        ) -> PendingExclusivePublication | PendingAfterLookup[ExclusivePublication]:
         """``add_exclusive_publication`` without waiting: the request is sent to the driver and
         the returned ``PendingExclusivePublication`` is polled until the publication is there
-        (or the driver's refusal, or ``timeout``, raises)."""
+        (or the driver's refusal, or ``timeout``, raises). Host names in the channel are looked up
+        first, off the driver (``host_lookup.PendingAfterLookup``)."""
         if initial_position is not None:
             channel = initial_position.apply_to(channel)
         what = f"add_exclusive_publication({channel!r}, {stream_id})"
+        names = host_names(channel)
+        if names:  # looked up here, not by the driver: it answers nobody while it resolves (host_lookup)
+            return PendingAfterLookup(channel, names, lambda addressed: self._send_exclusive_add(
+                addressed, stream_id, what), what, self.timeout)
+        return self._send_exclusive_add(channel, stream_id, what)
+
+    def _send_exclusive_add(self, channel: str, stream_id: int, what: str) -> PendingExclusivePublication:
+        """``what`` names the channel as the caller gave it (before any host was looked up)."""
         async_p = ffi.new("aeron_async_add_exclusive_publication_t **")
         check(lib.aeron_async_add_exclusive_publication(async_p, self._live(), channel.encode(), stream_id),
               what)
