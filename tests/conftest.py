@@ -11,7 +11,7 @@ does not give (a Spark test that also starts the sidecar adds ``integration``).
 
 ./run-tests runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``), scheduled by
 group (``pytest_xdist_make_scheduler``, tests/support/xdist_groups.py): every test that runs Spark,
-and every test that uses fixed ports in network namespaces, is in one group that runs on one worker,
+and every test file that uses network namespaces (fixed ports), is in one group that runs on one worker,
 one test after another (two Spark JVMs at once overload a 2-core machine: Aeron's 10 s driver
 keepalive runs out); any other test is grouped with its file, so a module's fixtures are set up once.
 """

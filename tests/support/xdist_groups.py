@@ -2,9 +2,10 @@
 
 Each group runs on one worker, its tests one after another in collection order:
 
-* ``ONE_AT_A_TIME``: every test that runs Spark (tests/spark, tests/cluster) and the tests that use
-  fixed ports in network namespaces. Two Spark JVMs (or a Spark query beside a namespace test) at
-  once overload a 2-core machine, where Aeron's 10 s driver keepalive then runs out.
+* ``ONE_AT_A_TIME``: every test that runs Spark (tests/spark, tests/cluster) and every test file
+  that uses network namespaces (imports tests/support/netns.py: fixed ports, host-wide set-up).
+  Two Spark JVMs (or a Spark query beside a namespace test) at once overload a 2-core machine,
+  where Aeron's 10 s driver keepalive then runs out.
 * any other test: its file. A module-scoped fixture (a sidecar, a Java peer) is then set up once,
   not once per worker.
 
@@ -13,21 +14,28 @@ The other worker takes the file groups one by one while the ``ONE_AT_A_TIME`` gr
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 ONE_AT_A_TIME = "one-at-a-time"
 ONE_AT_A_TIME_FOLDERS = ("tests/spark/", "tests/cluster/")
-# Outside those folders: fixed ports in network namespaces (tests/support/netns.py).
-ONE_AT_A_TIME_FILES = frozenset({
-    "tests/integration/cli/test_cli_remote_netns.py",
-    "tests/integration/service/test_response_channels_netns.py",
-})
+NAMESPACE_IMPORT = "from tests.support.netns import"
 
 
-def group_of(nodeid: str) -> str:
-    """The group of the test ``nodeid`` (a path relative to the repository, then ``::``...)."""
+@functools.cache
+def uses_network_namespaces(test_file: Path) -> bool:
+    try:
+        return NAMESPACE_IMPORT in test_file.read_text()
+    except OSError:
+        return False
+
+
+def group_of(nodeid: str, root: Path) -> str:
+    """The group of the test ``nodeid`` (a path relative to ``root``, the repository, then ``::``...)."""
     test_file = nodeid.split("::", 1)[0]
-    if test_file.startswith(ONE_AT_A_TIME_FOLDERS) or test_file in ONE_AT_A_TIME_FILES:
+    if test_file.startswith(ONE_AT_A_TIME_FOLDERS) or uses_network_namespaces(root / test_file):
         return ONE_AT_A_TIME
     return test_file
 
@@ -36,4 +44,4 @@ class GroupScheduling(LoadScopeScheduling):
     """pytest-xdist's load-by-scope scheduling with ``group_of`` as the scope."""
 
     def _split_scope(self, nodeid: str) -> str:
-        return group_of(nodeid)
+        return group_of(nodeid, self.config.rootpath)

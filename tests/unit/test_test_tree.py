@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import FOLDER_MARKERS, folder_markers
+from tests.support.xdist_groups import ONE_AT_A_TIME, group_of
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "tests" / "unit"
@@ -35,3 +36,13 @@ def test_the_folders_with_markers_exist_and_a_test_file_gets_its_folders_markers
     assert folder_markers(REPO / "tests" / "integration" / "driver" / "test_pub_sub.py") == ("integration",)
     assert folder_markers(Path(__file__)) == ()
     assert folder_markers(REPO / "bench" / "scaling.py") == ()
+
+
+def test_every_spark_test_and_every_namespace_test_runs_one_at_a_time_under_xdist() -> None:
+    """./run-tests' two workers never run two of these at once: a test that runs Spark (its folder's
+    markers say so) or uses network namespaces (tests/support/netns.py: fixed ports) is in the
+    one-at-a-time group; any other test is in its file's group."""
+    assert group_of("tests/cluster/test_cluster_layout.py::test_scenario[cluster-batch_read]", REPO) == ONE_AT_A_TIME
+    assert group_of("tests/spark/test_sink_failures.py::test_x", REPO) == ONE_AT_A_TIME
+    assert group_of("tests/integration/cli/test_cli_remote_netns.py::test_x", REPO) == ONE_AT_A_TIME
+    assert group_of("tests/integration/driver/test_pub_sub.py::test_x[1]", REPO) == "tests/integration/driver/test_pub_sub.py"
