@@ -90,13 +90,13 @@ def test_capped_micro_batches_over_finished_recordings_deliver_every_message_onc
             publisher.stop()
     recording_ids = [publisher.recordings()[0] for publisher in publishers]
     stops = {recording_id: archive.stop_position(recording_id) for recording_id in recording_ids}
-    cap = 96 * 1024
+    cap = 3 * TERM_LENGTH  # four to six batches: enough to show the split, few enough to stay fast
     query = run_query(jvm_module, tmp_path, {
         "archive.controlChannel": sidecar.control_channel, "recordingIds": ",".join(map(str, recording_ids)),
         "startingPositions": "earliest", "maxBytesPerTrigger": str(cap)}, {"processingTime": "100 milliseconds"})
     try:
         query.wait_for(lambda: (ends := end_offsets(query)) != [] and ends[-1] == stops,
-                       "a batch ending at every recording's stop position", 120)
+                       "a batch ending at every recording's stop position", 200)
         query.stop()
     finally:
         query.kill()
@@ -126,12 +126,14 @@ def test_available_now_reads_up_to_the_position_at_start_and_stops(
     publisher = publish(sidecar, 1_000_000, 100.0, "--until-file", str(until))
     query = None
     try:
-        publisher.wait_until(lambda: publisher.sent() >= 500, "500 messages published", 60)
+        publisher.wait_until(lambda: publisher.recordings(), "the recording started", 30)
         recording_id = publisher.recordings()[0]
+        publisher.wait_until(lambda: archive.max_recorded_position(recording_id) >= TERM_LENGTH,
+                             "a term recorded", 60)
         before = archive.max_recorded_position(recording_id)
         query = run_query(jvm_module, tmp_path, {
             "archive.controlChannel": sidecar.control_channel, "recordingIds": str(recording_id),
-            "startingPositions": "earliest", "maxBytesPerTrigger": str(4 * TERM_LENGTH)}, {"availableNow": True})
+            "startingPositions": "earliest", "maxBytesPerTrigger": str(3 * TERM_LENGTH)}, {"availableNow": True})
         query.wait_for(lambda: not query.running, "the AvailableNow query ending by itself", 180)
         assert query.process.wait(10) == 0, query.output()
         after = archive.max_recorded_position(recording_id)
