@@ -67,6 +67,7 @@ import numpy as np
 from kafka_bench_support import REPO_ROOT, streamed_rows  # puts the repository root on sys.path
 from spark_bench_support import (
     CLUSTER_MASTER,
+    DRIVER_THREAD,
     LAYOUTS,
     ProcessCpu,
     Timings,
@@ -270,10 +271,19 @@ def run_layout_process(layout: str, argv: list[str]) -> list[dict[str, Any]]:
     return results
 
 
+def cpu_per_run(result: dict[str, Any]) -> str:
+    """Every process's CPU seconds per timed run (an embedded driver's thread is inside its process's)."""
+    if not result["runs"]:
+        return "-"
+    total = sum(seconds for kind, seconds in result["cpu"].items() if not kind.endswith(DRIVER_THREAD))
+    return f"{total / result['runs']:.2f}"
+
+
 def summary(results: list[dict[str, Any]]) -> list[str]:
     """Per layout, workload and mode: both sources' medians and the ratio JVM / Python."""
-    lines = ["| layout | workload | mode | Python rows/s (MB/s) | JVM rows/s (MB/s) | JVM / Python |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| layout | workload | mode | Python rows/s (MB/s) | JVM rows/s (MB/s) | JVM / Python (min-max per repeat) "
+             "| CPU per run, Python / JVM (core-s) |",
+             "|---|---|---|---|---|---|---|"]
     by_read = {(r["layout"], r["workload"], r["read"]): r for r in results}
     for layout, workload, read in by_read:
         if not read.endswith(", Python"):
@@ -287,7 +297,9 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
             median = Timings(result["seconds"]).median
             cells.append(f"{result['count'] / median:,.0f} ({result['count'] * result['size'] / median / 1e6:.1f})")
         ratio = Timings(python["seconds"]).median / Timings(jvm["seconds"]).median
-        lines.append(f"| {layout} | {workload} | {mode} | {cells[0]} | {cells[1]} | {ratio:.2f}x |")
+        paired = [p / j for p, j in zip(python["seconds"], jvm["seconds"])]  # the same repetition's two reads
+        lines.append(f"| {layout} | {workload} | {mode} | {cells[0]} | {cells[1]} | {ratio:.2f}x "
+                     f"({min(paired):.2f}-{max(paired):.2f}) | {cpu_per_run(python)} / {cpu_per_run(jvm)} |")
     return lines
 
 
