@@ -33,15 +33,18 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import crc32c
 import numpy as np
-from aeron_spark.archive.client import RecordingDescriptor
 from aeron_spark.driver_integration.frame import (
     HDR_TYPE_DATA,
     HEADER_LENGTH,
     UNFRAGMENTED,
 )
+
+if TYPE_CHECKING:  # an annotation: the executor's staging imports this module, and needs no archive client
+    from aeron_spark.archive.client import RecordingDescriptor
 
 SINK_ALIAS_PREFIX = "aeron-spark-sink:"
 MARKER_MAGIC = b"AeSkMrk1"

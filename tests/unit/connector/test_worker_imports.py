@@ -76,3 +76,13 @@ def test_the_executors_reading_code_imports_the_sbe_decoder_only_for_an_sbe_read
     modules = modules_after("import aeron_spark.connector.source.batch_reader, aeron_spark.connector.sink.writer")
     assert "aeron_spark.connector.source.partition_reader" in modules
     assert_none_of(modules, SBE)
+
+
+def test_staging_a_batch_on_an_executor_imports_no_archive_client():
+    modules = modules_after("""
+        import pyarrow as pa
+        from aeron_spark.connector.sink.writer import to_staged_batch
+        to_staged_batch(pa.record_batch([pa.array([b"x"])], names=["payload"]))
+    """)
+    assert "aeron_spark.connector.commit_markers" in modules
+    assert_none_of(modules, ARCHIVE_CLIENT, SOURCE_READING, SBE)
