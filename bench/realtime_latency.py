@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import struct
 import subprocess
 import sys
@@ -41,7 +42,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +80,10 @@ class Step:
     seconds: float
     latencies_ms: list[float]
     sustain_p99_ms: float
+    # (publish time ns, latency ms) of every message read back, for the boundary report
+    timeline: list[tuple[int, float]] = field(default_factory=list)
+    started_ns: int = 0
+    ended_ns: int = 0
 
     def percentile(self, fraction: float) -> float:
         values = self.latencies_ms
@@ -95,10 +101,11 @@ class Step:
 
 
 class Arrivals:
-    """sequence -> latency (ns) of each message read back, and whether a warm-up one came."""
+    """sequence -> latency (ns) and publish time of each message read back, and whether a warm-up one came."""
 
     def __init__(self) -> None:
         self.latencies_ns: dict[int, int] = {}
+        self.sent_ns: dict[int, int] = {}
         self.warmups = 0
         self.lock = threading.Lock()
 
@@ -106,8 +113,9 @@ class Arrivals:
         with self.lock:
             if sequence < 0:
                 self.warmups += 1
-            else:
-                self.latencies_ns.setdefault(sequence, now_ns - sent_ns)
+            elif sequence not in self.latencies_ns:
+                self.latencies_ns[sequence] = now_ns - sent_ns
+                self.sent_ns[sequence] = sent_ns
 
 
 # --- Aeron -----------------------------------------------------------------------------------------
@@ -194,7 +202,8 @@ class KafkaEnds:
 
 
 def run_steps(pipeline: str, size: int, rates: list[float], seconds: float, sustain_p99_ms: float,
-              send: Callable[[int, int], None], arrivals: Arrivals, query: JvmSinkQuery) -> list[Step]:
+              send: Callable[[int, int], None], arrivals: Arrivals, query: JvmSinkQuery,
+              boundary_report: Callable[[list[Step], list[dict]], None] | None = None) -> list[Step]:
     deadline = time.monotonic() + WARMUP_TIMEOUT_S
     while arrivals.warmups == 0:
         if query.failure() is not None or query.process.poll() is not None:
@@ -209,6 +218,7 @@ def run_steps(pipeline: str, size: int, rates: list[float], seconds: float, sust
     first = 0
     for rate in rates:
         count = max(1, int(rate * seconds))
+        started_ns = time.time_ns()
         started = time.monotonic()
         for offset in range(count):
             due = started + offset / rate
@@ -225,13 +235,23 @@ def run_steps(pipeline: str, size: int, rates: list[float], seconds: float, sust
                     break
             time.sleep(0.05)
         with arrivals.lock:
-            latencies = sorted(arrivals.latencies_ns[s] / 1e6 for s in wanted if s in arrivals.latencies_ns)
-        step = Step(pipeline, size, rate, count, len(latencies), max(sent_for, seconds), latencies, sustain_p99_ms)
+            timeline = [(arrivals.sent_ns[s], arrivals.latencies_ns[s] / 1e6) for s in wanted
+                        if s in arrivals.latencies_ns]
+        latencies = sorted(latency for _, latency in timeline)
+        step = Step(pipeline, size, rate, count, len(latencies), max(sent_for, seconds), latencies, sustain_p99_ms,
+                    timeline, started_ns, started_ns + int(sent_for * 1e9))
         say(step.row())
         steps.append(step)
         first += count
         if query.failure() is not None:
             raise RuntimeError(f"{pipeline} query failed:\n{query.output()}")
+    if boundary_report is not None:
+        # the batch running at the last step's end reports its progress only when it ends
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline and not any(
+                batch_start_ns(p) > steps[-1].ended_ns for p in query.progress() if "timestamp" in p):
+            time.sleep(0.2)
+        boundary_report(steps, query.progress())
     return steps
 
 
@@ -269,10 +289,10 @@ def aeron_pipeline(args: argparse.Namespace, work: Path, jars: str, size: int) -
                 ["payload AS value"],
                 {**archive_options, "channel": f"aeron:udp?control={output_control}|control-mode=dynamic",
                  "streamId": str(OUTPUT_STREAM_ID), "_asyncProgressTrackingOverrideSinkSupportCheck": "true"},
-                args.batch, {"spark.sql.streaming.realTimeMode.allowlistCheck": "false"}))
+                args.batch, {"spark.sql.streaming.realTimeMode.allowlistCheck": "false"}), env=timings_env(args, work))
             with stopped_at_end(query):
                 return run_steps("Aeron", size, args.rate_list, args.seconds, args.sustain_p99_ms, ends.send,
-                                 ends.arrivals, query)
+                                 ends.arrivals, query, reporter(args, work, "Aeron", size))
         finally:
             ends.close()
 
@@ -288,12 +308,95 @@ def kafka_pipeline(args: argparse.Namespace, work: Path, installation: KafkaInst
         query = JvmSinkQuery(query_settings(
             installation.spark_jars, work,
             {"format": "kafka", "options": {**kafka, "subscribe": topic_in, "startingOffsets": "latest"}},
-            ["value"], {**kafka, "topic": topic_out}, args.batch, sink_format="kafka"))
+            ["value"], {**kafka, "topic": topic_out}, args.batch, sink_format="kafka"), env=timings_env(args, work))
         with stopped_at_end(query):
             return run_steps("Kafka", size, args.rate_list, args.seconds, args.sustain_p99_ms, ends.send,
-                             ends.arrivals, query)
+                             ends.arrivals, query, reporter(args, work, "Kafka", size))
     finally:
         ends.close()
+
+
+# --- the boundary report --------------------------------------------------------------------------
+
+DISTANCE_BINS_MS = (-2000, -1000, -500, -200, -100, 0, 100, 200, 500, 1000, 2000)
+NEAR_BOUNDARY_MS = 2000
+DETAILED_EVENTS = {"reader.open.end", "reader.close", "sink.commit.end"}
+SPARK_DURATIONS = ("latestOffset", "queryPlanning", "walCommit", "commitOffsets", "addBatch", "triggerExecution")
+
+
+def batch_start_ns(progress: dict) -> int:
+    """A batch's trigger start (StreamingQueryProgress.timestamp, ISO-8601 UTC with ms) as epoch ns."""
+    return int(datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp() * 1000) * 1_000_000
+
+
+def timings_env(args: argparse.Namespace, work: Path) -> dict[str, str] | None:
+    if not args.boundary_report:
+        return None
+    return {**os.environ, "AERON_SPARK_JVM_TIMINGS": str(work / "jvm-timings.log")}
+
+
+def reporter(args: argparse.Namespace, work: Path,
+             pipeline: str, size: int) -> Callable[[list[Step], list[dict]], None] | None:
+    if not args.boundary_report:
+        return None
+    return lambda steps, progress: report_boundaries(pipeline, size, steps, progress, work / "jvm-timings.log")
+
+
+def report_boundaries(pipeline: str, size: int, steps: list[Step], progress: list[dict], timings: Path) -> None:
+    """Where the tail is: latency by the publish time's distance to the nearest batch start (a real-time
+    batch boundary: the previous batch's tasks ended, this one's start), the stall at each boundary (the
+    highest latency of messages published within 2 s of it), Spark's per-batch durations and, for the
+    JVM source and sink, their event timeline around each boundary (AERON_SPARK_JVM_TIMINGS)."""
+    batches = sorted((p for p in progress if "timestamp" in p), key=lambda p: p["batchId"])
+    starts = [(p["batchId"], batch_start_ns(p)) for p in batches]
+    events: list[tuple[int, str, str]] = []
+    if timings.exists():
+        for line in timings.read_text(encoding="utf-8", errors="replace").splitlines():
+            parts = line.split(" ", 3)
+            if len(parts) >= 3 and parts[0].isdigit():
+                events.append((int(parts[0]) * 1000, parts[1], parts[3] if len(parts) > 3 else ""))
+    say(f"boundary report, {pipeline} {size} B: Spark's durations per batch (ms)")
+    for batch in batches:
+        durations = batch.get("durationMs", {})
+        say(f"  batch {batch['batchId']} at {batch['timestamp']}: rows {batch['numInputRows']}; "
+            + ", ".join(f"{name} {durations.get(name, '-')}" for name in SPARK_DURATIONS))
+    for step in steps:
+        boundaries = [(batch_id, start) for batch_id, start in starts[1:]
+                      if step.started_ns - NEAR_BOUNDARY_MS * 1e6 <= start <= step.ended_ns + NEAR_BOUNDARY_MS * 1e6]
+        if not boundaries or not step.timeline:
+            say(f"  {step.rate:g} msg/s: no batch boundary in the step")
+            continue
+        binned: dict[int, list[float]] = {}
+        stalls: dict[int, float] = {batch_id: 0.0 for batch_id, _ in boundaries}
+        far: list[float] = []
+        for sent, latency in step.timeline:
+            batch_id, start = min(boundaries, key=lambda b: abs(sent - b[1]))
+            distance_ms = (sent - start) / 1e6
+            if abs(distance_ms) > NEAR_BOUNDARY_MS:
+                far.append(latency)
+                continue
+            stalls[batch_id] = max(stalls[batch_id], latency)
+            low = max((edge for edge in DISTANCE_BINS_MS if edge <= distance_ms), default=DISTANCE_BINS_MS[0])
+            binned.setdefault(low, []).append(latency)
+        say(f"  {step.rate:g} msg/s: latency (ms) by publish time - nearest batch start "
+            f"({len(boundaries)} boundaries in the step)")
+        for low in sorted(binned):
+            values = sorted(binned[low])
+            high = next((edge for edge in DISTANCE_BINS_MS if edge > low), NEAR_BOUNDARY_MS)
+            say(f"    [{low:+5d}, {high:+5d}) ms: n {len(values):6d}  p50 {values[len(values) // 2]:8.1f}  "
+                f"p99 {values[min(len(values) - 1, round(0.99 * (len(values) - 1)))]:8.1f}  max {values[-1]:8.1f}")
+        if far:
+            far.sort()
+            say(f"    farther than {NEAR_BOUNDARY_MS} ms: n {len(far)}  p50 {far[len(far) // 2]:.1f}  "
+                f"p99 {far[min(len(far) - 1, round(0.99 * (len(far) - 1)))]:.1f}  max {far[-1]:.1f}")
+        say("    stall per boundary (max latency within 2 s of it, ms): "
+            + ", ".join(f"batch {batch_id}: {stalls[batch_id]:.0f}" for batch_id, _ in boundaries))
+        for batch_id, start in boundaries:
+            near = [(at, name, detail) for at, name, detail in events if -1.5e9 <= at - start <= 2.5e9]
+            if near:
+                say(f"    batch {batch_id} JVM events (ms from its start): "
+                    + "; ".join(f"{(at - start) / 1e6:+.1f} {name}" + (f" [{detail.strip()}]" if name in DETAILED_EVENTS
+                                                                      else "") for at, name, detail in near))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", default="", help="comma list of pipelines to leave out: aeron, kafka")
     parser.add_argument("--quick", action="store_true", help="smoke run: 32 B only, rates 100,500, 5 s steps")
     parser.add_argument("--work-dir", type=Path, help="where archives, Kafka data, checkpoints go (default: temp)")
+    parser.add_argument("--boundary-report", action="store_true",
+                        help="per step: latency by distance to the nearest batch boundary, the stall per boundary, "
+                             "Spark's per-batch durations and the JVM source/sink event timeline around each boundary")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.rates, args.seconds = "32", "100,500", 5.0

@@ -15,7 +15,8 @@ Spark session). Real-time mode needs ``spark.sql.streaming.realTimeMode.allowlis
 ``conf`` for our sink (Spark 4.3 allowlists only its own sinks). Lines on stdout (flushed)::
 
     STARTED                                                              the query started
-    PROGRESS <json: batchId, numInputRows, numOutputRows (sink)>         once per finished batch
+    PROGRESS <json: batchId, numInputRows, numOutputRows (sink),         once per finished batch
+                   timestamp (trigger start), durationMs>
     QUERY STOPPED / QUERY FAILED <error>                                 at the end
 
 It runs until ``stop_file`` exists or the query fails (exit code 3). ``JvmSinkQuery`` runs it and
@@ -76,7 +77,9 @@ def main(settings: dict[str, Any]) -> int:
             if progress.batchId not in reported:
                 reported.add(progress.batchId)
                 _say("PROGRESS " + json.dumps({"batchId": progress.batchId, "numInputRows": progress.numInputRows,
-                                               "numOutputRows": progress.sink.numOutputRows}))
+                                               "numOutputRows": progress.sink.numOutputRows,
+                                               "timestamp": progress.timestamp,
+                                               "durationMs": dict(progress.durationMs or {})}))
 
     while query.isActive:
         report_progress()

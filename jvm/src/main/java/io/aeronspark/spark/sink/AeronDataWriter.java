@@ -1,5 +1,6 @@
 package io.aeronspark.spark.sink;
 
+import io.aeronspark.spark.BoundaryTimings;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
@@ -30,6 +31,9 @@ final class AeronDataWriter implements DataWriter<InternalRow> {
                 + " has a null " + SinkOptions.VALUE_COLUMN + "; the sink publishes each value's bytes and has no null "
                 + "message (filter the nulls out, or use coalesce(value, ''))");
         }
+        if (publisher.messages() == 0) {
+            BoundaryTimings.note("sink.firstRow", "partition " + partitionId + " epoch " + epochId);
+        }
         final byte[] value = options.valueIsString
             ? row.getUTF8String(options.valueOrdinal).getBytes()
             : row.getBinary(options.valueOrdinal);
@@ -38,9 +42,13 @@ final class AeronDataWriter implements DataWriter<InternalRow> {
 
     @Override
     public WriterCommitMessage commit() {
+        BoundaryTimings.note("sink.commit.start", "partition " + partitionId + " epoch " + epochId + " rows "
+            + publisher.messages());
         if (publisher.messages() > 0) {
             RecordedPosition.await(options, publisher.publication(), publisher.lastPosition());
         }
+        BoundaryTimings.note("sink.commit.end", "partition " + partitionId + " epoch " + epochId + " back_pressured_ms "
+            + publisher.backPressureNs() / 1_000_000 + " position " + publisher.lastPosition());
         return new AeronCommitMessage(partitionId, epochId, publisher.publication().sessionId(), publisher.messages(),
             publisher.bytes(), publisher.lastPosition(), publisher.backPressureNs());
     }

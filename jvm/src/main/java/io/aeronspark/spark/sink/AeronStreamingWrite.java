@@ -1,5 +1,6 @@
 package io.aeronspark.spark.sink;
 
+import io.aeronspark.spark.BoundaryTimings;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
@@ -35,6 +36,7 @@ final class AeronStreamingWrite implements StreamingWrite {
 
     @Override
     public void commit(final long epochId, final WriterCommitMessage[] messages) {
+        BoundaryTimings.note("sink.driverCommit", "epoch " + epochId);
         if (LOG.isInfoEnabled()) {
             long rows = 0;
             for (WriterCommitMessage message : messages) {
@@ -61,6 +63,7 @@ final class AeronStreamingWrite implements StreamingWrite {
 
         @Override
         public DataWriter<InternalRow> createWriter(final int partitionId, final long taskId, final long epochId) {
+            BoundaryTimings.note("sink.createWriter", "partition " + partitionId + " epoch " + epochId);
             return new AeronDataWriter(options, partitionId, epochId);
         }
     }

@@ -5,6 +5,7 @@ import java.util.EnumSet;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
+import io.aeronspark.spark.BoundaryTimings;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.Write;
@@ -37,6 +38,7 @@ public final class AeronWriteBuilder implements WriteBuilder, SupportsStreamingU
 
     @Override
     public Write build() {
+        BoundaryTimings.note("sink.build", "");
         final SinkOptions options = SinkOptions.from(info.options().asCaseSensitiveMap(), info.schema());
         return new Write() {
             @Override

@@ -13,8 +13,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.SortedMap;
+import java.util.SortedSet;
 import java.util.TreeMap;
+import java.util.TreeSet;
 
+import io.aeronspark.spark.BoundaryTimings;
 import io.aeronspark.spark.options.OptionError;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -46,6 +49,8 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
     private final String checkpointLocation;
     private final ArchiveCatalog catalog;
     private boolean realTime;
+    /** Real-time mode: the archive as a background refresh last saw it (no archive I/O at a boundary). */
+    private RealTimeCatalogView realTimeView;
     private Map<Long, Long> availableNowTarget;
     private volatile Map<Long, Long> latestSeen;
     /** Real-time mode: the start of the running batch, onto which the partitions' offsets merge. */
@@ -150,6 +155,14 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
 
     @Override
     public Offset latestOffset(final Offset start, final ReadLimit limit) {
+        BoundaryTimings.note("source.latestOffset.start", "");
+        final Offset latestOffset = realTime ? realTimeLatestOffset(((AeronOffset) start).positions())
+            : latestOffsetNow(start, limit);
+        BoundaryTimings.note("source.latestOffset.end", "");
+        return latestOffset;
+    }
+
+    private Offset latestOffsetNow(final Offset start, final ReadLimit limit) {
         final SortedMap<Long, Long> startPositions = ((AeronOffset) start).positions();
         final Map<Long, RecordingInfo> candidates = new TreeMap<>();
         if (availableNowTarget != null) {
@@ -210,6 +223,41 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
             throw new IllegalArgumentException("aeron-archive-jvm source: unsupported read limit " + limit
                 + "; accepted: ReadAllAvailable, ReadMaxBytes");
         }
+        return new AeronOffset(ends);
+    }
+
+    /**
+     * Real-time mode: the batch's end comes from its partitions (mergeOffsets), so this offset only
+     * reports the latest positions; it and its data-loss checks use the background view.
+     */
+    private Offset realTimeLatestOffset(final SortedMap<Long, Long> startPositions) {
+        final RealTimeCatalogView.Snapshot view = realTimeView.current(startPositions.keySet());
+        final Map<Long, Long> ends = new TreeMap<>(startPositions);
+        final Map<Long, Long> latest = new TreeMap<>();
+        final SortedSet<Long> ids = new TreeSet<>(view.discovered.keySet());
+        ids.addAll(startPositions.keySet());
+        for (Long recordingId : ids) {
+            final RecordingInfo info = view.described.get(recordingId);
+            Long position = view.latest.get(recordingId);
+            if (info == null || position == null) {
+                if (startPositions.containsKey(recordingId)) {
+                    DataLossPolicy.report(options.failOnDataLoss, "recording " + recordingId
+                        + " is no longer in the archive (read up to " + startPositions.get(recordingId) + ")");
+                    ends.remove(recordingId);
+                }
+                continue;
+            }
+            latest.put(recordingId, position);
+            final long first = startPositions.getOrDefault(recordingId, info.startPosition);
+            // A live recording's position in the view may be behind what the query read already (the view
+            // is up to one refresh old); only a stopped recording's stop before the query's position is lost.
+            if (!info.isActive() && info.stopPosition < first) {
+                DataLossPolicy.report(options.failOnDataLoss, "recording " + recordingId + " was truncated to "
+                    + info.stopPosition + ", before the query's position " + first);
+            }
+            ends.put(recordingId, Math.max(position, first));
+        }
+        latestSeen = latest;
         return new AeronOffset(ends);
     }
 
@@ -279,23 +327,31 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
                 + "a micro-batch trigger");
         }
         realTime = true;
+        realTimeView = new RealTimeCatalogView(catalog, options.discoveryIntervalMs);
     }
 
     @Override
     public InputPartition[] planInputPartitions(final Offset start) {
+        BoundaryTimings.note("source.planRealTime.start", "");
+        final InputPartition[] planned = planRealTimePartitions(start);
+        BoundaryTimings.note("source.planRealTime.end", planned.length + " partitions");
+        return planned;
+    }
+
+    private InputPartition[] planRealTimePartitions(final Offset start) {
         final SortedMap<Long, Long> from = new TreeMap<>(((AeronOffset) start).positions());
-        // A listing at most every discoveryIntervalMs (1 s by default, under real-time mode's 5 s batches),
-        // not one per batch: planning is a stall between two batches' rows.
-        final SortedMap<Long, RecordingInfo> recordings = catalog.recordings(false);
-        final List<Long> ids = new ArrayList<>(recordings.keySet());
+        // Planning is a stall between two batches' rows: recordings and their descriptors come from the
+        // background view (at most one refresh interval old), not from archive requests here.
+        final RealTimeCatalogView.Snapshot view = realTimeView.current(from.keySet());
+        final List<Long> ids = new ArrayList<>(view.discovered.keySet());
         for (Long recordingId : from.keySet()) {
-            if (!recordings.containsKey(recordingId)) {
+            if (!view.discovered.containsKey(recordingId)) {
                 ids.add(recordingId);
             }
         }
         final List<InputPartition> partitions = new ArrayList<>();
         for (Long recordingId : ids) {
-            final RecordingInfo info = catalog.describe(recordingId);
+            final RecordingInfo info = view.described.get(recordingId);
             if (info == null) {
                 DataLossPolicy.report(options.failOnDataLoss, "recording " + recordingId
                     + " is no longer in the archive (read up to " + from.get(recordingId) + ")");
@@ -337,6 +393,7 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
             }
             merged.merge(position.recordingId, position.position, Math::max);
         }
+        BoundaryTimings.note("source.mergeOffsets", merged.toString());
         return new AeronOffset(merged);
     }
 
@@ -345,21 +402,32 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
     /** Bytes behind each recording's latest position, as Kafka's offsetsBehindLatest (in offsets). */
     @Override
     public Map<String, String> metrics(final Optional<Offset> latestConsumedOffset) {
+        BoundaryTimings.note("source.metrics.start", "");
+        final Map<String, String> metrics = metricsNow(latestConsumedOffset);
+        BoundaryTimings.note("source.metrics.end", "");
+        return metrics;
+    }
+
+    private Map<String, String> metricsNow(final Optional<Offset> latestConsumedOffset) {
         if (latestConsumedOffset.isEmpty()) {
             return Map.of();
         }
         final SortedMap<Long, Long> consumed = ((AeronOffset) latestConsumedOffset.get()).positions();
         Map<Long, Long> latest = new TreeMap<>();
-        try {
-            for (Long recordingId : consumed.keySet()) {
-                final Long position = catalog.latestPosition(recordingId);
-                if (position != null) {
-                    latest.put(recordingId, position);
+        if (realTime) {  // the background view's positions: no archive request while the next batch waits
+            latest = realTimeView.latestPositions();
+        } else {
+            try {
+                for (Long recordingId : consumed.keySet()) {
+                    final Long position = catalog.latestPosition(recordingId);
+                    if (position != null) {
+                        latest.put(recordingId, position);
+                    }
                 }
+            } catch (RuntimeException error) {  // metrics never fail a query; fall back to the last trigger's view
+                LOG.warn("aeron-archive-jvm source: latest positions for metrics unavailable: {}", error.toString());
+                latest = latestSeen == null ? Map.of() : latestSeen;
             }
-        } catch (RuntimeException error) {  // metrics never fail a query; fall back to the last trigger's view
-            LOG.warn("aeron-archive-jvm source: latest positions for metrics unavailable: {}", error.toString());
-            latest = latestSeen == null ? Map.of() : latestSeen;
         }
         final List<Long> behind = new ArrayList<>();
         for (Map.Entry<Long, Long> entry : latest.entrySet()) {
@@ -398,6 +466,9 @@ public final class AeronMicroBatchStream implements MicroBatchStream, SupportsAd
 
     @Override
     public void stop() {
+        if (realTimeView != null) {
+            realTimeView.close();
+        }
         catalog.close();
     }
 

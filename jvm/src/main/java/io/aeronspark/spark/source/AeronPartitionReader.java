@@ -18,6 +18,7 @@ import io.aeron.logbuffer.FrameDescriptor;
 import io.aeron.logbuffer.Header;
 import io.aeronspark.spark.AeronConnections;
 import io.aeronspark.spark.ArchiveSettings;
+import io.aeronspark.spark.BoundaryTimings;
 import org.agrona.DirectBuffer;
 import org.agrona.ExpandableArrayBuffer;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -73,6 +74,10 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
     private InternalRow current;
     private long offset;
     private long idleSinceNs;
+    private long rowsReturned;
+    /** Time nextWithTimeout spent waiting for data (the reader was ahead of the replay), for the timings log. */
+    private long waitedNs;
+    private long openedAtNs;
 
     AeronPartitionReader(final AeronInputPartition partition) {
         this.partition = partition;
@@ -116,16 +121,25 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
         ensureStarted();
         final long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
         int idleRounds = 0;
+        long waitingSinceNs = 0;
         while (true) {
             if (takePending()) {
+                if (waitingSinceNs != 0) {
+                    waitedNs += System.nanoTime() - waitingSinceNs;
+                }
                 return RecordStatus.newStatusWithoutArrivalTime(true);
             }
             if (!finished && pollOnce() > 0) {
                 idleRounds = 0;
                 continue;
             }
-            final long left = deadline - System.nanoTime();
+            final long now = System.nanoTime();
+            if (waitingSinceNs == 0) {
+                waitingSinceNs = now;
+            }
+            final long left = deadline - now;
             if (left <= 0) {
+                waitedNs += now - waitingSinceNs;
                 return RecordStatus.newStatusWithoutArrivalTime(false);
             }
             // Back off from spinning to short parks: low latency without holding a core when idle.
@@ -152,6 +166,9 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
 
     @Override
     public void close() {
+        BoundaryTimings.note("reader.close", partition + " rows=" + rowsReturned + " pending=" + pending.size()
+            + " parkable=" + parkable() + " open_ms=" + (System.nanoTime() - openedAtNs) / 1_000_000
+            + " waited_ms=" + waitedNs / 1_000_000 + " image_position=" + (image == null ? -1 : image.position()));
         if (parkable()) {
             // The next batch's reader of this recording starts where this one ended: hand it the replay.
             OpenReplays.park(replayKey(), new OpenReplays.Parked(archive, subscription, image, replaySessionId,
@@ -208,9 +225,17 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
             return;
         }
         started = true;
+        openedAtNs = System.nanoTime();
+        BoundaryTimings.note("reader.open.start", partition.toString());
         if (partition.openEnded() && takeOverParkedReplay()) {
+            BoundaryTimings.note("reader.open.end", partition + " took over the parked replay");
             return;
         }
+        openReplay();
+        BoundaryTimings.note("reader.open.end", partition + " new replay");
+    }
+
+    private void openReplay() {
         archive = AeronConnections.connectArchive(settings.responseChannelDefaulted && !ipc()
             ? settings.withResponseChannel(ReplayEndpoint.of(partition.options).controlResponseChannel()) : settings);
         final RecordingInfo now = describeNow();
@@ -452,6 +477,9 @@ final class AeronPartitionReader implements SupportsRealTimeRead<InternalRow> {
             final Object[] row = new Object[values.length - 1];
             System.arraycopy(values, 0, row, 0, row.length);
             current = new GenericInternalRow(row);
+            if (rowsReturned++ == 0) {
+                BoundaryTimings.note("reader.firstRow", partition + " position=" + end);
+            }
             return true;
         }
         return false;
