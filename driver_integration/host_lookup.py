@@ -15,10 +15,13 @@ naming the host and the channel, as the driver's refusal would.
 from __future__ import annotations
 
 import ipaddress
+import os
+import queue
 import socket
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Generic, Protocol, TypeVar
 
 from .channel_uri import CONTROL, ENDPOINT, ChannelUri, ChannelUriError
@@ -28,7 +31,44 @@ from .errors import AeronError
 LOOKUP_THREADS = 4
 HOST_KEYS = (ENDPOINT, CONTROL)
 
-_lookups = ThreadPoolExecutor(max_workers=LOOKUP_THREADS, thread_name_prefix="aeron-host-lookup")
+_queue: queue.SimpleQueue[tuple[Future[str], str]] = queue.SimpleQueue()
+_threads: list[threading.Thread] = []
+_threads_lock = threading.Lock()
+
+
+def submit_lookup(host: str) -> Future[str]:
+    """``look_up(host)`` on a lookup thread. The threads are daemons: a lookup the DNS never
+    answers does not hold up the process's exit (a ThreadPoolExecutor's would)."""
+    future: Future[str] = Future()
+    _queue.put((future, host))
+    with _threads_lock:
+        if len(_threads) < LOOKUP_THREADS:
+            thread = threading.Thread(target=_lookup_loop, name=f"aeron-host-lookup-{len(_threads)}", daemon=True)
+            _threads.append(thread)
+            thread.start()
+    return future
+
+
+def _forget_parent_threads() -> None:
+    # A forked child has none of its parent's threads (nor may it touch a lock held at fork).
+    global _queue, _threads_lock
+    _queue = queue.SimpleQueue()
+    _threads.clear()
+    _threads_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_parent_threads)
+
+
+def _lookup_loop() -> None:
+    while True:
+        future, host = _queue.get()
+        if not future.set_running_or_notify_cancel():
+            continue  # its add was discarded before the lookup began
+        try:
+            future.set_result(look_up(host))
+        except BaseException as error:  # noqa: BLE001 - handed to the add's poll
+            future.set_exception(error)
 
 
 class PendingResult(Protocol):
@@ -113,7 +153,7 @@ class PendingAfterLookup(Generic[ResourceT]):
         self._timeout = timeout
         self._deadline = time.monotonic() + timeout
         self._start_add = start_add
-        self._lookups: dict[str, Future[str]] = {name: _lookups.submit(look_up, name) for name in names}
+        self._lookups: dict[str, Future[str]] = {name: submit_lookup(name) for name in names}
         self._add: PendingResult | None = None
         self._failure: AeronError | None = None
 
