@@ -151,7 +151,9 @@ class App:
                    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
                    .config("spark.sql.catalogImplementation", "in-memory")
-                   .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+                   .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+                   # local-cluster's executor JVMs start as fast (C1 only: no C2 threads on 2 cores).
+                   .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
         for name, value in self.args.get("spark_conf", {}).items():
             builder = builder.config(name, value)
         session = builder.getOrCreate()
