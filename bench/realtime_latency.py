@@ -21,6 +21,11 @@ of the step came back and the step's p99 is under ``--sustain-p99-ms``; the high
 the throughput figure. Real-time mode keeps each batch running for its trigger interval
 (``--batch``, 5 s, the minimum), so latency is not bound by it.
 
+``--boundary-report`` adds, per step, where the tail is: latency by the publish time's distance to the
+nearest batch start, the stall at each boundary, Spark's per-batch ``durationMs`` and the JVM source and
+sink's event timeline around each boundary (``AERON_SPARK_JVM_TIMINGS``, docs/realtime.md, "What a batch
+boundary costs").
+
 Run (smoke; the full run belongs on a quiet machine)::
 
     .venv/bin/python bench/realtime_latency.py --quick
