@@ -3,9 +3,10 @@
 
 The tests run in a network namespace whose DNS server does not answer: its resolv.conf
 (``/etc/netns/<namespace>/resolv.conf``, which ``ip netns exec`` mounts over /etc/resolv.conf)
-names 192.0.2.53 (TEST-NET-1), reached by the namespace's default route into the root namespace,
-which drops it, so every lookup of a name not in /etc/hosts waits out the resolver's tries
-(``timeout:6 attempts:2``: 12 s, longer than a client's 10 s driver timeout, as the system's 2 x 5 s).
+names 203.0.113.53 (TEST-NET-3, a documentation address), reached by the namespace's default
+route into the root namespace, which drops it, so every lookup of a name not in /etc/hosts waits
+out the resolver's tries (``timeout:6 attempts:2``: 12 s, longer than a client's 10 s driver
+timeout, as the system's 2 x 5 s).
 
 * The driver: asked for a publication to such a host, it resolves the name (its native resource
   agent). In Aeron's SHARED threading mode that ran on the driver's only thread, the one that
@@ -54,7 +55,7 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.timeout(180)
 
 #: timeout x attempts: 12 s, longer than the clients' 10 s driver timeout, as the system's 2 x 5 s.
-UNANSWERED_DNS = "nameserver 192.0.2.53\noptions timeout:6 attempts:2\n"
+UNANSWERED_DNS = "nameserver 203.0.113.53\noptions timeout:6 attempts:2\n"
 LOOKUP_S = 12.0
 UNRESOLVABLE_RESPONSE_CHANNEL = "aeron:udp?endpoint=archive-client.invalid:40999"
 #: The keepalive is stamped once a second; a loaded 2-core machine adds up to ~3 s of scheduling
