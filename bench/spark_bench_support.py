@@ -406,7 +406,9 @@ DRIVER_THREAD = ": media driver thread"
 
 def driver_thread_seconds(pid: int) -> float:
     """CPU seconds of the Aeron C media driver's agent threads in ``pid`` (shared mode: one thread
-    named ``[conductor, sender, receiver]``, truncated by the kernel; dedicated: one per agent)."""
+    named ``[conductor, sender, receiver]``, truncated by the kernel; shared_network, the embedded
+    default: ``conductor``, ``[sender, receiver]`` truncated and the native resource agent
+    ``aeron-md-nra``; dedicated: one per agent)."""
     total = 0.0
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -419,7 +421,8 @@ def driver_thread_seconds(pid: int) -> float:
         except OSError:
             continue
         name = head.partition(b"(")[2]
-        if name.startswith(b"[conductor") or name in (b"sender", b"receiver", b"conductor"):
+        if (name.startswith((b"[conductor", b"[sender")) or name == b"aeron-md-nra"
+                or name in (b"sender", b"receiver", b"conductor")):
             fields = rest.split()
             total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     return total
