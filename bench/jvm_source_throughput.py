@@ -74,6 +74,7 @@ from spark_bench_support import (
     Workload,
     cluster_hosts,
     exit_on_sigterm,
+    interleaved_runs,
     loopback_udp_channel,
     payload_block,
     progress,
@@ -155,19 +156,7 @@ def measure(spark, workload: Workload, sources: dict[str, dict[str, str]], modes
         progress(f"{workload.label}: warm-up {name} {time.perf_counter() - started:.2f} s, {rows:,} rows")
         if rows != workload.count:
             raise AssertionError(f"{name} read {rows:,} rows, not {workload.count:,}")
-    seconds: dict[str, list[float]] = {name: [] for name in reads}
-    for repetition in range(repetitions):
-        order = list(reads.items())
-        if repetition % 2:
-            order.reverse()  # alternate who goes first: load and page cache hit both alike
-        for name, read in order:
-            before = cpu.sample()
-            started = time.perf_counter()
-            read()
-            seconds[name].append(time.perf_counter() - started)
-            cpu.add(f"{workload.label}, {name}", before, cpu.sample())
-        progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
-                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    seconds = interleaved_runs(workload.label, reads, repetitions, cpu)
     return {name: Timings(values) for name, values in seconds.items()}
 
 

@@ -58,6 +58,7 @@ from spark_bench_support import (
     cluster_hosts,
     exit_on_sigterm,
     fingerprint,
+    interleaved_runs,
     loopback_udp_channel,
     payload_block,
     progress,
@@ -181,19 +182,7 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_ids
     if "availableNow" in modes:
         if not answers["AvailableNow, ours"] == answers["AvailableNow, Kafka"] == workload.count:
             raise AssertionError(f"the AvailableNow reads did not read {workload.count} rows each: {answers}")
-    seconds: dict[str, list[float]] = {name: [] for name in reads}
-    for repetition in range(repetitions):
-        order = list(reads.items())
-        if repetition % 2:
-            order.reverse()  # alternate which goes first: load and page cache hit both alike
-        for name, read in order:
-            before = cpu.sample()
-            started = time.perf_counter()
-            read()
-            seconds[name].append(time.perf_counter() - started)
-            cpu.add(f"{workload.label}, {name}", before, cpu.sample())
-        progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
-                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    seconds = interleaved_runs(workload.label, reads, repetitions, cpu)
     if profiler is not None:  # untimed: the samplers cost CPU
         for name, read in reads.items():
             if "ours" in name:

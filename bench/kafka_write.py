@@ -58,6 +58,7 @@ from spark_bench_support import (
     cluster_hosts,
     exit_on_sigterm,
     fingerprint,
+    interleaved_runs,
     loopback_udp_channel,
     progress,
     running_sidecar,
@@ -127,19 +128,7 @@ def measure(spark, workload: Workload, input_path: Path, variants: list[OursVari
         if answer != expected:
             raise AssertionError(f"{name}: read back {answer}, the input is {expected}")
     progress(f"{workload.label}: both sinks read back equal to the input")
-    seconds: dict[str, list[float]] = {name: [] for name in writers}
-    for repetition in range(repetitions):
-        order = list(writers.items())
-        if repetition % 2:
-            order.reverse()  # alternate which goes first: load and page cache hit both alike
-        for name, write in order:
-            before = cpu.sample()
-            started = time.perf_counter()
-            write()
-            seconds[name].append(time.perf_counter() - started)
-            cpu.add(f"{workload.label}, {name}", before, cpu.sample())
-        progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
-                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    seconds = interleaved_runs(workload.label, writers, repetitions, cpu)
     if profiler is not None:  # untimed: the samplers cost CPU
         with profiler.profiling(f"write {workload.label}, {OURS}", spark_targets(cpu, PROFILED_KINDS)):
             writers[variants[0].name]()

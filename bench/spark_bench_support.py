@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -426,6 +426,27 @@ def driver_thread_seconds(pid: int) -> float:
             fields = rest.split()
             total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     return total
+
+
+def interleaved_runs(label: str, runs: Mapping[str, Callable[[], object]], repetitions: int,
+                     cpu: ProcessCpu, *, alternate: bool = True) -> dict[str, list[float]]:
+    """Times each of ``runs`` once per repetition, interleaved, adding each run's CPU to ``cpu``
+    under ``"<label>, <name>"``; with ``alternate`` every other repetition runs them in reverse
+    order, so load and page cache hit all alike. Returns the seconds of each run, per name."""
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for repetition in range(repetitions):
+        order = list(runs.items())
+        if alternate and repetition % 2:
+            order.reverse()
+        for name, run in order:
+            before = cpu.sample()
+            started = time.perf_counter()
+            run()
+            seconds[name].append(time.perf_counter() - started)
+            cpu.add(f"{label}, {name}", before, cpu.sample())
+        progress(f"{label}: repetition {repetition + 1}/{repetitions}: "
+                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    return seconds
 
 
 @dataclass

@@ -66,6 +66,7 @@ from spark_bench_support import (
     cluster_hosts,
     exit_on_sigterm,
     fingerprint,
+    interleaved_runs,
     loopback_udp_channel,
     payload_block,
     progress,
@@ -185,16 +186,7 @@ def measure(spark, workload: Workload, connection: dict[str, str], recording_id:
     if len(set(answers.values())) != 1:
         raise AssertionError(f"the reads disagree: {answers}")
     progress(f"{workload.label}: Python workers now: {cpu.worker_layout()}")
-    seconds: dict[str, list[float]] = {name: [] for name in scans}
-    for repetition in range(repetitions):
-        for name, scan in scans.items():  # alternating: noise hits all alike
-            before = cpu.sample()
-            started = time.perf_counter()
-            scan()
-            seconds[name].append(time.perf_counter() - started)
-            cpu.add(f"{workload.label}, {name}", before, cpu.sample())
-        progress(f"{workload.label}: repetition {repetition + 1}/{repetitions}: "
-                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items()))
+    seconds = interleaved_runs(workload.label, scans, repetitions, cpu, alternate=False)
     return {name: Timings(values) for name, values in seconds.items()}
 
 
