@@ -15,19 +15,17 @@ process is stopped or killed by PID, also when a test fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from aeron_spark.archive.client import ArchiveClient
-from aeron_spark.driver_integration import AeronClient
 from tests.support.jvm_module import JvmModule
 from tests.support.jvm_sink_query_process import JvmSinkQuery
 from tests.support.live_publisher import LivePublisher, sequence_of
 from tests.support.ports import free_udp_port
 from tests.support.recorded_stream import recorded
-from tests.support.sidecar import Sidecar, running_sidecar
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -38,19 +36,6 @@ SINK_STREAM_ID = 4502
 #: progress asynchronously and lets only Spark's own sinks do that unless told).
 REAL_TIME = {"spark.sql.streaming.realTimeMode.allowlistCheck": "false"}
 REAL_TIME_SINK_OPTIONS = {"_asyncProgressTrackingOverrideSinkSupportCheck": "true"}
-
-
-@pytest.fixture(scope="module")
-def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
-    with running_sidecar(tmp_path_factory.mktemp("jvm-sink-sidecar") / "archive") as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def archive(sidecar: Sidecar) -> Iterator[ArchiveClient]:
-    with AeronClient(sidecar.driver_dir, client_name="jvm-sink-test") as aeron, \
-            ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron, timeout=30.0) as client:
-        yield client
 
 
 def settings(jvm_module: JvmModule, work: Path, source: dict, select: list[str], sink: dict[str, str],

@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 
 from aeron_spark.archive.client import ArchiveClient
-from aeron_spark.driver_integration import AeronClient
 from tests.support.jvm_module import JvmModule
 from tests.support.jvm_query_process import JvmQuery, delivered_rows
 from tests.support.live_publisher import LivePublisher, sequence_of
 from tests.support.ports import free_udp_port
-from tests.support.sidecar import Sidecar, running_sidecar
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -42,19 +41,6 @@ def no_java_driver_dirs_left() -> Iterator[None]:
         pid = directory.rsplit("-", 1)[1]
         if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
             shutil.rmtree(directory, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
-    with running_sidecar(tmp_path_factory.mktemp("jvm-microbatch-sidecar") / "archive") as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def archive(sidecar: Sidecar) -> Iterator[ArchiveClient]:
-    with AeronClient(sidecar.driver_dir, client_name="jvm-microbatch-test") as aeron, \
-            ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron, timeout=30.0) as client:
-        yield client
 
 
 def publish(sidecar: Sidecar, messages: int, rate: float, *extra: str) -> LivePublisher:

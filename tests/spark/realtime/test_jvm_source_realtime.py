@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from aeron_spark.archive.client import ArchiveClient
-from aeron_spark.driver_integration import AeronClient
 from tests.support.jvm_module import JvmModule
 from tests.support.jvm_query_process import JvmQuery, delivered_rows
 from tests.support.jvm_sink_query_process import JvmSinkQuery
@@ -27,12 +25,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 STREAM_ID = 4401
 MESSAGES = 400
 RATE = 200.0
-
-
-@pytest.fixture(scope="module")
-def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
-    with running_sidecar(tmp_path_factory.mktemp("jvm-source-sidecar") / "archive") as running:
-        yield running
 
 
 def publish(sidecar: Sidecar, channel: str, messages: int, rate: float = RATE, *extra: str) -> LivePublisher:
@@ -224,13 +216,6 @@ REAL_TIME_SINK_OPTIONS = {"_asyncProgressTrackingOverrideSinkSupportCheck": "tru
 #: A real-time batch's length in the kill test; the kill lands at most KILL_WINDOW_S after a commit.
 KILL_BATCH_S = 5
 KILL_WINDOW_S = 2.5
-
-
-@pytest.fixture(scope="module")
-def archive(sidecar: Sidecar) -> Iterator[ArchiveClient]:
-    with AeronClient(sidecar.driver_dir, client_name="jvm-source-test") as aeron, \
-            ArchiveClient.connect(control_channel=sidecar.control_channel, aeron=aeron, timeout=30.0) as client:
-        yield client
 
 
 def sink_rows(archive: ArchiveClient) -> dict[int, dict[tuple[int, int], int]]:
