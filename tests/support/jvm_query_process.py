@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.process_tree import kill_tree
+from tests.support.query_watch import failure_line, watch_query
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 # Java 17 + Aeron 1.5x (the list of tests/interop/peer/modern_peer.py).
@@ -89,35 +90,17 @@ def main(settings: dict[str, Any]) -> int:
     try:
         query = writer.start()
     except Exception as error:  # noqa: BLE001 - the test reads the message
-        _say(f"QUERY FAILED {str(error)[:3000]}".replace("\n", " | "))
+        _say(failure_line(error))
         return 3
-    reported: set[int] = set()
-    stop_file = Path(settings["stop_file"])
 
-    def report_progress() -> None:
-        for progress in query.recentProgress:
-            if progress.batchId not in reported:
-                reported.add(progress.batchId)
-                source = progress.sources[0] if progress.sources else None
-                _say("PROGRESS " + json.dumps({
-                    "batchId": progress.batchId, "numInputRows": progress.numInputRows,
-                    "metrics": dict(source.metrics) if source is not None and source.metrics else {},
-                    "endOffset": source.endOffset if source is not None else None}))
+    def describe(progress: Any) -> str:
+        source = progress.sources[0] if progress.sources else None
+        return json.dumps({
+            "batchId": progress.batchId, "numInputRows": progress.numInputRows,
+            "metrics": dict(source.metrics) if source is not None and source.metrics else {},
+            "endOffset": source.endOffset if source is not None else None})
 
-    while query.isActive:
-        report_progress()
-        if stop_file.exists():
-            query.stop()
-            break
-        time.sleep(0.1)
-    report_progress()
-    failure = query.exception()
-    if failure is not None:
-        _say(f"QUERY FAILED {str(failure)[:3000]}".replace("\n", " | "))
-        return 3
-    _say("QUERY STOPPED")
-    spark.stop()
-    return 0
+    return watch_query(spark, query, Path(settings["stop_file"]), _say, describe)
 
 
 def _probe(spark: Any, settings: dict[str, Any]) -> int:

@@ -37,6 +37,7 @@ from typing import Any
 
 from tests.support.jvm_query_process import AERON_JVM_OPTIONS
 from tests.support.process_tree import kill_tree
+from tests.support.query_watch import failure_line, watch_query
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -66,35 +67,13 @@ def main(settings: dict[str, Any]) -> int:
     try:
         query = _writer(spark, settings, settings["select"], settings["sink"], settings["checkpoint"]).start()
     except Exception as error:  # noqa: BLE001 - the test reads the message
-        _say(f"QUERY FAILED {str(error)[:3000]}".replace("\n", " | "))
+        _say(failure_line(error))
         return 3
     _say("STARTED")
-    reported: set[int] = set()
-    stop_file = Path(settings["stop_file"])
-
-    def report_progress() -> None:
-        for progress in query.recentProgress:
-            if progress.batchId not in reported:
-                reported.add(progress.batchId)
-                _say("PROGRESS " + json.dumps({"batchId": progress.batchId, "numInputRows": progress.numInputRows,
-                                               "numOutputRows": progress.sink.numOutputRows,
-                                               "timestamp": progress.timestamp,
-                                               "durationMs": dict(progress.durationMs or {})}))
-
-    while query.isActive:
-        report_progress()
-        if stop_file.exists():
-            query.stop()
-            break
-        time.sleep(0.1)
-    report_progress()
-    ended_with = query.exception()
-    if ended_with is not None:
-        _say(f"QUERY FAILED {str(ended_with)[:3000]}".replace("\n", " | "))
-        return 3
-    _say("QUERY STOPPED")
-    spark.stop()
-    return 0
+    return watch_query(spark, query, Path(settings["stop_file"]), _say, lambda progress: json.dumps({
+        "batchId": progress.batchId, "numInputRows": progress.numInputRows,
+        "numOutputRows": progress.sink.numOutputRows, "timestamp": progress.timestamp,
+        "durationMs": dict(progress.durationMs or {})}))
 
 
 def _writer(spark: Any, settings: dict[str, Any], select: list[str], sink: dict[str, str], checkpoint: str) -> Any:

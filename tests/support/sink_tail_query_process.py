@@ -34,8 +34,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.support.process_tree import descendant_pids, kill_tree
+from tests.support.query_watch import watch_query
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SOURCE_KEY = struct.Struct(">qq")  # recording id, position: the prefix of every sink row's payload
@@ -101,35 +103,15 @@ def main(argv: Sequence[str]) -> int:
              .option("sink.id", args.sink_id).option("checkpointLocation", args.checkpoint)
              .trigger(processingTime=f"{args.trigger_ms} milliseconds").start())
     _say(f"STARTED at={time.time():.3f}")
-    reported: set[int] = set()
-    stop_file = Path(args.stop_file)
 
-    def report_progress() -> None:
-        for progress in query.recentProgress:
-            if progress.batchId in reported:
-                continue
-            reported.add(progress.batchId)
-            durations = progress.durationMs
-            start = _epoch_of(progress.timestamp)
-            end = start + durations.get("triggerExecution", 0) / 1000.0
-            timings = " ".join(f"{key}={value}" for key, value in sorted(durations.items()))
-            _say(f"PROGRESS batch={progress.batchId} rows={progress.numInputRows} start={start:.3f} end={end:.3f} "
-                 f"ms: {timings}")
+    def describe(progress: Any) -> str:
+        durations = progress.durationMs
+        start = _epoch_of(progress.timestamp)
+        end = start + durations.get("triggerExecution", 0) / 1000.0
+        timings = " ".join(f"{key}={value}" for key, value in sorted(durations.items()))
+        return f"batch={progress.batchId} rows={progress.numInputRows} start={start:.3f} end={end:.3f} ms: {timings}"
 
-    while query.isActive:
-        report_progress()
-        if stop_file.exists():
-            query.stop()
-            break
-        time.sleep(0.1)
-    report_progress()
-    error = query.exception()
-    if error is not None:
-        _say(f"QUERY FAILED {str(error)[:3000]}".replace("\n", " | "))
-        return 3
-    _say("QUERY STOPPED")
-    spark.stop()
-    return 0
+    return watch_query(spark, query, Path(args.stop_file), _say, describe)
 
 
 # --- the test's side ------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.support.process_tree import kill_tree
+from tests.support.query_watch import watch_query
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MAX_QUERY_RUNS = 4
@@ -86,29 +87,8 @@ def main(argv: Sequence[str]) -> int:
         reader = reader.option(name, value)
     query = (reader.load().writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
              .trigger(processingTime=f"{args.trigger_ms} milliseconds").start())
-    reported: set[int] = set()
-    stop_file = Path(args.stop_file)
-
-    def report_progress() -> None:
-        for progress in query.recentProgress:
-            if progress.batchId not in reported:
-                reported.add(progress.batchId)
-                _say(f"PROGRESS batch={progress.batchId} rows={progress.numInputRows}")
-
-    while query.isActive:
-        report_progress()
-        if stop_file.exists():
-            query.stop()
-            break
-        time.sleep(0.1)
-    report_progress()
-    error = query.exception()
-    if error is not None:
-        _say(f"QUERY FAILED {str(error)[:3000]}".replace("\n", " | "))
-        return 3
-    _say("QUERY STOPPED")
-    spark.stop()
-    return 0
+    return watch_query(spark, query, Path(args.stop_file), _say,
+                       lambda progress: f"batch={progress.batchId} rows={progress.numInputRows}")
 
 
 # --- the test's side ------------------------------------------------------------------------------
