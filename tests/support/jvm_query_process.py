@@ -62,12 +62,14 @@ class RowFiles:
             self.file.close()
 
 
-def main(settings: dict[str, Any]) -> int:
+def jvm_query_session(settings: dict[str, Any], app_name: str) -> Any:
+    """The small Spark session a JVM query process runs in: ``settings["jars"]`` on ``spark.jars``,
+    ``master`` (local[2] unless given), the JVM options Aeron needs, ``conf`` on top."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(settings.get("master", "local[2]")).appName("jvm-query-process")
+    builder = (SparkSession.builder.master(settings.get("master", "local[2]")).appName(app_name)
                .config("spark.jars", settings["jars"])
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
@@ -78,6 +80,11 @@ def main(settings: dict[str, Any]) -> int:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.get("log_level", "ERROR"))
+    return spark
+
+
+def main(settings: dict[str, Any]) -> int:
+    spark = jvm_query_session(settings, "jvm-query-process")
     if "probes" in settings:
         return _probe(spark, settings)
     out = Path(settings["out"])

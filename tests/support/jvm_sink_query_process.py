@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.jvm_query_process import AERON_JVM_OPTIONS
+from tests.support.jvm_query_process import jvm_query_session
 from tests.support.process_tree import kill_tree
 from tests.support.query_watch import failure_line, watch_query
 
@@ -47,21 +47,7 @@ def _say(line: str) -> None:
 
 
 def main(settings: dict[str, Any]) -> int:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    builder = (SparkSession.builder.master(settings.get("master", "local[2]")).appName("jvm-sink-query-process")
-               .config("spark.jars", settings["jars"])
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-               .config("spark.sql.catalogImplementation", "in-memory")
-               .config("spark.driver.extraJavaOptions", AERON_JVM_OPTIONS + " -XX:TieredStopAtLevel=1")
-               .config("spark.executor.extraJavaOptions", AERON_JVM_OPTIONS))
-    for key, value in settings.get("conf", {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(settings.get("log_level", "ERROR"))
+    spark = jvm_query_session(settings, "jvm-sink-query-process")
     if "attempts" in settings:
         return _attempt_each(spark, settings)
     try:
