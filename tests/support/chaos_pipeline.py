@@ -53,7 +53,9 @@ SINK_STREAM_ID = 4902
 SINK_ID = "chaos"
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
-MAX_QUERY_RUNS = 12
+#: Query runs in a row that end before committing a batch: past it the query is failing, not being faulted
+#: (a soak restarts the query dozens of times, each restart committing before the next fault).
+MAX_RUNS_WITHOUT_A_COMMIT = 5
 RESTARTED_QUERY_TIMEOUT_S = 240.0
 WORKER_WAIT_S = 30.0  # how long a worker SIGKILL waits for the query to have a Python worker
 
@@ -308,8 +310,8 @@ class ChaosPipeline:
 
     def start_query(self) -> SinkTailQuery:
         assert self.sidecar is not None
-        assert len(self.queries) < MAX_QUERY_RUNS, "the query failed again and again:\n" + "\n".join(
-            self.query_failures[-5:])
+        assert self.runs_without_a_commit() < MAX_RUNS_WITHOUT_A_COMMIT, (
+            "the query failed again and again:\n" + "\n".join(self.query_failures[-5:]))
         args = ["--control-channel", self.sidecar.control_channel, "--channel", f"endpoint=127.0.0.1:{RECORD_PORT}",
                 "--stream-id", str(STREAM_ID), "--sink-channel", f"aeron:udp?endpoint={self.address}:{SINK_PORT}",
                 "--sink-stream-id", str(SINK_STREAM_ID), "--sink-id", SINK_ID,
@@ -319,6 +321,15 @@ class ChaosPipeline:
             args += ["--option", option]
         self.queries.append(SinkTailQuery(args, {**os.environ, "AERON_DIR": str(self.spark_driver_dir)}))
         return self.query
+
+    def runs_without_a_commit(self) -> int:
+        """The latest query runs, counted back to the last one that committed rows."""
+        count = 0
+        for query in reversed(self.queries):
+            if any(progress.rows > 0 for progress in query.progress()):
+                break
+            count += 1
+        return count
 
     def supervise(self) -> None:
         """Restarts the query from its checkpoint when it ended by itself."""
