@@ -220,15 +220,17 @@ class AeronClient:
         names = host_names(channel)
         if names:  # looked up here, not by the driver: it answers nobody while it resolves (host_lookup)
             return PendingAfterLookup(channel, names, lambda addressed: self._send_exclusive_add(
-                addressed, stream_id, what), what, self.timeout)
+                addressed, stream_id, what, requested_channel=channel), what, self.timeout)
         return self._send_exclusive_add(channel, stream_id, what)
 
-    def _send_exclusive_add(self, channel: str, stream_id: int, what: str) -> PendingExclusivePublication:
-        """``what`` names the channel as the caller gave it (before any host was looked up)."""
+    def _send_exclusive_add(self, channel: str, stream_id: int, what: str, *,
+                            requested_channel: str | None = None) -> PendingExclusivePublication:
+        """``what`` and ``requested_channel`` name the channel as the caller gave it (before any host
+        was looked up); the publication's ``channel`` is that one, as Java's ``channel()`` is."""
         async_p = ffi.new("aeron_async_add_exclusive_publication_t **")
         check(lib.aeron_async_add_exclusive_publication(async_p, self._live(), channel.encode(), stream_id),
               what)
-        return PendingExclusivePublication(self, async_p[0], what, self.timeout)
+        return PendingExclusivePublication(self, async_p[0], what, self.timeout, channel=requested_channel)
 
     def add_subscription(self, channel: str, stream_id: int, *,
                          on_available_image: ImageCallback | None = None,

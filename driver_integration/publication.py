@@ -362,7 +362,14 @@ class PendingExclusivePublication(PendingAdd[ExclusivePublication]):
     (``pending_adds.PendingAdd``).
     """
 
-    def __init__(self, client: AeronClient, async_op: object, what: str, timeout: float) -> None:
+    def __init__(self, client: AeronClient, async_op: object, what: str, timeout: float, *,
+                 channel: str | None = None) -> None:
+        def wrap(owner: AeronClient, pointer: object) -> ExclusivePublication:
+            publication = ExclusivePublication(owner, pointer)
+            if channel is not None:  # as asked, not with the addresses a host lookup put in (Java's channel())
+                publication.channel = channel
+            return publication
+
         super().__init__(client, async_op, what, timeout,
                          c_poll=lib.aeron_async_add_exclusive_publication_poll,
-                         out_type="aeron_exclusive_publication_t **", wrap=ExclusivePublication)
+                         out_type="aeron_exclusive_publication_t **", wrap=wrap)

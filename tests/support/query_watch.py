@@ -14,8 +14,9 @@ QUERY_FAILED_EXIT = 3
 
 
 def failure_line(error: BaseException | object) -> str:
-    """``QUERY FAILED <error>`` on one line (Spark's errors span many), cut to 3,000 characters."""
-    return f"QUERY FAILED {str(error)[:3000]}".replace("\n", " | ")
+    """``QUERY FAILED <error>`` on one line (Spark's errors span many), cut to 20,000 characters: a
+    Python worker's traceback comes first and the error naming what failed (the archive) last."""
+    return f"QUERY FAILED {str(error)[:20000]}".replace("\n", " | ")
 
 
 def watch_query(spark: Any, query: Any, stop_file: Path, say: Callable[[str], None],

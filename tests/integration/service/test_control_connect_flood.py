@@ -21,6 +21,7 @@ import pytest
 from aeron_spark.archive.client.archive_client import ArchiveClient
 from aeron_spark.driver_integration.client import AeronClient
 
+from aeron_spark.driver_integration.host_lookup import LOOKUP_THREADS
 from tests.support.connect_flood import Footprint, flood_connects, request_publications
 from tests.support.sidecar import Sidecar
 
@@ -30,7 +31,9 @@ FLOOD_CONNECTS = 5_000
 VALID_CLIENT_TIMEOUT_S = 10.0  # the valid client's connect timeout (the archive client's timeout)
 EXPIRY_S = 5.0 + 10.0 + 5.0  # connect timeout + the C client's driver timeout + slack
 OPEN_FILES_MARGIN = 8
-MAPPINGS_MARGIN = 16
+#: Plus what the sidecar's host-lookup threads take once, started by the flood's first named hosts
+#: (driver_integration/host_lookup.py): per thread its stack, guard page and a malloc arena (~4).
+MAPPINGS_MARGIN = 16 + 4 * LOOKUP_THREADS
 RSS_MARGIN_KB = 24 * 1024
 
 
