@@ -9,12 +9,8 @@ same scenarios run on ``local[2]`` with ``archive.dir`` alone.
 
 The data comes as a trading system's would: this program publishes over UDP to a channel the
 archive records (REMOTE), from its own driver. Each scenario checks exact bytes and positions
-(every message once, in order) and prints one JSON line
-``{"layout": ..., "scenario": ..., "ok": ..., "detail": ...}``; tests/cluster/test_cluster_layout.py
-asserts on those lines.
-
-One run may hold several layouts (``phases``: each its archive, options and scenarios) on the one
-Spark session, so the cluster layouts pay one ``local-cluster`` start between them.
+(every message once, in order) and prints one JSON line ``{"scenario": ..., "ok": ..., "detail": ...}``;
+tests/cluster/test_cluster_layout.py asserts on those lines.
 """
 
 from __future__ import annotations
@@ -113,32 +109,10 @@ class App:
     def __init__(self, args: dict) -> None:
         self.args = args
         self.work = Path(args["work_dir"])
+        self.options = dict(args["options"])
+        self.recorder = UdpRecorder(args.get("publisher_aeron_dir"), args["control_channel"], args["record_port"])
         self.stream_ids = iter(range(args["first_stream_id"], args["first_stream_id"] + 1000))
         self.spark = self._session()
-        self.phase: dict = {}
-        self.options: dict[str, str] = {}
-        self._recorder: UdpRecorder | None = None
-
-    @property
-    def recorder(self) -> UdpRecorder:
-        assert self._recorder is not None, "no layout begun"
-        return self._recorder
-
-    def begin_phase(self, phase: dict) -> None:
-        """A layout's archive (its control channel) and query options, for the scenarios that follow."""
-        self.end_phase()
-        self.phase = phase
-        self.options = dict(phase["options"])
-        self._recorder = UdpRecorder(phase.get("publisher_aeron_dir"), phase["control_channel"], phase["record_port"])
-
-    def end_phase(self) -> None:
-        if self._recorder is not None:
-            recorder, self._recorder = self._recorder, None
-            recorder.close()
-
-    def name(self, what: str) -> str:
-        """A checkpoint or memory table name of this layout's own (layouts share the session)."""
-        return f"{self.phase['layout']}_{what}".replace("-", "_")
 
     def _session(self):
         # Built here, not by pytest-spark (tests/spark's session): this is another process, whose
@@ -151,9 +125,7 @@ class App:
                    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
                    .config("spark.sql.catalogImplementation", "in-memory")
-                   .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-                   # local-cluster's executor JVMs start as fast (C1 only: no C2 threads on 2 cores).
-                   .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+                   .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
         for name, value in self.args.get("spark_conf", {}).items():
             builder = builder.config(name, value)
         session = builder.getOrCreate()
@@ -179,7 +151,7 @@ class App:
                       for r in dataframe.select("recording_id", "position", "payload").collect())
 
     def checkpoint(self, name: str) -> str:
-        return str(self.work / "checkpoints" / self.name(name))
+        return str(self.work / "checkpoints" / name)
 
     def run_available_now(self, stream_id: int, name: str, collected: list) -> None:
         """One AvailableNow run; its rows appended to ``collected`` (foreachBatch, which, unlike the
@@ -197,17 +169,17 @@ class App:
                 query.stop()
 
     def start_tailing(self, stream_id: int, name: str, **extra):
-        """A query reading the stream from its start every 200 ms into the memory table ``self.name(name)``."""
+        """A query reading the stream from its start every 200 ms into the memory table ``name``."""
         checkpoint = self.checkpoint(name)
         return (self.reader(stream_id, streaming=True, checkpointLocation=checkpoint, startingPositions="earliest",
                             **extra)
-                .writeStream.format("memory").queryName(self.name(name)).option("checkpointLocation", checkpoint)
+                .writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
                 .trigger(processingTime="200 milliseconds").start())
 
-    def wait_rows(self, name: str, count: int, query) -> list:
+    def wait_rows(self, table: str, count: int, query) -> list:
         deadline = time.monotonic() + WAIT_S
         while True:
-            rows = self.rows(self.spark.table(self.name(name)))
+            rows = self.rows(self.spark.table(table))
             if len(rows) >= count:
                 return rows
             if query.exception() is not None:
@@ -310,9 +282,9 @@ class App:
         return f"executor {victims[0]} killed mid-read; {len(expected)} rows exact after the retry"
 
     def sink_batch_write(self) -> str:
-        staging = self.phase.get("staging_uri")  # None: the sink's default (under archive.dir)
+        staging = self.args.get("staging_uri")  # None: the sink's default (under archive.dir)
         stream_id = next(self.stream_ids)
-        sink_channel = f"aeron:udp?endpoint=127.0.0.1:{self.phase['sink_port']}"
+        sink_channel = f"aeron:udp?endpoint=127.0.0.1:{self.args['sink_port']}"
         payloads = numbered_payloads(0, 300)
         frame = self.spark.createDataFrame([(p,) for p in payloads], "payload binary").repartition(3)
         writer = frame.write.format("aeron-archive").mode("append")
@@ -333,7 +305,7 @@ class App:
         try:
             self.spark.stop()
         finally:
-            self.end_phase()
+            self.recorder.close()
 
 
 def check(rows: list, expected: list) -> None:
@@ -378,26 +350,21 @@ def executor_pids() -> list[int]:
 
 
 def main() -> int:
-    """ARGS_JSON: ``work_dir``, ``first_stream_id``, ``master``, ``spark_conf`` and ``phases``, each
-    ``{"layout", "control_channel", "record_port", "sink_port", "options", "scenarios"}`` plus
-    ``staging_uri`` and ``publisher_aeron_dir`` when it has them; phases run in order."""
     args = json.loads(sys.argv[1])
     app = App(args)
     failed = False
     try:
-        for phase in args["phases"]:
-            app.begin_phase(phase)
-            for scenario in phase["scenarios"]:
-                started = time.monotonic()
-                try:
-                    detail = getattr(app, scenario)()
-                    ok = True
-                except BaseException as error:  # noqa: BLE001 - reported per scenario
-                    detail = "".join(traceback.format_exception(error))[-4000:]
-                    ok = False
-                    failed = True
-                print(json.dumps({"layout": phase["layout"], "scenario": scenario, "ok": ok, "detail": detail,
-                                  "seconds": round(time.monotonic() - started, 1)}), flush=True)
+        for scenario in args["scenarios"]:
+            started = time.monotonic()
+            try:
+                detail = getattr(app, scenario)()
+                ok = True
+            except BaseException as error:  # noqa: BLE001 - reported per scenario
+                detail = "".join(traceback.format_exception(error))[-4000:]
+                ok = False
+                failed = True
+            print(json.dumps({"scenario": scenario, "ok": ok, "detail": detail,
+                              "seconds": round(time.monotonic() - started, 1)}), flush=True)
     finally:
         app.close()
     return 1 if failed else 0

@@ -15,8 +15,6 @@ The ``single-host`` layout runs the same scenarios on ``local[2]`` with ``archiv
 is the cluster layout with the real Java Aeron 1.51.0 archive (tests/interop/peer/modern_peer.py:
 its own Java media driver, only its control channel given) in place of the sidecar, for the reads
 (the sink into it: tests/spark/test_modern_java_archive.py).
-The three layouts on local-cluster run in one app, one after the other on one Spark session (a
-local-cluster start costs tens of seconds here), each on its own archive.
 Every process started here is stopped here, by PID.
 """
 
@@ -50,14 +48,10 @@ LAYOUTS = {
     "cluster-response-channels": ["batch_read", "available_now", "sink_batch_write"],
     "modern-java-cluster": ["batch_read", "tail_live", "discovery"],
 }
-# The layouts on local-cluster run in one app (one Spark session, one local-cluster start), each on
-# its own archive; "cluster" last, as its last scenario kills an executor.
-CLUSTER_LAYOUTS = ("cluster-response-channels", "modern-java-cluster", "cluster")
-APP_TIMEOUT_S = 900
+APP_TIMEOUT_S = 600
 
 
-def _run_app(args: dict, env: dict[str, str]) -> dict[str, dict[str, dict]]:
-    """Runs the app; its per-scenario results by layout, each layout's with the app's ``_log``."""
+def _run_app(args: dict, env: dict[str, str]) -> dict[str, dict]:
     process = subprocess.Popen([sys.executable, "-m", "tests.cluster.cluster_app", json.dumps(args)],
                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -66,87 +60,72 @@ def _run_app(args: dict, env: dict[str, str]) -> dict[str, dict[str, dict]]:
         if process.poll() is None:
             process.kill()
             process.wait()
-    log = {"detail": stderr[-6000:], "returncode": process.returncode}
-    results: dict[str, dict[str, dict]] = {phase["layout"]: {"_log": log} for phase in args["phases"]}
+    results = {}
     for line in stdout.splitlines():
         if line.startswith("{") and '"scenario"' in line:
             result = json.loads(line)
-            results[result["layout"]][result["scenario"]] = result
+            results[result["scenario"]] = result
+    results["_log"] = {"detail": stderr[-6000:], "returncode": process.returncode}
     return results
 
 
-def _phase(layout: str, control_channel: str, options: dict[str, str], **extra: str) -> dict:
-    return {"layout": layout, "control_channel": control_channel, "record_port": free_udp_port(),
-            "sink_port": free_udp_port(), "options": options, "scenarios": LAYOUTS[layout], **extra}
-
-
-def _run_single_host(work: Path) -> dict[str, dict[str, dict]]:
+def _run_layout(layout: str, work: Path) -> dict[str, dict]:
+    if layout == "modern-java-cluster":
+        with running_modern_java_archive(ensure_modern_peer_built(), work) as java:
+            return _run_cluster(_app_args(work, java.control_channel, layout), work, staging=False)
     with running_sidecar(work / "archive") as sidecar:
-        phase = _phase("single-host", sidecar.control_channel, {"archive.dir": str(work / "archive")},
-                       publisher_aeron_dir=sidecar.driver_dir)
-        return _run_app({"work_dir": str(work), "first_stream_id": 7100, "master": "local[2]", "phases": [phase]},
-                        _environment())
+        args = _app_args(work, sidecar.control_channel, layout)
+        if layout == "single-host":
+            args.update(master="local[2]", options={"archive.dir": str(work / "archive")},
+                        publisher_aeron_dir=sidecar.driver_dir)
+            return _run_app(args, _environment())
+        options = {}
+        if layout == "cluster-response-channels":
+            options["archive.responseChannel"] = f"aeron:udp?control-mode=response|control=localhost:{free_udp_port()}"
+        results = _run_cluster(args, work, staging=True, extra_options=options)
+        results["_replay_channels"] = {"replays": [
+            line.split(" on ", 1)[1] for line in sidecar.stderr_lines
+            if "replay_requests: replay" in line and " from " in line and " on " in line]}
+        return results
+
+
+def _app_args(work: Path, control_channel: str, layout: str) -> dict:
+    return {"work_dir": str(work), "control_channel": control_channel, "record_port": free_udp_port(),
+            "sink_port": free_udp_port(), "first_stream_id": 7100, "scenarios": LAYOUTS[layout], "staging_uri": None}
 
 
 def _environment() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key != "AERON_DIR"}
 
 
-def _run_cluster_layouts(work: Path) -> dict[str, dict[str, dict]]:
-    """``local-cluster`` executors on embedded drivers, this app on a driver of its own; each layout's
-    archive reached at its control channel (plus its options) only: a sidecar each for "cluster" and
-    "cluster-response-channels" (sink staging on S3, moto), the Java 1.51.0 archive for
-    "modern-java-cluster"."""
+def _run_cluster(args: dict, work: Path, *, staging: bool, extra_options: dict[str, str] | None = None) -> dict[str, dict]:
+    """``local-cluster`` executors on embedded drivers, this app on a driver of its own, the archive
+    reached at ``args["control_channel"]`` (plus ``extra_options``) only; sink staging on S3 (moto)
+    when ``staging``."""
     env = _environment()
     driver_host_dir = work / "spark-driver-host-aeron"
-    with contextlib.ExitStack() as stack:
-        java = stack.enter_context(running_modern_java_archive(ensure_modern_peer_built(), work))
-        sidecars = {}
-        for layout in ("cluster", "cluster-response-channels"):
-            (work / layout).mkdir()
-            sidecars[layout] = stack.enter_context(running_sidecar(work / layout / "archive"))
-        staging_uri = stack.enter_context(running_s3_server()).staging_uri("cluster-staging")
-        stack.enter_context(running_driver_process(driver_host_dir))
-        response_channel = f"aeron:udp?control-mode=response|control=localhost:{free_udp_port()}"
-        phases = {
-            "cluster": _phase("cluster", sidecars["cluster"].control_channel,
-                              {"archive.controlChannel": sidecars["cluster"].control_channel},
-                              staging_uri=staging_uri),
-            "cluster-response-channels": _phase(
-                "cluster-response-channels", sidecars["cluster-response-channels"].control_channel,
-                {"archive.controlChannel": sidecars["cluster-response-channels"].control_channel,
-                 "archive.responseChannel": response_channel}, staging_uri=staging_uri),
-            "modern-java-cluster": _phase("modern-java-cluster", java.control_channel,
-                                          {"archive.controlChannel": java.control_channel}),
+    with running_driver_process(driver_host_dir), contextlib.ExitStack() as stack:
+        if staging:
+            args["staging_uri"] = stack.enter_context(running_s3_server()).staging_uri("cluster-staging")
+        options = {"archive.controlChannel": args["control_channel"], **(extra_options or {})}
+        args.update(master="local-cluster[2,1,1024]", options=options)
+        args["spark_conf"] = {
+            # No driver runs there: each executor's Python worker starts an embedded one.
+            "spark.executorEnv.AERON_DIR": str(work / "executor-host-aeron"),
+            "spark.task.maxFailures": "4",
         }
-        args = {"work_dir": str(work), "first_stream_id": 7100, "master": "local-cluster[2,1,1024]",
-                "phases": [phases[layout] for layout in CLUSTER_LAYOUTS],
-                "spark_conf": {
-                    # No driver runs there: each executor's Python worker starts an embedded one.
-                    "spark.executorEnv.AERON_DIR": str(work / "executor-host-aeron"),
-                    "spark.task.maxFailures": "4",
-                }}
         env["AERON_DIR"] = str(driver_host_dir)
-        results = _run_app(args, env)
-        for layout, sidecar in sidecars.items():
-            results[layout]["_replay_channels"] = {"replays": [
-                line.split(" on ", 1)[1] for line in sidecar.stderr_lines
-                if "replay_requests: replay" in line and " from " in line and " on " in line]}
-        return results
+        return _run_app(args, env)
 
 
 @pytest.fixture(scope="module")
 def layout_results(tmp_path_factory):
-    """Runs each layout's app once (on first use: the cluster layouts together) and keeps its
-    per-scenario results."""
+    """Runs each layout's app once (on first use) and keeps its per-scenario results."""
     done: dict[str, dict[str, dict]] = {}
 
     def results(layout: str) -> dict[str, dict]:
         if layout not in done:
-            if layout == "single-host":
-                done.update(_run_single_host(tmp_path_factory.mktemp("layout-single-host")))
-            else:
-                done.update(_run_cluster_layouts(tmp_path_factory.mktemp("layout-cluster")))
+            done[layout] = _run_layout(layout, tmp_path_factory.mktemp(f"layout-{layout}"))
         return done[layout]
 
     return results
