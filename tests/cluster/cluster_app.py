@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -30,6 +29,7 @@ from aeron_spark.connector.data_source import register
 from aeron_spark.driver_integration import AeronClient
 
 from tests.spark.source_fixtures import numbered_payloads
+from tests.support.process_tree import descendant_pids
 
 WAIT_S = 90.0
 TERM_LENGTH = 64 * 1024
@@ -330,23 +330,17 @@ def wait_for_executors(count: int) -> list[int]:
 
 
 def executor_pids() -> list[int]:
-    listing = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout
-    parents: dict[int, int] = {}
+    """Read from /proc, not ``ps``: under pytest-xdist COLUMNS=80 is set, and ``ps`` cuts each
+    command line to that width, well before an executor JVM's class name (after its classpath)."""
     executors = []
-    for line in listing.splitlines():
-        pid, ppid, command = line.strip().split(None, 2) + [""] * (3 - len(line.strip().split(None, 2)))
-        parents[int(pid)] = int(ppid)
-        if "CoarseGrainedExecutorBackend" in command:
-            executors.append(int(pid))
-
-    def descends_from_me(pid: int) -> bool:
-        while pid > 1:
-            if pid == os.getpid():
-                return True
-            pid = parents.get(pid, 1)
-        return False
-
-    return sorted(pid for pid in executors if descends_from_me(pid))
+    for pid in descendant_pids(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if b"CoarseGrainedExecutorBackend" in cmdline.read():
+                    executors.append(pid)
+        except OSError:
+            continue  # exited meanwhile
+    return sorted(executors)
 
 
 def main() -> int:
