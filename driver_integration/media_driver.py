@@ -39,6 +39,19 @@ _THREADING_MODES: dict[str, int] = {
 #: keepalive clients check against their 10 s driver timeout, so one such lookup made every client
 #: of the driver declare it dead (issue 33; docs/reliability.md, "A driver that stops ticking").
 DEFAULT_THREADING_MODE: ThreadingMode = "shared_network"
+#: The back-off every agent thread of an embedded driver idles with, as the C driver's init args
+#: (max spins - max yields - min park - max park). Aeron's (10-20-1us-1ms) wake a thread ~40 times
+#: after every message, each wake a duty cycle with socket syscalls: the network thread took half a
+#: core at 5,000 msg/s beside a Spark driver, which then planned each real-time batch late
+#: (docs/realtime.md, "Idle strategies"). These cost ~a half of that; a message still waits at most
+#: Aeron's 1 ms park. AERON_<AGENT>_IDLE_STRATEGY[_INIT_ARGS] in the environment replaces it.
+DEFAULT_IDLE_BACKOFF = "1-2-50us-1ms"
+# The agents of each threading mode, by the C driver's setter and environment names.
+_IDLE_AGENTS: dict[str, tuple[str, ...]] = {
+    "dedicated": ("conductor", "sender", "receiver"),
+    "shared_network": ("conductor", "sharednetwork"),
+    "shared": ("shared",),
+}
 MIN_TERM_LENGTH = 64 * 1024
 MAX_TERM_LENGTH = 1024 * 1024 * 1024
 MIN_MTU_LENGTH = 64
@@ -117,6 +130,17 @@ class MediaDriverOptions:
         return dataclasses.replace(self, **overrides)  # type: ignore[arg-type]  # checked by __post_init__
 
 
+def _set_idle_backoff(context: object, agent: str) -> None:
+    """:data:`DEFAULT_IDLE_BACKOFF` for ``agent`` unless the environment names its idle strategy."""
+    variable = f"AERON_{agent.upper()}_IDLE_STRATEGY"
+    if os.environ.get(variable) or os.environ.get(f"{variable}_INIT_ARGS"):
+        return
+    check(getattr(lib, f"aeron_driver_context_set_{agent}_idle_strategy_init_args")(
+        context, DEFAULT_IDLE_BACKOFF.encode()), f"set {agent} idle strategy init args")
+    check(getattr(lib, f"aeron_driver_context_set_{agent}_idle_strategy")(context, b"backoff"),
+          f"set {agent} idle strategy")
+
+
 def _require_int(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -161,6 +185,8 @@ class MediaDriver:
               "set dir_delete_on_start")
         check(lib.aeron_driver_context_set_dir_delete_on_shutdown(context, opts.dir_delete_on_shutdown),
               "set dir_delete_on_shutdown")
+        for agent in _IDLE_AGENTS[opts.threading_mode]:
+            _set_idle_backoff(context, agent)
         setters = {
             "term_buffer_length": lib.aeron_driver_context_set_term_buffer_length,
             "ipc_term_buffer_length": lib.aeron_driver_context_set_ipc_term_buffer_length,
@@ -194,6 +220,17 @@ class MediaDriver:
     def ensure_open(self) -> None:
         if self.is_closed:
             raise closed_error(f"media driver ({self._dir})")
+
+    def idle_strategy_init_args(self, agent: str) -> str | None:
+        """The back-off ``agent`` (conductor, sender, receiver, sharednetwork, shared) idles with, as
+        the C driver's init args, or None where the environment chose its idle strategy."""
+        self.ensure_open()
+        getter = getattr(lib, f"aeron_driver_context_get_{agent}_idle_strategy_init_args", None)
+        if getter is None:
+            raise ValueError(f"unknown driver agent {agent!r}: expected one of conductor, sender, receiver, "
+                             "sharednetwork, shared")
+        value = getter(self._context)
+        return None if value == ffi.NULL else ffi.string(value).decode()
 
     def close(self) -> None:
         """Stop the driver threads and remove an owned directory; harmless when repeated."""

@@ -189,7 +189,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         default=os.environ.get("AERON_ARCHIVE_IDLE_STRATEGY", defaults.DEFAULT_IDLE_STRATEGY),
                         help=f"what an agent does after a duty cycle without work: {', '.join(IDLE_STRATEGIES)} "
                              f"(Aeron's aeron.archive.idle.strategy; default $AERON_ARCHIVE_IDLE_STRATEGY or "
-                             f"{defaults.DEFAULT_IDLE_STRATEGY}: spin, yield, then park up to 1 ms, as Aeron 1.15.1)")
+                             f"{defaults.DEFAULT_IDLE_STRATEGY}: parks doubling from 100 us to Aeron's 1 ms)")
     parser.add_argument("--recorder-idle-strategy", type=_idle_strategy,
                         default=os.environ.get("AERON_ARCHIVE_RECORDER_IDLE_STRATEGY"),
                         help="the recorder's idle strategy while it records (default "

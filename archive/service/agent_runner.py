@@ -5,9 +5,9 @@ An agent is anything with ``do_work() -> int`` (work done this cycle, 0 = idle) 
 one thread (Aeron's SHARED/DEDICATED threading modes are one runner for all agents, or one per
 agent). After a cycle without work the runner calls its idle strategy, as Aeron's AgentRunner
 does; the strategies are Agrona's, by the names Aeron's C driver gives them (:data:`IDLE_STRATEGIES`;
-Java class names are accepted too): ``backoff`` (the default, with Aeron 1.15.1's settings: 10
-spins, 20 yields, then parks doubling from 1 us to 1 ms, reset as soon as an agent does work),
-``yield``, ``spin`` and ``sleep`` (1 ms).
+Java class names are accepted too): ``backoff`` (the default: no spin or yield, parks doubling
+from 100 us to 1 ms, reset as soon as an agent does work; see :class:`BackoffIdleStrategy`
+for why not Aeron's 10 / 20 / 1 us), ``yield``, ``spin`` and ``sleep`` (1 ms).
 
 **Threading modes** (:func:`threading_mode_name`, Aeron's ``aeron.archive.threading.mode``): the
 archive service runs its conductor, recorder and replayer either on one runner each
@@ -68,12 +68,19 @@ class IdleStrategy(Protocol):
 
 class BackoffIdleStrategy:
     """Spin, then yield, then park for min_park_ns doubling up to max_park_ns (Agrona's
-    BackoffIdleStrategy; the defaults are Aeron 1.15.1's ``Configuration.IDLE_*`` values, which
-    its archive and driver agents use)."""
+    BackoffIdleStrategy).
+
+    The defaults are not Aeron's (``Configuration.IDLE_*``: 10 spins, 20 yields, parks from 1 us):
+    a "spin" here is a whole Python duty cycle (10-50 us, what Java's whole spin phase costs), and
+    a park shorter than ~50 us sleeps ~50 us anyway (the kernel's timer slack). With Aeron's values
+    every message that ends an idle spell cost ~40 duty cycles: at 1,000 msg/s the conductor,
+    recorder and replayer took 80 % of a core between them doing nothing, which a co-located
+    Spark driver's planning then waited for (docs/realtime.md, "Idle strategies"). The longest park
+    (what a message can wait in one agent) is Aeron's, 1 ms."""
 
     name = "backoff"
 
-    def __init__(self, max_spins: int = 10, max_yields: int = 20, min_park_ns: int = 1_000,
+    def __init__(self, max_spins: int = 0, max_yields: int = 0, min_park_ns: int = 100_000,
                  max_park_ns: int = 1_000_000) -> None:
         if max_spins < 0 or max_yields < 0 or not 0 < min_park_ns <= max_park_ns:
             raise ValueError(f"invalid back-off: spins={max_spins}, yields={max_yields}, "

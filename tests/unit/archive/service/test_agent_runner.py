@@ -28,21 +28,28 @@ def test_an_unknown_idle_strategy_names_the_accepted_values():
         idle_strategy_name("nap")
 
 
-def test_backoff_spins_then_yields_then_parks_doubling_to_the_cap_and_resets_on_work(monkeypatch):
+def test_backoff_parks_doubling_to_the_cap_and_resets_on_work(monkeypatch):
     calls: list[object] = []
     monkeypatch.setattr(agent_runner.os, "sched_yield", lambda: calls.append("yield"))
     monkeypatch.setattr(agent_runner.time, "sleep", lambda seconds: calls.append(round(seconds * 1e9)))
-    idle = BackoffIdleStrategy()  # Aeron 1.15.1's: 10 spins, 20 yields, park 1 us .. 1 ms
-    for _ in range(10 + 20 + 12):
+    idle = BackoffIdleStrategy()  # no spin or yield (a Python duty cycle is the cost), park 100 us .. 1 ms
+    for _ in range(6):
         idle.idle(0)
-    assert calls[:20] == ["yield"] * 20
-    assert calls[20:] == [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 512_000,
-                          1_000_000, 1_000_000]
+    assert calls == [100_000, 200_000, 400_000, 800_000, 1_000_000, 1_000_000]
     calls.clear()
     idle.idle(1)
-    for _ in range(11):
+    idle.idle(0)
+    assert calls == [100_000]  # back to the shortest park
+
+
+def test_aeron_s_backoff_settings_still_apply_when_given(monkeypatch):
+    calls: list[object] = []
+    monkeypatch.setattr(agent_runner.os, "sched_yield", lambda: calls.append("yield"))
+    monkeypatch.setattr(agent_runner.time, "sleep", lambda seconds: calls.append(round(seconds * 1e9)))
+    idle = BackoffIdleStrategy(max_spins=10, max_yields=20, min_park_ns=1_000)  # Aeron's Configuration.IDLE_*
+    for _ in range(10 + 20 + 3):
         idle.idle(0)
-    assert calls == ["yield"]  # back to spinning first
+    assert calls == ["yield"] * 20 + [1_000, 2_000, 4_000]
 
 
 class _Session:
