@@ -83,7 +83,7 @@ public final class AeronConnections {
      * Aeron's default back-off (10 spins, 20 yields, parks from 1 us) wakes the driver's one thread ~40 times
      * after every message, each wake a duty cycle with socket syscalls: 28 % of a core at 1,000 msg/s beside
      * a Spark driver, which then planned each real-time batch late (docs/realtime.md, "Idle strategies").
-     * Parks from 50 us to Aeron's 1 ms cost a sixth of that; a message waits at most the same 1 ms.
+     * Parks from 50 us to Aeron's 1 ms halved that (13-15 %); a message waits at most the same 1 ms.
      * {@code -Daeron.shared.idle.strategy} replaces it.
      */
     static IdleStrategy newSharedIdleStrategy() {
