@@ -225,11 +225,10 @@ class MediaDriver:
         """The back-off ``agent`` (conductor, sender, receiver, sharednetwork, shared) idles with, as
         the C driver's init args, or None where the environment chose its idle strategy."""
         self.ensure_open()
-        getter = getattr(lib, f"aeron_driver_context_get_{agent}_idle_strategy_init_args", None)
-        if getter is None:
-            raise ValueError(f"unknown driver agent {agent!r}: expected one of conductor, sender, receiver, "
-                             "sharednetwork, shared")
-        value = getter(self._context)
+        agents = dict.fromkeys(agent for names in _IDLE_AGENTS.values() for agent in names)
+        if agent not in agents:
+            raise ValueError(f"unknown driver agent {agent!r}: expected one of {', '.join(agents)}")
+        value = getattr(lib, f"aeron_driver_context_get_{agent}_idle_strategy_init_args")(self._context)
         return None if value == ffi.NULL else ffi.string(value).decode()
 
     def close(self) -> None:
